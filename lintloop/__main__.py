@@ -1,0 +1,5 @@
+import sys
+
+from lintloop.cli import main
+
+sys.exit(main())

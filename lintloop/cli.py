@@ -1,0 +1,204 @@
+"""Command line: check, fix, rule, rules."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import IO
+
+from rich.console import Console
+from rich.table import Table
+
+from lintloop import __version__
+from lintloop.config import ConfigError, Settings, load_settings, resolve_selector
+from lintloop.discovery import discover
+from lintloop.finding import Finding
+from lintloop.reporters import FORMATS, render
+from lintloop.rules import ALL_RULES, lookup
+from lintloop.runner import JobResult, make_jobs, run_jobs
+from lintloop.source import SourceText, UndecodableSource
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def _selectors(text: str) -> list[str]:
+    return [s for s in text.replace(" ", ",").split(",") if s]
+
+
+def _lint_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="files or directories (default: .)")
+    parser.add_argument("--select", type=_selectors, metavar="CODES",
+                        help="comma-separated codes, prefixes (LL1) or names to enable instead of the defaults")
+    parser.add_argument("--extend-select", type=_selectors, default=[], metavar="CODES", help="enable these as well")
+    parser.add_argument("--ignore", type=_selectors, default=[], metavar="CODES", help="disable these")
+    parser.add_argument("--format", choices=FORMATS, default=None, help="output format (default: text)")
+    parser.add_argument("--output", metavar="FILE", help="write the report to FILE instead of stdout")
+    parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings are reported")
+    parser.add_argument("--statistics", action="store_true", help="count findings per rule instead of listing them")
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
+    parser.add_argument("--jobs", "-j", type=int, metavar="N", help="parallel workers (default: all cores)")
+    parser.add_argument("--config", type=Path, metavar="FILE", help="use this pyproject.toml / lintloop.toml")
+    parser.add_argument("--quiet", "-q", action="store_true", help="findings only, no summary")
+    parser.add_argument("--verbose", action="store_true", help="show tracebacks of internal errors")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lintloop", description="Find the mistakes that make training loops "
+                                     "silently wrong, slow or leaky (TensorFlow/Keras, PyTorch, JAX).")
+    parser.add_argument("--version", action="version", version=f"lintloop {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    check = commands.add_parser("check", help="lint files and directories")
+    _lint_options(check)
+    fix = commands.add_parser("fix", help="apply fixes in place, then report what remains")
+    _lint_options(fix)
+    fix.add_argument("--unsafe-fixes", action="store_true", default=None, help="also apply unsafe fixes")
+    fix.add_argument("--diff", action="store_true", help="print a unified diff of the fixes and write nothing")
+    rule = commands.add_parser("rule", help="show one rule's documentation")
+    rule.add_argument("rule", metavar="CODE-OR-NAME")
+    rule.add_argument("--format", choices=("text", "json"), default="text")
+    rules = commands.add_parser("rules", help="list all rules")
+    rules.add_argument("--format", choices=("text", "json"), default="text")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_ERROR
+    try:
+        if args.command == "rule":
+            return _rule(args)
+        if args.command == "rules":
+            return _rules(args)
+        return _lint(args)
+    except ConfigError as exc:
+        print(f"lintloop: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the contract: one line, exit 2, traceback only with --verbose
+        if getattr(args, "verbose", False):
+            traceback.print_exc()
+        print(f"lintloop: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _rule(args: argparse.Namespace) -> int:
+    rule = lookup(args.rule)
+    if rule is None:
+        print(f"lintloop: error: unknown rule {args.rule!r} (see `lintloop rules`)", file=sys.stderr)
+        return EXIT_ERROR
+    if args.format == "json":
+        print(json.dumps(dict(rule.metadata(), documentation=rule.documentation()), indent=2))
+    else:
+        sys.stdout.write(rule.documentation())
+    return EXIT_CLEAN
+
+
+def _rules(args: argparse.Namespace) -> int:
+    if args.format == "json":
+        print(json.dumps([r.metadata() for r in ALL_RULES], indent=2))
+        return EXIT_CLEAN
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("code", "name", "framework", "kind", "default", "fix", "probe"):
+        table.add_column(column, no_wrap=column != "fix")
+    for r in ALL_RULES:
+        meta = r.metadata()
+        table.add_row(r.code, r.name, ", ".join(r.frameworks) or "—", r.kind, meta["default"], r.fix_kind, r.probe)
+    console = Console()
+    if not console.is_terminal:
+        console.width = 160  # a pipe or file gets whole lines, not the 80-column fallback
+    console.print(table)
+    return EXIT_CLEAN
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    settings = load_settings(args.config)
+    if args.select is not None:
+        settings.select = args.select
+    settings.extend_select = settings.extend_select + args.extend_select
+    settings.ignore = settings.ignore + args.ignore
+    for selector in (settings.select or []) + settings.extend_select + settings.ignore:
+        resolve_selector(selector)  # raises ConfigError naming the bad selector
+    if getattr(args, "unsafe_fixes", None):
+        settings.unsafe_fixes = True
+    if args.jobs is not None:
+        if args.jobs < 1:
+            raise ConfigError("--jobs must be at least 1")
+        settings.jobs = args.jobs
+    return settings
+
+
+def _lint(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    ruleset = settings.ruleset()
+    paths = args.paths or ["."]
+    files, missing = discover(paths, settings)
+    for message in missing:
+        print(f"lintloop: error: {message}", file=sys.stderr)
+    mode = "check" if args.command == "check" else ("diff" if args.diff else "fix")
+    cache_dir = None if args.no_cache or mode != "check" else _cache_dir(settings.root)
+
+    def ignored(file) -> set[str]:
+        return settings.ignored_for(os.path.relpath(file.path.resolve(), settings.root))
+
+    jobs = make_jobs(files, ruleset, mode, per_file_ignores=ignored, unsafe_fixes=settings.unsafe_fixes,
+                     cache_dir=cache_dir)
+    results = run_jobs(jobs, settings.jobs or os.cpu_count() or 1)
+    findings = sorted((f for r in results for f in r.findings), key=Finding.sort_key)
+    errors = [e for r in results for e in r.errors]
+    _report(args, results, findings, settings, mode, files)
+    for error in errors:
+        print(f"lintloop: error: {error}", file=sys.stderr)
+    if missing or errors:
+        return EXIT_ERROR
+    changed = mode == "diff" and any(r.diff for r in results)
+    return EXIT_FINDINGS if (findings or changed) and not args.exit_zero else EXIT_CLEAN
+
+
+def _cache_dir(root: Path) -> str | None:
+    directory = root / ".lintloop_cache"
+    try:
+        directory.mkdir(exist_ok=True)
+        (directory / ".gitignore").write_text("# created by lintloop\n*\n")
+    except OSError:
+        return None
+    return str(directory)
+
+
+def _report(args: argparse.Namespace, results: list[JobResult], findings: list[Finding], settings: Settings,
+            mode: str, files) -> None:
+    fmt = args.format or "text"
+    for result in results:
+        for message in result.messages:
+            print(f"lintloop: {message}", file=sys.stderr)
+    if mode == "diff":
+        sys.stdout.write("".join(r.diff for r in results))
+    elif mode == "fix" and not args.quiet:
+        fixed = sum(r.fixed for r in results)
+        touched = sum(1 for r in results if r.fixed)
+        print(f"Fixed {fixed} finding{'s' if fixed != 1 else ''} in {touched} file{'s' if touched != 1 else ''}.",
+              file=sys.stderr)
+    with_findings = {f.path for f in findings}
+    sources = {f.display: _read_text(f.path) for f in files if f.display in with_findings} if fmt == "text" else {}
+    stream: IO[str]
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as stream:
+            render(findings, fmt, stream, sources=sources, statistics=args.statistics, quiet=args.quiet,
+                   unsafe_fixes=settings.unsafe_fixes, is_file=True)
+    elif mode != "diff" or findings:
+        render(findings, fmt, sys.stdout if mode != "diff" else sys.stderr, sources=sources,
+               statistics=args.statistics, quiet=args.quiet, unsafe_fixes=settings.unsafe_fixes, is_file=False)
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return SourceText.from_bytes(path.read_bytes()).text
+    except (OSError, UndecodableSource):
+        return None

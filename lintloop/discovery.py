@@ -1,0 +1,91 @@
+"""Which files to lint: directories recursively, honouring .gitignore and `exclude`; explicit files always."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pathspec
+
+from lintloop.config import Settings
+
+PYTHON_SUFFIXES = (".py", ".pyi")
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: Path  # to open
+    display: str  # as given on the command line, joined with the path below it
+
+
+def discover(arguments: list[str], settings: Settings) -> tuple[list[SourceFile], list[str]]:
+    """Files to lint in a stable order, and one message per argument that does not exist."""
+    excluded = pathspec.GitIgnoreSpec.from_lines(settings.exclude)
+    files: dict[Path, SourceFile] = {}
+    missing: list[str] = []
+    for argument in arguments:
+        path = Path(argument)
+        if path.is_file():
+            files.setdefault(path.resolve(), SourceFile(path, argument))
+        elif path.is_dir():
+            for found in _walk(path, argument, excluded, settings.root):
+                files.setdefault(found.path.resolve(), found)
+        else:
+            missing.append(f"{argument}: no such file or directory")
+    return sorted(files.values(), key=lambda f: f.display), missing
+
+
+def _walk(top: Path, argument: str, excluded: pathspec.PathSpec, root: Path) -> list[SourceFile]:
+    found = []
+    ignores = _ancestor_gitignores(top.resolve())
+    for directory, subdirs, filenames in os.walk(top):
+        here = Path(directory)
+        gitignore = here / ".gitignore"
+        if gitignore.is_file():
+            ignores = ignores + [(here.resolve(), _read_spec(gitignore))]
+
+        def skipped(name: str, is_dir: bool) -> bool:
+            full = (here / name).resolve()
+            suffix = "/" if is_dir else ""
+            if _matches(excluded, full, root, suffix) or _matches(excluded, Path(name), None, suffix):
+                return True
+            return any(_matches(spec, full, base, suffix) for base, spec in ignores)
+
+        subdirs[:] = sorted(d for d in subdirs if not skipped(d, True))
+        for name in sorted(filenames):
+            if name.endswith(PYTHON_SUFFIXES) and not skipped(name, False):
+                relative = os.path.relpath(here / name, top)
+                display = relative if argument == "." else os.path.join(argument, relative)
+                found.append(SourceFile(here / name, display))
+    return found
+
+
+def _matches(spec: pathspec.PathSpec, path: Path, base: Path | None, suffix: str) -> bool:
+    if base is not None:
+        try:
+            path = path.relative_to(base)
+        except ValueError:
+            return False
+    return spec.match_file(path.as_posix() + suffix)
+
+
+def _read_spec(gitignore: Path) -> pathspec.PathSpec:
+    try:
+        lines = gitignore.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        lines = []
+    return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
+def _ancestor_gitignores(top: Path) -> list[tuple[Path, pathspec.PathSpec]]:
+    """.gitignore files above `top`, up to the repository root (the directory holding .git)."""
+    chain = []
+    for directory in top.parents:
+        if (directory / ".gitignore").is_file():
+            chain.append((directory, _read_spec(directory / ".gitignore")))
+        if (directory / ".git").exists():
+            break
+    else:
+        return []  # not inside a git repository: no .gitignore above applies
+    return list(reversed(chain))

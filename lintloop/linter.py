@@ -1,0 +1,188 @@
+"""Linting one file: read, pre-filter, parse once, run the enabled rules, locate, suppress; and fixing it."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from lintloop.analysis import FileContext
+from lintloop.finding import Edit, Finding, Fix
+from lintloop.rule import Report, Rule, RuleSet
+from lintloop.rules import BY_CODE, lookup
+from lintloop.source import SourceText, UndecodableSource
+from lintloop.suppression import Suppressions
+
+
+@dataclass
+class FileResult:
+    findings: list[Finding] = field(default_factory=list)
+    # Internal errors (a rule crashed): reported on stderr, and the run exits 2.
+    errors: list[str] = field(default_factory=list)
+
+
+def engine_finding(display: str, rule: type[Rule], message: str, line: int = 1, column: int = 1,
+                   end_line: int | None = None, end_column: int | None = None) -> Finding:
+    return Finding(display, line, column, end_line or line, end_column or column, rule.code, rule.name,
+                   message, rule.kind, rule.severity(), suppression_lines=(line,))
+
+
+def lint_bytes(display: str, data: bytes, ruleset: RuleSet) -> FileResult:
+    try:
+        source = SourceText.from_bytes(data)
+    except UndecodableSource as exc:
+        return FileResult(_enabled([engine_finding(display, BY_CODE["LL001"], str(exc))], ruleset))
+    return lint_text(display, source.text, ruleset)
+
+
+def lint_text(display: str, text: str, ruleset: RuleSet) -> FileResult:
+    result = FileResult()
+    visitor_rules = [r for r in ruleset.rules if r.has_visitor()]
+    triggers = {word for rule in visitor_rules for word in rule.trigger_words()}
+    suppressions = Suppressions.scan(text)
+    if not any(word in text for word in triggers):
+        # No enabled rule can fire: a syntax check is all this file needs (C parser, no CST).
+        try:
+            ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+            result.findings.append(_syntax_finding(display, exc))
+    else:
+        try:
+            module = cst.parse_module(text)
+        except cst.ParserSyntaxError as exc:
+            result.findings.append(engine_finding(display, BY_CODE["LL001"], f"syntax error: {exc.message}",
+                                                  exc.raw_line, exc.raw_column + 1))
+        except (RecursionError, MemoryError) as exc:
+            result.findings.append(_syntax_finding(display, exc))
+        else:
+            result.findings.extend(_run_rules(display, module, visitor_rules, ruleset, result.errors))
+    result.findings = _suppress(display, result.findings, suppressions, ruleset)
+    result.findings = _enabled(result.findings, ruleset)
+    result.findings.sort(key=Finding.sort_key)
+    return result
+
+
+def _syntax_finding(display: str, exc: BaseException) -> Finding:
+    if isinstance(exc, SyntaxError):
+        return engine_finding(display, BY_CODE["LL001"], f"syntax error: {exc.msg}", exc.lineno or 1,
+                              (exc.offset or 0) or 1)
+    return engine_finding(display, BY_CODE["LL001"], f"cannot parse: {type(exc).__name__} (nesting too deep?)")
+
+
+def _run_rules(display: str, module: cst.Module, rules: list[type[Rule]], ruleset: RuleSet,
+               errors: list[str]) -> list[Finding]:
+    ctx = FileContext(module)
+    reports: list[tuple[type[Rule], Report]] = []
+    for rule in rules:
+        if not any(ctx.uses_framework(fw) for fw in rule.frameworks):
+            continue
+        try:
+            reports.extend((rule, r) for r in rule(ctx, ruleset.settings.get(rule.code)).run())
+        except Exception as exc:  # a crashing rule must not stop the run; it is reported as an internal error
+            errors.append(f"{display}: internal error in {rule.code} ({rule.name}): {type(exc).__name__}: {exc}")
+    if not reports:
+        return []
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    findings = []
+    for rule, report in reports:
+        where = positions[report.node]
+        statement = positions[ctx.statement_of(report.node)]
+        header_end = min(statement.end.line, where.end.line) if isinstance(
+            ctx.statement_of(report.node), cst.BaseCompoundStatement) else statement.end.line
+        fix = None
+        if report.fix is not None:
+            edits = tuple(Edit(positions[r.node].start.line, positions[r.node].start.column + 1,
+                               positions[r.node].end.line, positions[r.node].end.column + 1, r.code)
+                          for r in report.fix.replacements)
+            fix = Fix(report.fix.applicability, edits, report.fix.description)
+        findings.append(Finding(
+            display, where.start.line, where.start.column + 1, where.end.line, where.end.column + 1,
+            rule.code, rule.name, report.message, rule.kind, rule.severity(), fix,
+            suppression_lines=tuple(sorted({where.start.line, statement.start.line, header_end})),
+        ))
+    return findings
+
+
+def _suppress(display: str, findings: list[Finding], suppressions: Suppressions, ruleset: RuleSet) -> list[Finding]:
+    kept = [f for f in findings if f.code == "LL001"
+            or not suppressions.suppresses(f.code, f.name, f.suppression_lines)]
+    for entry in suppressions.entries:
+        unknown = [s for s in entry.selectors if lookup(s) is None]
+        if unknown:
+            kept.append(engine_finding(
+                display, BY_CODE["LL002"], f"suppression names unknown rule(s): {', '.join(unknown)} "
+                "(see `lintloop rules`)", entry.line, entry.column, entry.line, entry.end_column))
+        elif not entry.used and not entry.from_noqa and "LL003" in ruleset.codes and (
+                not entry.selectors or any(lookup(s).code in ruleset.codes for s in entry.selectors)):
+            kept.append(engine_finding(display, BY_CODE["LL003"], "suppression comment suppresses no finding",
+                                       entry.line, entry.column, entry.line, entry.end_column))
+    return kept
+
+
+def _enabled(findings: list[Finding], ruleset: RuleSet) -> list[Finding]:
+    return [f for f in findings if f.code in ruleset.codes]
+
+
+# ----- fixing --------------------------------------------------------------------------------
+
+
+def apply_edits(text: str, edits: list[Edit]) -> str:
+    """Apply non-overlapping edits (1-based line/column positions in `text`)."""
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def offset(line: int, column: int) -> int:
+        return starts[line - 1] + column - 1
+
+    pieces = []
+    cursor = 0
+    for edit in sorted(edits, key=lambda e: (e.line, e.column)):
+        start, end = offset(edit.line, edit.column), offset(edit.end_line, edit.end_column)
+        pieces.append(text[cursor:start])
+        pieces.append(edit.content)
+        cursor = end
+    pieces.append(text[cursor:])
+    return "".join(pieces)
+
+
+@dataclass
+class FixOutcome:
+    text: str
+    applied: int
+    remaining: FileResult
+    refused: list[str] = field(default_factory=list)
+
+
+def fix_text(display: str, text: str, ruleset: RuleSet, unsafe: bool, max_passes: int = 10) -> FixOutcome:
+    """Apply fixes until none applies; a pass whose result does not parse is refused and undone."""
+    applied = 0
+    refused: list[str] = []
+    result = lint_text(display, text, ruleset)
+    for _ in range(max_passes):
+        chosen: list[Finding] = []
+        taken: list[tuple[tuple[int, int], tuple[int, int]]] = []
+        for finding in result.findings:
+            if finding.fix is None or (finding.fix.applicability == "unsafe" and not unsafe):
+                continue
+            spans = [((e.line, e.column), (e.end_line, e.end_column)) for e in finding.fix.edits]
+            if any(s < t_end and t_start < e for s, e in spans for t_start, t_end in taken):
+                continue  # overlaps a fix already chosen in this pass; the next pass takes it
+            chosen.append(finding)
+            taken.extend(spans)
+        if not chosen:
+            break
+        candidate = apply_edits(text, [e for f in chosen for e in f.fix.edits])
+        try:
+            cst.parse_module(candidate)
+        except cst.ParserSyntaxError as exc:
+            refused.append(f"{display}: fixes for {', '.join(sorted({f.code for f in chosen}))} refused: the "
+                           f"result would not parse ({exc.message})")
+            break
+        text = candidate
+        applied += len(chosen)
+        result = lint_text(display, text, ruleset)
+    return FixOutcome(text, applied, result, refused)

@@ -1,0 +1,115 @@
+"""Output formats: text (rich), concise, json, github."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from typing import IO, Callable
+
+from rich.console import Console
+from rich.markup import escape
+
+from lintloop.finding import Finding
+
+FORMATS = ("text", "concise", "json", "github")
+
+
+def render(findings: list[Finding], fmt: str, stream: IO[str], *, sources: dict[str, str],
+           statistics: bool, quiet: bool, unsafe_fixes: bool, is_file: bool) -> None:
+    if statistics:
+        _statistics(findings, stream, unsafe_fixes)
+        return
+    REPORTERS[fmt](findings, stream, sources=sources, quiet=quiet, unsafe_fixes=unsafe_fixes, is_file=is_file)
+
+
+def _fixable(finding: Finding, unsafe_fixes: bool) -> bool:
+    return finding.fix is not None and (finding.fix.applicability == "safe" or unsafe_fixes)
+
+
+def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str], quiet: bool,
+          unsafe_fixes: bool, is_file: bool) -> None:
+    console = Console(file=stream, no_color=is_file or bool(os.environ.get("NO_COLOR")) or None,
+                      force_terminal=False if is_file else None, highlight=False, soft_wrap=True)
+    current = None
+    for finding in findings:
+        if finding.path != current:
+            if current is not None:
+                console.print()
+            console.print(f"[bold]{escape(finding.path)}[/bold]")
+            current = finding.path
+        marker = " [cyan][*][/cyan]" if _fixable(finding, unsafe_fixes) else ""
+        colour = "red" if finding.severity == "error" else "yellow"
+        console.print(f"  {finding.line}:{finding.column}  [{colour} bold]{finding.code}[/]{marker} "
+                      f"{escape(finding.message)} [dim]\\[{finding.name}][/dim]")
+        snippet = _snippet(finding, sources.get(finding.path))
+        if snippet:
+            console.print(snippet, markup=False, highlight=False, style="dim" if not is_file else None)
+    if quiet:
+        return
+    if findings:
+        console.print()
+    files = len({f.path for f in findings})
+    fixable = sum(_fixable(f, unsafe_fixes) for f in findings)
+    hidden_unsafe = sum(f.fix is not None and f.fix.applicability == "unsafe" and not unsafe_fixes for f in findings)
+    if not findings:
+        console.print("[green]All checks passed.[/green]")
+        return
+    summary = f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''} in {files} file{'s' if files != 1 else ''}."
+    if fixable:
+        summary += f" [*] {fixable} fixable with `lintloop fix`."
+    if hidden_unsafe:
+        summary += f" {hidden_unsafe} more with `lintloop fix --unsafe-fixes`."
+    console.print(escape(summary))
+
+
+def _snippet(finding: Finding, text: str | None) -> str | None:
+    if text is None:
+        return None
+    lines = text.splitlines()
+    if not 1 <= finding.line <= len(lines):
+        return None
+    line = lines[finding.line - 1].rstrip().expandtabs(1)
+    width = (finding.end_column - finding.column) if finding.end_line == finding.line else len(line) - finding.column + 1
+    gutter = str(finding.line)
+    caret = " " * (finding.column - 1) + "^" * max(1, width)
+    return f"    {gutter} | {line}\n    {' ' * len(gutter)} | {caret}"
+
+
+def _concise(findings: list[Finding], stream: IO[str], **_: object) -> None:
+    for f in findings:
+        stream.write(f"{f.path}:{f.line}:{f.column}: {f.code} {f.message} [{f.name}]\n")
+
+
+def _json(findings: list[Finding], stream: IO[str], **_: object) -> None:
+    json.dump([f.to_json() for f in findings], stream, indent=2, ensure_ascii=False)
+    stream.write("\n")
+
+
+def _github_escape(text: str, property_value: bool = False) -> str:
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    if property_value:
+        text = text.replace(":", "%3A").replace(",", "%2C")
+    return text
+
+
+def _github(findings: list[Finding], stream: IO[str], **_: object) -> None:
+    for f in findings:
+        level = "error" if f.severity == "error" else "warning"
+        stream.write(f"::{level} file={_github_escape(f.path, True)},line={f.line},col={f.column},"
+                     f"title={f.code}::{_github_escape(f'{f.message} [{f.name}]')}\n")
+
+
+def _statistics(findings: list[Finding], stream: IO[str], unsafe_fixes: bool) -> None:
+    counts = Counter((f.code, f.name) for f in findings)
+    fixable = {f.code for f in findings if _fixable(f, unsafe_fixes)}
+    for (code, name), count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+        stream.write(f"{count:>5}  {code}  {'[*]' if code in fixable else '   '} {name}\n")
+
+
+REPORTERS: dict[str, Callable[..., None]] = {
+    "text": _text,
+    "concise": _concise,
+    "json": _json,
+    "github": _github,
+}

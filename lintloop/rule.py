@@ -1,0 +1,163 @@
+"""The declarative shape of a rule: metadata, examples, docs, and a visitor over shared analyses."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import libcst as cst
+
+from lintloop.analysis import FRAMEWORK_ROOTS, FileContext
+from lintloop.finding import Applicability
+
+KINDS = ("bug", "perf", "hygiene")
+FRAMEWORK_LABELS = {"tf": "TensorFlow/Keras", "pt": "PyTorch", "jax": "JAX"}
+
+
+@dataclass
+class Replacement:
+    """Replace `node`'s source text with `code`."""
+
+    node: cst.CSTNode
+    code: str
+
+
+@dataclass
+class FixSpec:
+    applicability: Applicability
+    replacements: list[Replacement]
+    description: str = ""
+
+
+@dataclass
+class Report:
+    node: cst.CSTNode
+    message: str
+    fix: FixSpec | None = None
+
+
+@dataclass(frozen=True)
+class Example:
+    code: str
+    # For a flagged example: how many findings it must produce.
+    count: int = 1
+
+
+@dataclass
+class RuleOption:
+    default: Any
+    choices: tuple[Any, ...] = ()
+    help: str = ""
+
+
+class Rule:
+    """Subclass, set the metadata, and define `visit_<CSTNodeType>(node)` methods.
+
+    Visitors receive every node of that type in the file (from the engine's single walk)
+    and ask `self.ctx` (a `FileContext`) the questions that need more than the node.
+    """
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    frameworks: ClassVar[tuple[str, ...]] = ()
+    kind: ClassVar[str] = "bug"
+    default_on: ClassVar[bool] = True
+    fix_kind: ClassVar[str] = "—"
+    probe: ClassVar[str] = "—"
+    summary: ClassVar[str]
+    # Documentation printed by `lintloop rule`: each a paragraph.
+    why: ClassVar[str] = ""
+    symptom: ClassVar[str] = ""
+    remedy: ClassVar[str] = ""
+    fix_safety: ClassVar[str] = "No automatic fix."
+    flagged: ClassVar[tuple[Example, ...]] = ()
+    not_flagged: ClassVar[tuple[Example, ...]] = ()
+    options: ClassVar[dict[str, RuleOption]] = {}
+
+    def __init__(self, ctx: FileContext, settings: dict[str, Any] | None = None) -> None:
+        self.ctx = ctx
+        self.settings = {key: opt.default for key, opt in self.options.items()}
+        self.settings.update(settings or {})
+        self.reports: list[Report] = []
+
+    # ----- metadata ---------------------------------------------------------------------
+    @classmethod
+    def severity(cls) -> str:
+        return "error" if cls.kind == "bug" else "warning"
+
+    @classmethod
+    def has_visitor(cls) -> bool:
+        return any(attr.startswith("visit_") for attr in dir(cls))
+
+    @classmethod
+    def trigger_words(cls) -> tuple[str, ...]:
+        """Text one of which a file must contain for this rule to possibly fire."""
+        return tuple(root for fw in cls.frameworks for root in FRAMEWORK_ROOTS[fw])
+
+    @classmethod
+    def metadata(cls) -> dict[str, Any]:
+        return {
+            "code": cls.code,
+            "name": cls.name,
+            "summary": cls.summary,
+            "frameworks": list(cls.frameworks),
+            "kind": cls.kind,
+            "severity": cls.severity(),
+            "default": "on" if cls.default_on else "off",
+            "fix": cls.fix_kind,
+            "probe": cls.probe,
+            "options": {k: {"default": o.default, "choices": list(o.choices), "help": o.help}
+                        for k, o in cls.options.items()},
+        }
+
+    @classmethod
+    def documentation(cls) -> str:
+        frameworks = ", ".join(FRAMEWORK_LABELS[f] for f in cls.frameworks) or "—"
+        parts = [
+            f"{cls.code} {cls.name}",
+            f"framework: {frameworks} · kind: {cls.kind} · default: {'on' if cls.default_on else 'off'}"
+            f" · fix: {cls.fix_kind} · probe: {cls.probe}",
+            "What it flags\n" + _indent(cls.summary),
+        ]
+        for title, text in (("Why it is wrong", cls.why), ("What you see when it happens", cls.symptom),
+                            ("How to fix it", cls.remedy), ("Fix safety", cls.fix_safety)):
+            if text:
+                parts.append(f"{title}\n{_indent(text)}")
+        if cls.flagged:
+            parts.append("Example (flagged)\n" + _indent(cls.flagged[0].code, 4))
+        if cls.not_flagged:
+            parts.append("Not flagged\n" + _indent(cls.not_flagged[0].code, 4))
+        if cls.options:
+            parts.append("Options ([tool.lintloop.rules." + cls.code + "])\n" + "\n".join(
+                f"  {k} = {o.default!r}  {o.help}" for k, o in cls.options.items()))
+        return "\n\n".join(parts) + "\n"
+
+    # ----- running ----------------------------------------------------------------------
+    def run(self) -> list[Report]:
+        for attr in dir(self):
+            if attr.startswith("visit_"):
+                node_type = getattr(cst, attr[len("visit_"):])
+                visit = getattr(self, attr)
+                for node in self.ctx.nodes(node_type):
+                    visit(node)
+        return self.reports
+
+    def report(self, node: cst.CSTNode, message: str, fix: FixSpec | None = None) -> None:
+        self.reports.append(Report(node, message, fix))
+
+
+def _indent(text: str, width: int = 2) -> str:
+    return textwrap.indent(textwrap.dedent(text).strip("\n"), " " * width)
+
+
+@dataclass
+class RuleSet:
+    """The rules enabled for a run, with their options."""
+
+    rules: list[type[Rule]]
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def codes(self) -> set[str]:
+        return {r.code for r in self.rules}

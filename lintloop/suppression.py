@@ -1,0 +1,76 @@
+"""Suppression comments: `# lintloop: ignore[...]`, `# lintloop: ignore-file[...]`, `# noqa: ...`."""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from dataclasses import dataclass, field
+
+_LINTLOOP = re.compile(r"#\s*lintloop:\s*(?P<verb>ignore-file|ignore)\b(?:\[(?P<codes>[^\]]*)\])?", re.I)
+_NOQA = re.compile(r"#\s*noqa\b(?::\s*(?P<codes>[\w\-]+(?:[\s,]+[\w\-]+)*))?", re.I)
+_LL_CODE = re.compile(r"^LL\d+$", re.I)
+
+
+@dataclass
+class Suppression:
+    line: int
+    column: int
+    end_column: int
+    selectors: tuple[str, ...]  # empty: everything
+    file_level: bool
+    from_noqa: bool
+    used: bool = False
+
+
+@dataclass
+class Suppressions:
+    entries: list[Suppression] = field(default_factory=list)
+
+    @classmethod
+    def scan(cls, text: str) -> Suppressions:
+        """Suppression comments in `text` (only real comments: strings that look like one are ignored)."""
+        if "lintloop" not in text and "noqa" not in text.lower():
+            return cls()
+        entries = []
+        try:
+            tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+        except (tokenize.TokenError, SyntaxError):
+            return cls()
+        for token in tokens:
+            if token.type != tokenize.COMMENT:
+                continue
+            line, col = token.start
+            for match in _LINTLOOP.finditer(token.string):
+                codes = _split(match.group("codes"))
+                entries.append(Suppression(line, col + match.start() + 1, col + match.end() + 1, codes,
+                                           match.group("verb").lower() == "ignore-file", False))
+            for match in _NOQA.finditer(token.string):
+                codes = _split(match.group("codes"))
+                # `# noqa: E501` is another tool's; only bare noqa or LL codes concern us.
+                ours = tuple(c for c in codes if c.upper().startswith("LL"))
+                if codes and not ours:
+                    continue
+                entries.append(Suppression(line, col + match.start() + 1, col + match.end() + 1, ours,
+                                           False, True))
+        return cls(entries)
+
+    def suppresses(self, code: str, name: str, lines: tuple[int, ...]) -> bool:
+        hit = False
+        for entry in self.entries:
+            if not entry.file_level and entry.line not in lines:
+                continue
+            if not entry.selectors or any(s.upper() == code or s.lower() == name for s in entry.selectors):
+                entry.used = True
+                hit = True
+        return hit
+
+
+def _split(codes: str | None) -> tuple[str, ...]:
+    if not codes:
+        return ()
+    return tuple(c for c in re.split(r"[\s,]+", codes.strip()) if c)
+
+
+def is_code_like(selector: str) -> bool:
+    return bool(_LL_CODE.match(selector))

@@ -1,0 +1,99 @@
+"""LL2xx: compiled functions — Python that runs at trace time, not at every call."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from lintloop.rule import Example, FixSpec, Replacement, Rule
+
+_TF_PRINT_KEYWORDS = {"sep", "end"}
+
+
+class PrintInTfFunction(Rule):
+    code = "LL201"
+    name = "print-in-tf-function"
+    frameworks = ("tf",)
+    fix_kind = "safe for plain positional args, else unsafe"
+    probe = "trace"
+    summary = ("Builtin `print(...)` in a function decorated by `tf.function` (any spelling, with or "
+               "without arguments) or wrapped as `f = tf.function(g)`.")
+    why = ("A `tf.function` runs its Python body only while tracing a graph (the first call, and again "
+           "for each new input signature); later calls run the graph, which contains no Python `print`.")
+    symptom = ("Called 6 times, the function prints twice (tracing), and what it prints is a symbolic "
+               "tensor such as `Tensor(\"Mean:0\", shape=(), dtype=float32)`, never a value.")
+    remedy = "Use `tf.print(...)`, which is a graph op and prints the value at every call."
+    fix_safety = ("Safe when all arguments are plain positional values: `print(a, b)` becomes "
+                  "`tf.print(a, b)`. Unsafe with `sep=`/`end=` or f-strings (an f-string is formatted "
+                  "once at trace time even under `tf.print`). No fix with `file=` or `flush=`, or when "
+                  "the file has no `import tensorflow as <name>`. Note that `tf.print` writes to stderr.")
+    flagged = (
+        Example("""
+import tensorflow as tf
+@tf.function
+def train_step(x, y):
+    loss = compute(x, y)
+    print("loss", loss)
+    return loss
+"""),
+        Example("""
+import tensorflow as tf
+from tensorflow import function
+@function(jit_compile=True)
+def step(x):
+    print(x)
+    return x * 2
+"""),
+        Example("""
+import tensorflow as tf
+def step(x):
+    print("tracing", x.shape)
+    return x + 1
+fast_step = tf.function(step)
+"""),
+    )
+    not_flagged = (
+        Example("""
+import tensorflow as tf
+@tf.function
+def step(x):
+    tf.print("x", x)
+    return x
+print(step(tf.constant(1.0)))
+"""),
+        Example("""
+import tensorflow as tf
+from rich import print
+@tf.function
+def step(x):
+    print(x)
+    return x
+"""),
+        Example("""
+import tensorflow as tf
+@tf.function
+def step(x):
+    def log(v):
+        print(v)
+        return v
+    return tf.py_function(log, [x], tf.float32)
+"""),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.ctx.is_builtin(node.func, "print"):
+            return
+        compiled = self.ctx.compiled_function_of(node)
+        if compiled is None:
+            return
+        self.report(node, f"builtin `print` inside tf.function `{compiled.name.value}` runs only while "
+                          "TensorFlow traces it (first call and each retrace) and prints symbolic tensors; "
+                          "use `tf.print` to print on every call", fix=self._fix(node))
+
+    def _fix(self, node: cst.Call) -> FixSpec | None:
+        alias = next((local for local, full in self.ctx.imports.items() if full == "tensorflow"), None)
+        keywords = {arg.keyword.value for arg in node.args if arg.keyword is not None}
+        if alias is None or keywords - _TF_PRINT_KEYWORDS or any(arg.star for arg in node.args):
+            return None
+        plain = not keywords and not any(isinstance(arg.value, cst.FormattedString) for arg in node.args)
+        return FixSpec("safe" if plain else "unsafe", [Replacement(node.func, f"{alias}.print")],
+                       f"replace `print` with `{alias}.print`")

@@ -1,0 +1,319 @@
+"""LL4xx: distribution strategies."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from lintloop.analysis import argument, call_name, dotted, keyword_arg, names_in, receiver, string_value
+from lintloop.rule import Example, Rule, RuleOption
+
+_KERAS_STATEFUL_PREFIXES = ("keras.optimizers.", "keras.metrics.", "keras.applications.")
+_KERAS_MODELS = {"keras.Sequential", "keras.Model", "keras.models.Sequential", "keras.models.Model"}
+
+
+class VariableOutsideStrategyScope(Rule):
+    code = "LL401"
+    name = "variable-outside-strategy-scope"
+    frameworks = ("tf",)
+    probe = "error/effect"
+    summary = ("A `tf.distribute` strategy is built and used (`strategy.run`, "
+               "`experimental_distribute_dataset`, `distribute_datasets_from_function`), but a Keras "
+               "model, optimizer, metric or `tf.Variable` that the distributed step uses is constructed "
+               "outside `with strategy.scope():`.")
+    why = ("Variables are created by the strategy that is current when they are built. Built outside the "
+           "scope they are ordinary single-device variables, not mirrored per replica.")
+    symptom = ("Keras 3 fails at the first distributed step — a bare `AssertionError`, a "
+               "`colocate_vars_with` `ValueError`, or `RuntimeError: Mixing different tf.distribute.Strategy "
+               "objects` for an optimizer built outside. Keras 2 with an optimizer outside runs silently, "
+               "without mirrored slots.")
+    remedy = ("Build the model, optimizer, metrics and variables inside `with strategy.scope():` (a "
+              "function that builds them may be called from inside the scope). With Keras 3 Adam, also "
+              "call `optimizer.build(model.trainable_variables)` inside the scope.")
+    flagged = (
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+with strategy.scope():
+    optimizer = tf.keras.optimizers.SGD()
+def step(x):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model(x))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+for x in strategy.experimental_distribute_dataset(ds):
+    strategy.run(step, args=(x,))
+"""),
+        Example("""
+import tensorflow as tf
+from tensorflow import keras
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = keras.Sequential([keras.layers.Dense(1)])
+opt = keras.optimizers.Adam()
+acc = keras.metrics.Mean()
+def train_step(x):
+    opt.apply_gradients([])
+    acc.update_state(model(x))
+strategy.run(train_step, args=(x,))
+""", count=2),
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+counter = tf.Variable(0)
+def step(x):
+    counter.assign_add(1)
+strategy.run(step, args=(1,))
+"""),
+    )
+    not_flagged = (
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    optimizer = tf.keras.optimizers.Adam()
+def step(x):
+    optimizer.apply_gradients([])
+    return model(x)
+strategy.run(step, args=(1,))
+"""),
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+def build():
+    return tf.keras.Sequential([tf.keras.layers.Dense(1)])
+with strategy.scope():
+    model = build()
+def step(x):
+    return model(x)
+strategy.run(step, args=(1,))
+"""),
+        Example("""
+import tensorflow as tf
+model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+optimizer = tf.keras.optimizers.Adam()
+model.compile(optimizer=optimizer, loss="mse")
+"""),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.ctx.uses_strategy:
+            return
+        what = self._stateful_kind(node)
+        if what is None or self.ctx.in_strategy_scope(node):
+            return
+        holders = self._holder_names(node)
+        users = [fn.name.value for fn in self.ctx.distributed_step_functions
+                 if holders & names_in(fn.body)]
+        if users:
+            self.report(node, f"{what} built outside `strategy.scope()` but used in the distributed step "
+                              f"`{users[0]}`: its variables are not mirrored across replicas (Keras 3 fails at "
+                              "the first step); build it inside `with strategy.scope():`")
+
+    def _stateful_kind(self, call: cst.Call) -> str | None:
+        name = self.ctx.callee(call)
+        if name is None:
+            return None
+        last = name.rsplit(".", 1)[-1]
+        if name == "tensorflow.Variable":
+            return "`tf.Variable`"
+        if name in _KERAS_MODELS:
+            return "Keras model"
+        if name.startswith(_KERAS_STATEFUL_PREFIXES) and last[:1].isupper() and ".schedules." not in name:
+            return f"Keras {name.split('.')[1].rstrip('s')} `{last}`"
+        return None
+
+    def _holder_names(self, call: cst.Call) -> set[str]:
+        """Names the constructed object ends up in: `x = Ctor()`, or `y = f()` where `f` returns it."""
+        statement = self.ctx.parents.get(call)
+        if isinstance(statement, cst.Assign):
+            names = {dotted(t.target) for t in statement.targets} - {None}
+            function = self.ctx.scope_of(call)
+            if isinstance(function, cst.FunctionDef) and any(
+                    isinstance(r.value, cst.Name) and r.value.value in names and self.ctx.scope_of(r) is function
+                    for r in self.ctx.nodes(cst.Return)):
+                return names | self._call_site_names(function)
+            return names
+        if isinstance(statement, cst.Return):
+            function = self.ctx.scope_of(call)
+            return self._call_site_names(function) if isinstance(function, cst.FunctionDef) else set()
+        return set()
+
+    def _call_site_names(self, function: cst.FunctionDef) -> set[str]:
+        names: set[str] = set()
+        for call in self.ctx.nodes(cst.Call):
+            if function in self.ctx.local_functions(call.func):
+                assign = self.ctx.parents.get(call)
+                if isinstance(assign, cst.Assign) and not self.ctx.in_strategy_scope(call):
+                    names |= {dotted(t.target) for t in assign.targets} - {None}
+        return names
+
+
+def _reduction(ctor: cst.Call) -> str:
+    """A Keras loss object's reduction, lower-cased: 'default', 'none', 'sum', 'auto', 'sum_over_batch_size'."""
+    value = keyword_arg(ctor, "reduction")
+    if value is None:
+        return "default"
+    text = string_value(value) or (dotted(value) or "").rsplit(".", 1)[-1]
+    return text.lower() or "unknown"
+
+
+class LossReductionUnderStrategy(Rule):
+    code = "LL402"
+    name = "loss-reduction-under-strategy"
+    frameworks = ("tf",)
+    probe = "effect/error"
+    summary = ("Inside the function passed to `strategy.run`: `tf.reduce_mean` of per-example losses (a loss "
+               "object with reduction `none`, or a `keras.losses.*` function) — gradients scaled by the "
+               "number of replicas; a loss object with reduction `sum` whose result is not divided by the "
+               "global batch size; an explicit `AUTO` reduction; on Keras 2 (`tf_keras`, "
+               "`TF_USE_LEGACY_KERAS`, or option `keras = 2`) a loss object with the default / `AUTO` / "
+               "`SUM_OVER_BATCH_SIZE` reduction.")
+    why = ("Each replica sees 1/N of the global batch and the strategy sums the replicas' gradients. A "
+           "per-replica mean therefore gives N times the gradient of the global mean. Keras 3 loss objects "
+           "with the default (`sum_over_batch_size`) reduction already divide by the replica count — they "
+           "are correct and not flagged; Keras 2 refuses them.")
+    symptom = ("With 2 replicas the gradients are 2x too large (`reduce_mean` of per-example losses, or "
+               "reduction none + `reduce_mean`); with `reduction=\"sum\"` undivided, batch-size times too large. "
+               "Keras 2 raises `Please use tf.keras.losses.Reduction.SUM or tf.keras.losses.Reduction.NONE ...` "
+               "for the default reduction under a strategy.")
+    remedy = ("Use reduction `none` and `tf.nn.compute_average_loss(per_example_loss, "
+              "global_batch_size=GLOBAL_BATCH_SIZE)`, or (Keras 3) the default reduction.")
+    options = {"keras": RuleOption(None, (None, 2, 3), "Keras major version; default: detected per file (3 unless tf_keras / TF_USE_LEGACY_KERAS)")}
+    flagged = (
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    loss_object = tf.keras.losses.SparseCategoricalCrossentropy(reduction="none")
+def step(x, y):
+    per_example = loss_object(y, model(x))
+    return tf.reduce_mean(per_example)
+strategy.run(step, args=(x, y))
+"""),
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+def step(x, y):
+    loss = tf.reduce_mean(tf.keras.losses.mean_squared_error(y, model(x)))
+    return loss
+strategy.run(step, args=(x, y))
+"""),
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+loss_fn = tf.keras.losses.MeanSquaredError(reduction=tf.keras.losses.Reduction.SUM)
+def step(x, y):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x))
+    return tape.gradient(loss, model.trainable_variables)
+strategy.run(step, args=(x, y))
+"""),
+        Example("""
+import os
+os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+loss_fn = tf.keras.losses.SparseCategoricalCrossentropy()
+def step(x, y):
+    return loss_fn(y, model(x))
+strategy.run(step, args=(x, y))
+"""),
+    )
+    not_flagged = (
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+loss_object = tf.keras.losses.SparseCategoricalCrossentropy(reduction="none")
+def step(x, y):
+    per_example = loss_object(y, model(x))
+    return tf.nn.compute_average_loss(per_example, global_batch_size=64)
+strategy.run(step, args=(x, y))
+"""),
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+loss_fn = tf.keras.losses.SparseCategoricalCrossentropy()
+def step(x, y):
+    return loss_fn(y, model(x))
+strategy.run(step, args=(x, y))
+"""),
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+loss_fn = tf.keras.losses.MeanSquaredError(reduction="sum")
+def step(x, y):
+    loss = loss_fn(y, model(x)) / GLOBAL_BATCH_SIZE
+    return loss
+strategy.run(step, args=(x, y))
+"""),
+        Example("""
+import tensorflow as tf
+loss_object = tf.keras.losses.SparseCategoricalCrossentropy(reduction="none")
+def step(x, y):
+    return tf.reduce_mean(loss_object(y, model(x)))
+"""),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        steps = self.ctx.distributed_step_functions
+        if not steps or not any(self.ctx.is_inside(node, fn) for fn in steps):
+            return
+        name = self.ctx.callee(node)
+        if name in ("tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean") or (
+                name is None and call_name(node) == "mean" and receiver(node) is not None):
+            averaged = argument(node, 0, "input_tensor") if name else receiver(node)
+            if averaged is not None and self._per_example(averaged, node):
+                self.report(node, "per-replica mean of per-example losses inside `strategy.run`: the strategy "
+                                  "sums the replicas' gradients, so they come out N times too large (N = "
+                                  "replicas); use `tf.nn.compute_average_loss(per_example_loss, "
+                                  "global_batch_size=...)`")
+            return
+        made = self.ctx.loss_object(node.func, node)
+        if made is None or not made[1].startswith("keras."):
+            return
+        reduction = _reduction(made[0])
+        if reduction == "auto":
+            self.report(node, "loss object with an explicit `AUTO` reduction called inside `strategy.run`: "
+                              "Keras 2 raises under a strategy and Keras 3 rejects the value; use reduction "
+                              "`none` + `tf.nn.compute_average_loss`")
+        elif reduction == "sum" and not self._divided(node):
+            self.report(node, "loss object with reduction `sum` inside `strategy.run` whose result is not "
+                              "divided by the global batch size: gradients are batch-size times too large")
+        elif reduction in ("default", "sum_over_batch_size") and self._keras_version() == 2:
+            self.report(node, "Keras 2 loss object with the default (`SUM_OVER_BATCH_SIZE`) reduction called "
+                              "inside `strategy.run`: Keras 2 raises 'Please use Reduction.SUM or "
+                              "Reduction.NONE' under a strategy; use reduction `none` + "
+                              "`tf.nn.compute_average_loss`")
+
+    def _keras_version(self) -> int:
+        return self.settings["keras"] or self.ctx.keras_version
+
+    def _per_example(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        value = self.ctx.resolve_value(expr, at)
+        if not isinstance(value, cst.Call):
+            return False
+        name = self.ctx.callee(value)
+        if name and name.startswith("keras.losses.") and name.rsplit(".", 1)[-1][:1].islower():
+            return True
+        made = self.ctx.loss_object(value.func, value)
+        return made is not None and made[1].startswith("keras.") and _reduction(made[0]) == "none"
+
+    def _divided(self, call: cst.Call) -> bool:
+        """Is the loss value divided (`/`, `compute_average_loss`) before use in this function?"""
+        parent = self.ctx.parents.get(call)
+        if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.Divide) and parent.left is call:
+            return True
+        holder = dotted(parent.targets[0].target) if isinstance(parent, cst.Assign) else None
+        if holder is None:
+            return False
+        function = self.ctx.scope_of(call)
+        for node in self.ctx.nodes(cst.BinaryOperation):
+            if (isinstance(node.operator, cst.Divide) and dotted(node.left) == holder
+                    and self.ctx.scope_of(node) is function):
+                return True
+        for node in self.ctx.nodes(cst.AugAssign):
+            if isinstance(node.operator, cst.DivideAssign) and dotted(node.target) == holder:
+                return True
+        return any(self.ctx.callee(c) == "tensorflow.nn.compute_average_loss" and holder in names_in(c)
+                   for c in self.ctx.calls_in(function)) if isinstance(function, cst.FunctionDef) else False

@@ -1,0 +1,186 @@
+"""LL3xx: memory and lifetimes in loops."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from lintloop.analysis import call_name, dotted, positional_args, receiver
+from lintloop.rule import Example, FixSpec, Replacement, Rule
+
+# Calls and attributes that turn a tensor into a value that holds no graph / no tensor.
+_CONVERTING_METHODS = {"item", "detach", "numpy", "tolist", "detach_"}
+_CONVERTING_BUILTINS = ("float", "int")
+
+
+class LossTensorAccumulation(Rule):
+    code = "LL301"
+    name = "loss-tensor-accumulation"
+    frameworks = ("tf", "pt")
+    fix_kind = "unsafe"
+    probe = "mem"
+    summary = ("In a training loop, a loss tensor (the value a gradient is taken of, or the result of a "
+               "train-step function returning it) is appended to a list or `+=`-accumulated into a "
+               "variable that outlives the iteration, without `.item()`, `.detach()`, `.numpy()` or `float()`.")
+    why = ("PyTorch: each loss tensor references the autograd graph of its step, so every step's graph "
+           "stays alive as long as the accumulator does. TensorFlow: each eager loss tensor stays alive "
+           "(on a GPU, in device memory).")
+    symptom = ("Memory grows every step: measured about +10 KiB per step for a small PyTorch training loop "
+               "(MiBs per step when the loss was computed without `no_grad`), about +0.6 KiB per step for "
+               "TensorFlow eager scalars on CPU — until the process runs out of memory on long runs.")
+    remedy = "Accumulate a Python number: `total += loss.item()` (PyTorch) or `losses.append(float(loss))` (TensorFlow)."
+    fix_safety = ("Unsafe: the accumulator then holds Python floats / NumPy scalars instead of tensors, "
+                  "which changes code that later calls tensor methods on it.")
+    flagged = (
+        Example("""
+import torch
+total_loss = 0
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    total_loss += loss
+"""),
+        Example("""
+import tensorflow as tf
+losses = []
+for x, y in dataset:
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x))
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    losses.append(loss)
+"""),
+        Example("""
+import torch
+def train_step(batch):
+    loss = model(batch).mean()
+    loss.backward()
+    opt.step()
+    return loss
+history = []
+for epoch in range(3):
+    for batch in loader:
+        step_loss = train_step(batch)
+        history.append(step_loss)
+"""),
+    )
+    not_flagged = (
+        Example("""
+import torch
+total_loss = 0.0
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    total_loss += loss.item()
+"""),
+        Example("""
+import tensorflow as tf
+@tf.function
+def train(dataset):
+    total = tf.constant(0.0)
+    for x, y in dataset:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x))
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        total += loss
+    return total
+"""),
+        Example("""
+import torch
+for x, y in loader:
+    batch_losses = []
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    batch_losses.append(loss)
+    losses.append(loss.detach())
+"""),
+    )
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if isinstance(node.operator, cst.AddAssign):
+            self._check(node, node.target, node.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        owner = receiver(node)
+        if call_name(node) == "append" and owner is not None and len(positional_args(node)) == 1:
+            self._check(node, owner, positional_args(node)[0])
+
+    def _check(self, node: cst.CSTNode, accumulator: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        loops = self.ctx.training_loops_around(node)
+        if not loops or self.ctx.compiled_function_of(node) is not None:
+            return
+        loop = loops[0]
+        losses = self._loss_names(loop)
+        held = self._unconverted(value, losses, node)
+        accumulator_name = dotted(accumulator)
+        if held is None or accumulator_name is None or self._fresh_in_iteration(accumulator_name, loop, node):
+            return
+        framework = losses[held.value]
+        if framework == "pt":
+            cost = "keeps each step's autograd graph alive (about 10 KiB per step, more for bigger graphs)"
+            converted = f"{held.value}.item()"
+        else:
+            cost = "keeps a TensorFlow tensor alive for every step (about 0.6 KiB per step on CPU, device memory on GPU)"
+            converted = f"{held.value}.numpy()"
+        action = "appending" if isinstance(node, cst.Call) else "`+=`-accumulating"
+        self.report(node, f"{action} the loss tensor `{held.value}` into `{accumulator_name}`, which outlives the "
+                          f"iteration, {cost}; use `{converted}`",
+                    fix=FixSpec("unsafe", [Replacement(held, converted)], f"use `{converted}`"))
+
+    def _loss_names(self, loop: cst.CSTNode) -> dict[str, str]:
+        """Names holding a loss tensor in this loop's iterations, with the framework that computed it."""
+        names: dict[str, str] = {}
+        for target, call in self.ctx.differentiated:
+            if isinstance(target, cst.Name) and self.ctx.is_inside(call, loop):
+                names[target.value] = "pt" if call_name(call) == "backward" or "torch" in (
+                    self.ctx.callee(call) or "") else "tf"
+        for call in self.ctx.calls_in(loop):
+            for fn in self.ctx.local_functions(call.func):
+                framework = self._returned_loss_framework(fn)
+                assign = self.ctx.parents.get(call)
+                if framework and isinstance(assign, cst.Assign):
+                    for target in assign.targets:
+                        if isinstance(target.target, cst.Name):
+                            names[target.target.value] = framework
+        return names
+
+    def _returned_loss_framework(self, fn: cst.FunctionDef) -> str | None:
+        """'pt'/'tf' when `fn` returns, unconverted, a tensor it differentiates."""
+        inner = {}
+        for target, call in self.ctx.differentiated:
+            if isinstance(target, cst.Name) and self.ctx.scope_of(call) is fn:
+                inner[target.value] = "pt" if call_name(call) == "backward" else "tf"
+        for ret in self.ctx.nodes(cst.Return):
+            if ret.value is not None and self.ctx.scope_of(ret) is fn:
+                held = self._unconverted(ret.value, inner, ret)
+                if held is not None:
+                    return inner[held.value]
+        return None
+
+    def _unconverted(self, value: cst.BaseExpression, losses: dict[str, str], at: cst.CSTNode) -> cst.Name | None:
+        """An occurrence of a loss name in `value` that is not wrapped in a conversion."""
+        if isinstance(value, cst.Name):
+            if value.value not in losses:
+                return None
+            binding = self.ctx.last_binding(value.value, at)
+            converted = binding is not None and binding.value is not None and self._converts(binding.value)
+            return None if converted else value
+        if self._converts(value) or isinstance(value, (cst.Attribute, cst.Call, cst.Subscript)):
+            # `.item()`, `float(x)`, `x.data`, `f(x)`, `x[0]`: converted or not a plain loss tensor.
+            return None
+        if isinstance(value, cst.BinaryOperation):
+            return self._unconverted(value.left, losses, at) or self._unconverted(value.right, losses, at)
+        return None
+
+    def _converts(self, expr: cst.BaseExpression) -> bool:
+        if isinstance(expr, cst.Call):
+            return call_name(expr) in _CONVERTING_METHODS and receiver(expr) is not None or any(
+                self.ctx.is_builtin(expr.func, b) for b in _CONVERTING_BUILTINS)
+        return isinstance(expr, cst.Attribute) and expr.attr.value == "data"
+
+    def _fresh_in_iteration(self, name: str, loop: cst.CSTNode, at: cst.CSTNode) -> bool:
+        """Is the accumulator re-created inside this loop's body before `at` (so it dies with the iteration)?"""
+        return any(not b.augmented and self.ctx.is_inside(b.node, loop) for b in self.ctx.bindings_of(name, at))
