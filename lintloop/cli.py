@@ -42,6 +42,8 @@ def _lint_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
     parser.add_argument("--jobs", "-j", type=int, metavar="N", help="parallel workers (default: all cores)")
     parser.add_argument("--config", type=Path, metavar="FILE", help="use this pyproject.toml / lintloop.toml")
+    parser.add_argument("--force-exclude", action="store_true",
+                        help="apply `exclude` to files named on the command line too (for pre-commit)")
     parser.add_argument("--quiet", "-q", action="store_true", help="findings only, no summary")
     parser.add_argument("--verbose", action="store_true", help="show tracebacks of internal errors")
 
@@ -61,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     rule.add_argument("rule", metavar="CODE-OR-NAME")
     rule.add_argument("--format", choices=("text", "json"), default="text")
     rules = commands.add_parser("rules", help="list all rules")
-    rules.add_argument("--format", choices=("text", "json"), default="text")
+    rules.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     return parser
 
 
@@ -105,6 +107,9 @@ def _rules(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps([r.metadata() for r in ALL_RULES], indent=2))
         return EXIT_CLEAN
+    if args.format == "markdown":
+        sys.stdout.write(rules_markdown())
+        return EXIT_CLEAN
     table = Table(box=None, pad_edge=False, header_style="bold")
     for column in ("code", "name", "framework", "kind", "default", "fix", "probe"):
         table.add_column(column, no_wrap=column != "fix")
@@ -116,6 +121,17 @@ def _rules(args: argparse.Namespace) -> int:
         console.width = 160  # a pipe or file gets whole lines, not the 80-column fallback
     console.print(table)
     return EXIT_CLEAN
+
+
+def rules_markdown() -> str:
+    """The rule table of the README (kept in sync by a test)."""
+    lines = ["| code | name | framework | kind | default | fix | probe | what it flags |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in ALL_RULES:
+        summary = r.summary.replace("|", "\\|")
+        lines.append(f"| {r.code} | {r.name} | {', '.join(r.frameworks) or '—'} | {r.kind} | "
+                     f"{'on' if r.default_on else 'off'} | {r.fix_kind} | {r.probe} | {summary} |")
+    return "\n".join(lines) + "\n"
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -139,7 +155,7 @@ def _lint(args: argparse.Namespace) -> int:
     settings = _settings(args)
     ruleset = settings.ruleset()
     paths = args.paths or ["."]
-    files, missing = discover(paths, settings)
+    files, missing = discover(paths, settings, args.force_exclude)
     for message in missing:
         print(f"lintloop: error: {message}", file=sys.stderr)
     mode = "check" if args.command == "check" else ("diff" if args.diff else "fix")

@@ -19,14 +19,20 @@ class SourceFile:
     display: str  # as given on the command line, joined with the path below it
 
 
-def discover(arguments: list[str], settings: Settings) -> tuple[list[SourceFile], list[str]]:
-    """Files to lint in a stable order, and one message per argument that does not exist."""
+def discover(arguments: list[str], settings: Settings, force_exclude: bool = False) -> tuple[list[SourceFile], list[str]]:
+    """Files to lint in a stable order, and one message per argument that does not exist.
+
+    Files named explicitly are always linted, unless `force_exclude` (for pre-commit, which
+    passes every changed file) applies `exclude` to them too.
+    """
     excluded = pathspec.GitIgnoreSpec.from_lines(settings.exclude)
     files: dict[Path, SourceFile] = {}
     missing: list[str] = []
     for argument in arguments:
         path = Path(argument)
         if path.is_file():
+            if force_exclude and _matches(excluded, path.resolve(), settings.root, ""):
+                continue
             files.setdefault(path.resolve(), SourceFile(path, argument))
         elif path.is_dir():
             for found in _walk(path, argument, excluded, settings.root):

@@ -6,7 +6,7 @@ import ast
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from lintloop.analysis import FileContext
 from lintloop.finding import Edit, Finding, Fix
@@ -52,16 +52,25 @@ def lint_text(display: str, text: str, ruleset: RuleSet) -> FileResult:
         try:
             module = cst.parse_module(text)
         except cst.ParserSyntaxError as exc:
-            result.findings.append(engine_finding(display, BY_CODE["LL001"], f"syntax error: {exc.message}",
-                                                  exc.raw_line, exc.raw_column + 1))
+            result.findings.append(_libcst_syntax_finding(display, text, exc))
         except (RecursionError, MemoryError) as exc:
             result.findings.append(_syntax_finding(display, exc))
         else:
-            result.findings.extend(_run_rules(display, module, visitor_rules, ruleset, result.errors))
+            result.findings.extend(_run_rules(display, text, module, visitor_rules, ruleset, result.errors))
     result.findings = _suppress(display, result.findings, suppressions, ruleset)
     result.findings = _enabled(result.findings, ruleset)
     result.findings.sort(key=Finding.sort_key)
     return result
+
+
+def _libcst_syntax_finding(display: str, text: str, exc: cst.ParserSyntaxError) -> Finding:
+    # CPython's parser names the error better ("expected ':'") and points at the right line.
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as python_error:
+        return _syntax_finding(display, python_error)
+    return engine_finding(display, BY_CODE["LL001"], f"syntax error: {exc.message}", exc.raw_line,
+                          exc.raw_column + 1)
 
 
 def _syntax_finding(display: str, exc: BaseException) -> Finding:
@@ -71,7 +80,7 @@ def _syntax_finding(display: str, exc: BaseException) -> Finding:
     return engine_finding(display, BY_CODE["LL001"], f"cannot parse: {type(exc).__name__} (nesting too deep?)")
 
 
-def _run_rules(display: str, module: cst.Module, rules: list[type[Rule]], ruleset: RuleSet,
+def _run_rules(display: str, text: str, module: cst.Module, rules: list[type[Rule]], ruleset: RuleSet,
                errors: list[str]) -> list[Finding]:
     ctx = FileContext(module)
     reports: list[tuple[type[Rule], Report]] = []
@@ -84,7 +93,10 @@ def _run_rules(display: str, module: cst.Module, rules: list[type[Rule]], rulese
             errors.append(f"{display}: internal error in {rule.code} ({rule.name}): {type(exc).__name__}: {exc}")
     if not reports:
         return []
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    wanted = [r.node for _, r in reports]
+    wanted += [ctx.statement_of(node) for node in wanted]
+    wanted += [rep.node for _, r in reports if r.fix for rep in r.fix.replacements]
+    positions = _positions(module, text, ctx, wanted)
     findings = []
     for rule, report in reports:
         where = positions[report.node]
@@ -103,6 +115,46 @@ def _run_rules(display: str, module: cst.Module, rules: list[type[Rule]], rulese
             suppression_lines=tuple(sorted({where.start.line, statement.start.line, header_end})),
         ))
     return findings
+
+
+def _positions(module: cst.Module, text: str, ctx: FileContext,
+               nodes: list[cst.CSTNode]) -> dict[cst.CSTNode, CodeRange]:
+    """Source ranges of `nodes`, computed only for the top-level statements that hold them.
+
+    libcst's PositionProvider regenerates the whole module's code (seconds on a large file);
+    instead each needed top-level statement is located in a module of its own, and shifted
+    by the statement's line number, which CPython's parser gives cheaply.
+    """
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    first_lines: dict[cst.CSTNode, int] = {}
+    statements = iter(tree.body)
+    for statement in module.body:
+        parts = len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+        first = next(statements)
+        for _ in range(parts - 1):
+            next(statements)
+        first_lines[statement] = first.lineno
+    result: dict[cst.CSTNode, CodeRange] = {}
+    for top in {_top_level(ctx, node) for node in nodes}:
+        if top not in first_lines:  # a module-level node outside any statement: fall back to the full pass
+            return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        alone = module.with_changes(body=[top], header=(), footer=())
+        local = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
+        shift = first_lines[top] - local[top].start.line
+        for node, where in local.items():
+            result[node] = CodeRange((where.start.line + shift, where.start.column),
+                                     (where.end.line + shift, where.end.column))
+    return result
+
+
+def _top_level(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode:
+    for ancestor in [node, *ctx.ancestors(node)]:
+        if isinstance(ctx.parents.get(ancestor), cst.Module):
+            return ancestor
+    return node
 
 
 def _suppress(display: str, findings: list[Finding], suppressions: Suppressions, ruleset: RuleSet) -> list[Finding]:

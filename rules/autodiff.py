@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from lintloop.analysis import WithContext, argument, call_name, dotted, keyword_arg, names_in, positional_args, receiver
+from lintloop.analysis import WithContext, argument, call_name, calls_within, dotted, keyword_arg, names_in, positional_args, receiver
 from lintloop.rule import Example, Rule
 
 _NOT_TENSOR_CALLS = {"len", "int", "float", "bool", "range", "str", "round", "min", "max", "abs", "sum"}
@@ -86,6 +86,8 @@ grads = tape.gradient(loss, params)
         tapes = self.ctx.enclosing_contexts(node, "tape")
         if not tapes or not self._leaves_tensorflow(node, tapes[0]):
             return
+        if any(inner is not node and self._leaves_tensorflow(inner, tapes[0]) for inner in calls_within(node)):
+            return  # `np.sum(x.numpy())`: reported once, where the tensor leaves TensorFlow
         for call, tape in self.ctx.gradient_calls:
             target = argument(call, 0, "target")
             if tape in tapes and target is not None and self.ctx.flows_into(node, target, call):
@@ -108,7 +110,7 @@ grads = tape.gradient(loss, params)
 
     def _carries_tensor(self, expr: cst.BaseExpression, tape: WithContext) -> bool:
         """A value computed by a call, or bound inside the tape: not a literal or a plain setting."""
-        for call in _calls(expr):
+        for call in calls_within(expr):
             if not any(self.ctx.is_builtin(call.func, b) for b in _NOT_TENSOR_CALLS):
                 return True
         return any(binding.value is not None and self.ctx.is_inside(binding.node, tape.block.body)
@@ -212,11 +214,11 @@ print(loss_fn(y, tf.cast(pred, tf.float32)))
         op = self._non_differentiable(prediction, node, depth=0)
         if op is None or not self.ctx.is_differentiated(node):
             return
-        consequence = ("`tape.gradient` returns None for the variables before it" if framework == "tf" else
-                       "`backward()` raises 'element 0 of tensors does not require grad' (or, for "
-                       "round, every gradient is zero)")
+        consequence = ("`tape.gradient` returns None when it is the only term" if framework == "tf" else
+                       "`backward()` raises 'element 0 of tensors does not require grad' when it is the "
+                       "only term; round/floor give all-zero gradients")
         self.report(prediction, f"the prediction passed to this loss comes from `{op}`, which has no "
-                                f"gradient: {consequence}")
+                                f"gradient, so this loss trains nothing ({consequence})")
 
     def _non_differentiable(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> str | None:
         if depth > 6:
@@ -335,7 +337,7 @@ grads = tape.gradient(loss, model.trainable_variables)
         for source in elements:
             reason = self._why_unwatched(source, tape, node, watches_all)
             if reason and not self._watched(source, tape):
-                self.report(source, f"`{dotted(source)}` is {reason} and is never `{tape.alias}.watch()`ed "
+                self.report(source, f"`{dotted(source)}` is {reason}, and is never `{tape.alias}.watch()`ed "
                                     f"inside the tape: `{tape.alias}.gradient` returns None for it")
 
     def _why_unwatched(self, source: cst.BaseExpression, tape: WithContext, at: cst.CSTNode,
@@ -373,14 +375,3 @@ grads = tape.gradient(loss, model.trainable_variables)
                                             or dotted(watched) == wanted):
                     return True
         return False
-
-
-def _calls(expr: cst.CSTNode) -> list[cst.Call]:
-    found: list[cst.Call] = []
-
-    class _Calls(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            found.append(node)
-
-    expr.visit(_Calls())
-    return found

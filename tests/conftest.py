@@ -1,0 +1,58 @@
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from lintloop.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def run_cli(capsys, monkeypatch):
+    """Run `lintloop ARGS` in-process from a directory; returns (exit code, stdout, stderr)."""
+
+    def run(*args, cwd=None):
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+@pytest.fixture
+def write(tmp_path):
+    """Write a dedented source file under tmp_path and return its path."""
+
+    def write_file(name, text, mode="w", encoding="utf-8"):
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if mode == "wb":
+            path.write_bytes(text)
+        else:
+            path.write_text(textwrap.dedent(text).lstrip(), encoding=encoding)
+        return path
+
+    return write_file
+
+
+TORCH_LEAK = """\
+import torch
+total = 0
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    total += loss
+"""
+
+TF_PRINT = """\
+import tensorflow as tf
+
+@tf.function
+def step(x):
+    print("x", x)
+    return x
+"""

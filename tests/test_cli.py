@@ -1,0 +1,140 @@
+"""The command line contract: commands, options, formats, exit codes."""
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import FIXTURES, TF_PRINT, TORCH_LEAK
+
+CONTRACT_KEYS = {"path", "line", "column", "end_line", "end_column", "code", "name", "message", "kind",
+                 "severity", "fix", "probe"}
+
+
+def test_fixtures_bad_flagged_good_clean(run_cli):
+    code, out, _ = run_cli("check", FIXTURES, "--format", "json", "--no-cache")
+    findings = json.loads(out)
+    assert code == 1
+    flagged = {os.path.basename(f["path"]) for f in findings}
+    for bad in FIXTURES.glob("*_bad.py"):
+        rule = bad.name.split("_")[0]
+        assert any(f["code"] == rule and f["path"].endswith(bad.name) for f in findings), bad.name
+    assert not [name for name in flagged if name.endswith("_good.py")]
+
+
+def test_json_keys_and_values(run_cli, write):
+    path = write("leak.py", TORCH_LEAK)
+    code, out, _ = run_cli("check", path, "--format", "json", "--no-cache")
+    [finding] = json.loads(out)
+    assert code == 1
+    assert set(finding) == CONTRACT_KEYS
+    assert finding["path"] == str(path)
+    assert (finding["line"], finding["column"], finding["end_line"], finding["end_column"]) == (7, 5, 7, 18)
+    assert finding["code"] == "LL301" and finding["name"] == "loss-tensor-accumulation"
+    assert finding["kind"] == "bug" and finding["severity"] == "error" and finding["probe"] is None
+    assert finding["fix"] == {"applicability": "unsafe", "edits": [
+        {"line": 7, "column": 14, "end_line": 7, "end_column": 18, "content": "loss.item()"}]}
+
+
+def test_concise_and_github_formats(run_cli, write):
+    path = write("step.py", TF_PRINT)
+    _, out, _ = run_cli("check", path, "--format", "concise", "--no-cache")
+    assert out == f"{path}:5:5: LL201 " + out.split(" LL201 ", 1)[1]
+    assert out.rstrip().endswith("[print-in-tf-function]")
+    _, out, _ = run_cli("check", path, "--format", "github", "--no-cache")
+    assert out.startswith(f"::error file={path},line=5,col=5,title=LL201::")
+
+
+def test_text_format_is_plain_with_source_and_caret(run_cli, write):
+    path = write("step.py", TF_PRINT)
+    code, out, _ = run_cli("check", path, "--no-cache")
+    assert code == 1 and "\x1b[" not in out
+    assert str(path) in out and '5 |     print("x", x)' in out and "^" * len('print("x", x)') in out
+    assert "Found 1 finding in 1 file. [*] 1 fixable with `lintloop fix`." in out
+
+
+def test_exit_codes(run_cli, write, tmp_path):
+    clean = write("clean.py", "import torch\nx = torch.ones(3)\n")
+    assert run_cli("check", clean, "--no-cache")[0] == 0
+    leak = write("leak.py", TORCH_LEAK)
+    assert run_cli("check", leak, "--no-cache")[0] == 1
+    assert run_cli("check", leak, "--exit-zero", "--no-cache")[0] == 0
+    code, _, err = run_cli("check", leak, "--select", "LL999")
+    assert code == 2 and "LL999" in err and "Traceback" not in err
+    code, _, err = run_cli("check", tmp_path / "missing.py")
+    assert code == 2 and "no such file" in err
+
+
+def test_select_ignore_by_code_prefix_and_name(run_cli, write):
+    leak = write("leak.py", TORCH_LEAK)
+    assert run_cli("check", leak, "--ignore", "LL301", "--no-cache")[0] == 0
+    assert run_cli("check", leak, "--ignore", "LL3", "--no-cache")[0] == 0
+    assert run_cli("check", leak, "--ignore", "loss-tensor-accumulation", "--no-cache")[0] == 0
+    assert run_cli("check", leak, "--select", "LL1", "--no-cache")[0] == 0
+    assert run_cli("check", leak, "--select", "LL1", "--extend-select", "LL301", "--no-cache")[0] == 1
+
+
+def test_statistics_and_output_file(run_cli, write, tmp_path):
+    leak = write("leak.py", TORCH_LEAK)
+    code, out, _ = run_cli("check", leak, "--statistics", "--no-cache")
+    assert code == 1 and out.split() == ["1", "LL301", "loss-tensor-accumulation"]
+    report = tmp_path / "report.json"
+    code, out, _ = run_cli("check", leak, "--format", "json", "--output", report, "--no-cache")
+    assert out == "" and json.loads(report.read_text())[0]["code"] == "LL301"
+
+
+def test_rules_and_rule_commands(run_cli):
+    code, out, _ = run_cli("rules", "--format", "json")
+    rules = json.loads(out)
+    assert code == 0 and {r["code"] for r in rules} >= {"LL001", "LL002", "LL101", "LL201", "LL301", "LL402"}
+    assert all({"code", "name", "kind", "default", "fix", "probe", "frameworks"} <= set(r) for r in rules)
+    code, out, _ = run_cli("rules")
+    assert code == 0 and "numpy-in-gradient-tape" in out
+    code, out, _ = run_cli("rule", "print-in-tf-function")
+    assert code == 0 and out.startswith("LL201 print-in-tf-function")
+    for section in ("What it flags", "Why it is wrong", "What you see when it happens", "How to fix it",
+                    "Fix safety", "Example (flagged)"):
+        assert section in out
+    assert run_cli("rule", "LL999")[0] == 2
+
+
+def test_parallel_output_is_stable(run_cli, write, tmp_path):
+    for i in range(12):
+        write(f"pkg/m{i:02}.py", TORCH_LEAK)
+    serial = run_cli("check", tmp_path / "pkg", "--jobs", "1", "--format", "concise", "--no-cache")
+    parallel = run_cli("check", tmp_path / "pkg", "--jobs", "2", "--format", "concise", "--no-cache")
+    assert serial == parallel and serial[1].count("LL301") == 12
+
+
+def test_cache_reuses_results(run_cli, write, tmp_path):
+    leak = write("leak.py", TORCH_LEAK)
+    first = run_cli("check", leak, "--format", "json", cwd=tmp_path)
+    assert (tmp_path / ".lintloop_cache").is_dir()
+    assert run_cli("check", leak, "--format", "json", cwd=tmp_path) == first
+    leak.write_text(TORCH_LEAK.replace("total += loss", "total += loss.item()"))
+    assert run_cli("check", leak, "--format", "json", cwd=tmp_path)[0] == 0
+
+
+def test_module_entry_point_runs_from_any_directory(tmp_path):
+    (tmp_path / "leak.py").write_text(TORCH_LEAK)
+    proc = subprocess.run([sys.executable, "-m", "lintloop", "check", "leak.py", "--format", "concise",
+                           "--no-cache"], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 1 and "leak.py:7:5: LL301" in proc.stdout
+
+
+def test_readme_rule_table_matches_the_rules():
+    from pathlib import Path
+
+    from lintloop.cli import rules_markdown
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    table = readme.split("<!-- rules-table-start -->\n")[1].split("<!-- rules-table-end -->")[0]
+    assert table == rules_markdown(), "regenerate with: lintloop rules --format markdown"
+
+
+def test_ci_runs_the_readme_test_command():
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent
+    test_command = (root / "README.md").read_text().split("```bash\n")[1].splitlines()[1]
+    assert test_command in (root / ".ci" / "run").read_text()
