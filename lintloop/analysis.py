@@ -542,9 +542,16 @@ class FileContext:
                     contexts.append(WithContext(kind, block, item, alias))
         return contexts
 
+    @cached_property
+    def _with_blocks(self) -> dict[str, dict[int, WithContext]]:
+        table: dict[str, dict[int, WithContext]] = defaultdict(dict)
+        for context in self.with_contexts:
+            table[context.kind][id(context.block)] = context
+        return table
+
     def enclosing_contexts(self, node: cst.CSTNode, kind: str) -> list[WithContext]:
         """With-blocks of `kind` whose body lexically contains `node`, innermost first."""
-        blocks = {id(c.block): c for c in self.with_contexts if c.kind == kind}
+        blocks = self._with_blocks[kind]
         result = []
         previous = node
         for ancestor in self.ancestors(node):
@@ -637,15 +644,14 @@ class FileContext:
             for call in self.calls_in(loop)
         )
 
-    def training_loops_around(self, node: cst.CSTNode) -> list[cst.For | cst.While]:
-        """Training loops lexically around `node` within its function, innermost first."""
-        loops = []
+    def innermost_loop(self, node: cst.CSTNode) -> cst.For | cst.While | None:
+        """The loop whose body holds `node`, within the same function."""
         for ancestor in self.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
-                break
-            if isinstance(ancestor, (cst.For, cst.While)) and self.is_training_loop(ancestor):
-                loops.append(ancestor)
-        return loops
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return None
+            if isinstance(ancestor, (cst.For, cst.While)) and self.is_inside(node, ancestor.body):
+                return ancestor
+        return None
 
     # ----- distribution strategies -------------------------------------------------------------------
     def is_strategy(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:

@@ -4,10 +4,26 @@ from __future__ import annotations
 
 import libcst as cst
 
-from lintloop.analysis import WithContext, argument, call_name, calls_within, dotted, keyword_arg, names_in, positional_args, receiver
+from lintloop.analysis import (WithContext, argument, call_name, calls_within, dotted, keyword_arg, names_in,
+                               positional_args, receiver, walk)
 from lintloop.rule import Example, Rule
 
 _NOT_TENSOR_CALLS = {"len", "int", "float", "bool", "range", "str", "round", "min", "max", "abs", "sum"}
+# Attributes that hold a model's trainable variables.
+_VARIABLE_ATTRIBUTES = {"kernel", "bias", "trainable_variables", "trainable_weights", "weights", "variables",
+                        "embeddings"}
+_SHAPE_QUERIES = {"tensorflow.shape", "tensorflow.size", "tensorflow.rank", "keras.ops.shape"}
+
+
+def _shape_only(expr: cst.BaseExpression, ctx) -> bool:
+    """A shape, size or length: `tf.shape(x)[0]`, `x.shape[1]`, `len(x)`."""
+    while isinstance(expr, cst.Subscript):
+        expr = expr.value
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value in ("shape", "ndim")
+    if isinstance(expr, cst.Call):
+        return ctx.callee(expr) in _SHAPE_QUERIES or ctx.is_builtin(expr.func, "len")
+    return False
 
 
 class NumpyInGradientTape(Rule):
@@ -47,6 +63,7 @@ def step(x, y):
     return t.gradient(loss, model.trainable_variables)
 """),
         Example("""
+import tensorflow as tf
 from tensorflow import GradientTape
 with GradientTape() as tape:
     out = model(x)
@@ -71,6 +88,14 @@ import numpy as np
 with tf.GradientTape() as tape:
     loss = loss_fn(y, model(x)) * np.float32(0.5)
 grads = tape.gradient(loss, model.trainable_variables)
+"""),
+        Example("""
+import tensorflow as tf
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        labels = y.numpy().astype("int64")
+        loss = tf.reduce_sum(loss_fn(labels, model(x))) / int(tf.shape(x)[0])
+    return tape.gradient(loss, model.trainable_variables)
 """),
         Example("""
 import numpy as np
@@ -98,22 +123,34 @@ grads = tape.gradient(loss, params)
                 return
 
     def _leaves_tensorflow(self, node: cst.Call, tape: WithContext) -> bool:
-        if call_name(node) == "numpy" and receiver(node) is not None and not node.args:
-            return True
+        """Does this call turn a value that depends on the model into NumPy / Python?"""
         name = self.ctx.callee(node)
-        if name == "tensorflow.make_ndarray":
-            return True
-        if (name and name.split(".")[0] == "numpy") or any(
+        if call_name(node) == "numpy" and receiver(node) is not None and not node.args and name is None:
+            converted = [receiver(node)]
+        elif name == "tensorflow.make_ndarray":
+            converted = positional_args(node)[:1]
+        elif (name and name.split(".")[0] == "numpy") or any(
                 self.ctx.is_builtin(node.func, b) for b in ("float", "int", "bool")):
-            return any(self._carries_tensor(arg, tape) for arg in positional_args(node))
-        return False
+            converted = positional_args(node)
+        else:
+            return False
+        return any(self._model_dependent(arg, tape) for arg in converted)
 
-    def _carries_tensor(self, expr: cst.BaseExpression, tape: WithContext) -> bool:
-        """A value computed by a call, or bound inside the tape: not a literal or a plain setting."""
+    def _model_dependent(self, expr: cst.BaseExpression, tape: WithContext) -> bool:
+        """Computed in the tape (a call, or a name bound inside it), or a variable's attribute.
+
+        Inputs, labels and shapes converted to NumPy do not cut a gradient path, so they are
+        not reported: `y.numpy()` of labels, `int(tf.shape(x)[0])`, `np.float32(0.5)`.
+        """
+        if _shape_only(expr, self.ctx):
+            return False
         for call in calls_within(expr):
             if not any(self.ctx.is_builtin(call.func, b) for b in _NOT_TENSOR_CALLS):
                 return True
+        if any(isinstance(n, cst.Attribute) and n.attr.value in _VARIABLE_ATTRIBUTES for n in walk(expr)):
+            return True
         return any(binding.value is not None and self.ctx.is_inside(binding.node, tape.block.body)
+                   and not _shape_only(binding.value, self.ctx)
                    for name in names_in(expr) for binding in self.ctx.bindings_of(name, expr))
 
     def _describe(self, node: cst.Call) -> str:

@@ -89,6 +89,19 @@ def train(dataset):
 """),
         Example("""
 import torch
+for epoch in range(10):
+    for x, y in train_loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+    val_loss = 0
+    with torch.no_grad():
+        for x, y in val_loader:
+            loss = criterion(model(x), y)
+            val_loss += loss
+"""),
+        Example("""
+import torch
 for x, y in loader:
     batch_losses = []
     loss = criterion(model(x), y)
@@ -109,10 +122,9 @@ for x, y in loader:
             self._check(node, owner, positional_args(node)[0])
 
     def _check(self, node: cst.CSTNode, accumulator: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        loops = self.ctx.training_loops_around(node)
-        if not loops or self.ctx.compiled_function_of(node) is not None:
-            return
-        loop = loops[0]
+        loop = self.ctx.innermost_loop(node)
+        if loop is None or not self.ctx.is_training_loop(loop) or self.ctx.compiled_function_of(node) is not None:
+            return  # e.g. a validation loop nested in the epoch loop; a graph-mode loop
         losses = self._loss_names(loop)
         held = self._unconverted(value, losses, node)
         accumulator_name = dotted(accumulator)
@@ -166,8 +178,10 @@ for x, y in loader:
             if value.value not in losses:
                 return None
             binding = self.ctx.last_binding(value.value, at)
-            converted = binding is not None and binding.value is not None and self._converts(binding.value)
-            return None if converted else value
+            if binding is not None and (binding.value is not None and self._converts(binding.value)
+                                        or self.ctx.enclosing_contexts(binding.node, "no_grad")):
+                return None  # `loss = loss.item()`, or computed under no_grad: no graph is held
+            return value
         if self._converts(value) or isinstance(value, (cst.Attribute, cst.Call, cst.Subscript)):
             # `.item()`, `float(x)`, `x.data`, `f(x)`, `x[0]`: converted or not a plain loss tensor.
             return None
