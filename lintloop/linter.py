@@ -39,10 +39,9 @@ def lint_bytes(display: str, data: bytes, ruleset: RuleSet) -> FileResult:
 
 def lint_text(display: str, text: str, ruleset: RuleSet) -> FileResult:
     result = FileResult()
-    visitor_rules = [r for r in ruleset.rules if r.has_visitor()]
-    triggers = {word for rule in visitor_rules for word in rule.trigger_words()}
+    visitor_rules = [r for r in ruleset.rules if r.has_visitor() and r.may_fire(text)]
     suppressions = Suppressions.scan(text)
-    if not any(word in text for word in triggers):
+    if not visitor_rules:
         # No enabled rule can fire: a syntax check is all this file needs (C parser, no CST).
         try:
             ast.parse(text)

@@ -74,6 +74,10 @@ class Rule:
     flagged: ClassVar[tuple[Example, ...]] = ()
     not_flagged: ClassVar[tuple[Example, ...]] = ()
     options: ClassVar[dict[str, RuleOption]] = {}
+    # Groups of words: a file must contain one word of every group for the rule to possibly
+    # fire (besides a framework name). Files where no enabled rule may fire are never parsed
+    # into a CST. Keep them loose: a missing word here is a missed finding.
+    requires: ClassVar[tuple[tuple[str, ...], ...]] = ()
 
     def __init__(self, ctx: FileContext, settings: dict[str, Any] | None = None) -> None:
         self.ctx = ctx
@@ -91,9 +95,11 @@ class Rule:
         return any(attr.startswith("visit_") for attr in dir(cls))
 
     @classmethod
-    def trigger_words(cls) -> tuple[str, ...]:
-        """Text one of which a file must contain for this rule to possibly fire."""
-        return tuple(root for fw in cls.frameworks for root in FRAMEWORK_ROOTS[fw])
+    def may_fire(cls, text: str) -> bool:
+        """Cheap text test: False when this rule cannot fire on a file (so it needs no parse)."""
+        if not any(root in text for fw in cls.frameworks for root in FRAMEWORK_ROOTS[fw]):
+            return False
+        return all(any(word in text for word in group) for group in cls.requires)
 
     @classmethod
     def metadata(cls) -> dict[str, Any]:

@@ -30,6 +30,7 @@ class NumpyInGradientTape(Rule):
     code = "LL101"
     name = "numpy-in-gradient-tape"
     frameworks = ("tf",)
+    requires = (("GradientTape",), ("numpy", "np.", "float(", "int(", "bool(", "make_ndarray"))
     probe = "grad"
     summary = ("Inside `with tf.GradientTape() as t:`, a value that reaches the target of a later "
                "`t.gradient(...)` goes through `.numpy()`, a NumPy function, `float()`/`int()`/`bool()` "
@@ -182,6 +183,7 @@ class NonDifferentiableBeforeLoss(Rule):
     code = "LL102"
     name = "non-differentiable-before-loss"
     frameworks = ("tf", "pt")
+    requires = (("backward", "gradient", "grad("), ("loss", "Loss", "entropy", "kl_div"))
     probe = "grad/error"
     summary = ("The result of argmax/argmin/round/floor/ceil/sign, a cast to an integer type or a "
                "comparison is passed as the prediction to a loss (Keras loss object or function, "
@@ -307,6 +309,7 @@ class UnwatchedTapeSource(Rule):
     code = "LL103"
     name = "unwatched-tape-source"
     frameworks = ("tf",)
+    requires = (("GradientTape",), (".gradient(",))
     probe = "grad"
     summary = ("`t.gradient(target, sources)` where a source is a constant or tensor (`tf.constant`, "
                "`tf.convert_to_tensor`, an op result) or a `tf.Variable(..., trainable=False)` that is "

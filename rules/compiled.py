@@ -13,6 +13,7 @@ class PrintInTfFunction(Rule):
     code = "LL201"
     name = "print-in-tf-function"
     frameworks = ("tf",)
+    requires = (("function",), ("print",))
     fix_kind = "safe for plain positional args, else unsafe"
     probe = "trace"
     summary = ("Builtin `print(...)` in a function decorated by `tf.function` (any spelling, with or "

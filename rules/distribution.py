@@ -15,6 +15,7 @@ class VariableOutsideStrategyScope(Rule):
     code = "LL401"
     name = "variable-outside-strategy-scope"
     frameworks = ("tf",)
+    requires = (("Strategy", "get_strategy"), (".run(", "distribute_dataset"))
     probe = "error/effect"
     summary = ("A `tf.distribute` strategy is built and used (`strategy.run`, "
                "`experimental_distribute_dataset`, `distribute_datasets_from_function`), but a Keras "
@@ -162,6 +163,7 @@ class LossReductionUnderStrategy(Rule):
     code = "LL402"
     name = "loss-reduction-under-strategy"
     frameworks = ("tf",)
+    requires = (("Strategy", "get_strategy"), (".run(",))
     probe = "effect/error"
     summary = ("Inside the function passed to `strategy.run`: `tf.reduce_mean` of per-example losses (a loss "
                "object with reduction `none`, or a `keras.losses.*` function) — gradients scaled by the "

@@ -16,6 +16,7 @@ class LossTensorAccumulation(Rule):
     code = "LL301"
     name = "loss-tensor-accumulation"
     frameworks = ("tf", "pt")
+    requires = (("backward", "gradient", "step(", "minimize", "grad("), ("append", "+"))
     fix_kind = "unsafe"
     probe = "mem"
     summary = ("In a training loop, a loss tensor (the value a gradient is taken of, or the result of a "
