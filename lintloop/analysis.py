@@ -423,6 +423,12 @@ class FileContext:
             table[fn.name.value].append(fn)
         return table
 
+    def local_class(self, expr: cst.BaseExpression) -> cst.ClassDef | None:
+        """The class defined in this file that a plain name refers to."""
+        if isinstance(expr, cst.Name):
+            return next((c for c in self.nodes(cst.ClassDef) if c.name.value == expr.value), None)
+        return None
+
     def local_functions(self, expr: cst.BaseExpression) -> list[cst.FunctionDef]:
         """Functions defined in this file that `expr` (`f`, `self.f`, `tf.function(f)`) refers to."""
         if isinstance(expr, cst.Call) and self.callee(expr) == "tensorflow.function":

@@ -38,10 +38,10 @@ class NumpyInGradientTape(Rule):
     why = ("The tape records TensorFlow operations only. A NumPy array or Python number is a constant to "
            "it, so everything computed before the conversion is cut off from the loss and its gradient "
            "is None.")
-    symptom = ("`tape.gradient` returns None for every variable; `optimizer.apply_gradients` then raises "
-               "`ValueError: No gradients provided for any variable.` (Keras 3 only warns when some "
-               "gradients are None). Inside `tf.function` it fails at trace time: "
-               "`Cannot convert a symbolic tf.Tensor to a numpy array`.")
+    symptom = ("Running tests/fixtures/LL101_bad.py (TF 2.21, Keras 3): `tape.gradient` returned None for "
+               "4 of 4 variables, then `optimizer.apply_gradients` raised `ValueError: No gradients provided "
+               "for any variable.` When only some gradients are None, Keras 3 only warns. Inside "
+               "`tf.function` it fails at trace time: `Cannot convert a symbolic tf.Tensor to a numpy array`.")
     remedy = ("Keep the computation in TensorFlow ops (`tf.reduce_mean`, `tf.math.*`) inside the tape; "
               "call `.numpy()` after the `with` block, for logging only.")
     flagged = (
@@ -190,10 +190,12 @@ class NonDifferentiableBeforeLoss(Rule):
                "`torch.nn.functional` loss, an `nn.*Loss` instance) whose result is differentiated.")
     why = ("These ops are piecewise constant: they have no gradient (TensorFlow registers none) or a zero "
            "one, so nothing upstream of them learns.")
-    symptom = ("TensorFlow: `tape.gradient` returns None, and `apply_gradients` raises `ValueError: No "
-               "gradients provided for any variable.` PyTorch: `backward()` raises `RuntimeError: element 0 "
-               "of tensors does not require grad and does not have a grad_fn`; `torch.round` gives an "
-               "all-zero gradient instead, and training silently stalls.")
+    symptom = ("tests/fixtures/LL102_bad.py (TensorFlow): `tape.gradient` returned None for 4 of 4 variables "
+               "and `apply_gradients` raised `ValueError: No gradients provided for any variable.` "
+               "tests/fixtures/LL102_torch_bad.py (PyTorch): `loss.backward()` raised `RuntimeError: element "
+               "0 of tensors does not require grad and does not have a grad_fn`. `torch.round` gives an "
+               "all-zero gradient instead, and training silently stalls. When the loss has another, "
+               "differentiable term, nothing fails: this term just trains nothing.")
     remedy = ("Pass the logits or probabilities to the loss (e.g. `CrossEntropyLoss` on logits, "
               "`SparseCategoricalCrossentropy(from_logits=True)`); use argmax only for metrics.")
     flagged = (
@@ -317,7 +319,10 @@ class UnwatchedTapeSource(Rule):
     why = ("A tape records operations on trainable variables automatically — they never need "
            "`watch` — but not on tensors or non-trainable variables. Without `t.watch(x)` the tape has "
            "no path from the target to `x`.")
-    symptom = "`tape.gradient` returns None for that source, silently."
+    symptom = ("tests/fixtures/LL103_bad.py: `tape.gradient(loss, x)` for `x = tf.constant(...)` returned None "
+               "silently (the program only failed on its next line, which used the gradient: `ValueError: "
+               "Attempt to convert a value (None) with an unsupported type (<class 'NoneType'>) to a "
+               "Tensor.`). A trainable `tf.Variable` in the same tape, never watched, got its gradient.")
     remedy = "Call `tape.watch(x)` inside the `with` block before `x` is used, or make `x` a trainable `tf.Variable`."
     flagged = (
         Example("""

@@ -20,8 +20,9 @@ class PrintInTfFunction(Rule):
                "without arguments) or wrapped as `f = tf.function(g)`.")
     why = ("A `tf.function` runs its Python body only while tracing a graph (the first call, and again "
            "for each new input signature); later calls run the graph, which contains no Python `print`.")
-    symptom = ("Called 6 times, the function prints twice (tracing), and what it prints is a symbolic "
-               "tensor such as `Tensor(\"Mean:0\", shape=(), dtype=float32)`, never a value.")
+    symptom = ("tests/fixtures/LL201_bad.py calls its `@tf.function` train step 6 times; the `print` ran once "
+               "(twice when an Adam optimizer forces a second trace) and printed a symbolic tensor, "
+               "`loss Tensor(\"mean_squared_error/div_no_nan:0\", shape=(), dtype=float32)`, never a value.")
     remedy = "Use `tf.print(...)`, which is a graph op and prints the value at every call."
     fix_safety = ("Safe when all arguments are plain positional values: `print(a, b)` becomes "
                   "`tf.print(a, b)`. Unsafe with `sep=`/`end=` or f-strings (an f-string is formatted "

@@ -23,10 +23,12 @@ class VariableOutsideStrategyScope(Rule):
                "outside `with strategy.scope():`.")
     why = ("Variables are created by the strategy that is current when they are built. Built outside the "
            "scope they are ordinary single-device variables, not mirrored per replica.")
-    symptom = ("Keras 3 fails at the first distributed step — a bare `AssertionError`, a "
-               "`colocate_vars_with` `ValueError`, or `RuntimeError: Mixing different tf.distribute.Strategy "
-               "objects` for an optimizer built outside. Keras 2 with an optimizer outside runs silently, "
-               "without mirrored slots.")
+    symptom = ("tests/fixtures/LL401_bad.py (Keras 3, MirroredStrategy over 2 CPU devices) fails at its first "
+               "distributed step: `RuntimeError: Mixing different tf.distribute.Strategy objects: "
+               "<...MirroredStrategy object ...> is not <..._DefaultDistributionStrategy object ...>` (Adam "
+               "built outside). With only the model outside: `ValueError: `colocate_vars_with` must only be "
+               "passed a variable created in this tf.distribute.Strategy.scope()`. Keras 2 with an optimizer "
+               "outside runs silently, without mirrored slots.")
     remedy = ("Build the model, optimizer, metrics and variables inside `with strategy.scope():` (a "
               "function that builds them may be called from inside the scope). With Keras 3 Adam, also "
               "call `optimizer.build(model.trainable_variables)` inside the scope.")
@@ -57,6 +59,17 @@ def train_step(x):
     acc.update_state(model(x))
 strategy.run(train_step, args=(x,))
 """, count=2),
+        Example("""
+import tensorflow as tf
+class Net(tf.keras.Model):
+    def call(self, x):
+        return x
+strategy = tf.distribute.MirroredStrategy()
+net = Net()
+def step(x):
+    return net(x)
+strategy.run(step, args=(1,))
+"""),
         Example("""
 import tensorflow as tf
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -114,6 +127,9 @@ model.compile(optimizer=optimizer, loss="mse")
     def _stateful_kind(self, call: cst.Call) -> str | None:
         name = self.ctx.callee(call)
         if name is None:
+            subclass = self.ctx.local_class(call.func)
+            if subclass is not None and any(self.ctx.qualname(base.value) in _KERAS_MODELS for base in subclass.bases):
+                return f"Keras model `{subclass.name.value}`"
             return None
         last = name.rsplit(".", 1)[-1]
         if name == "tensorflow.Variable":
@@ -175,7 +191,9 @@ class LossReductionUnderStrategy(Rule):
            "per-replica mean therefore gives N times the gradient of the global mean. Keras 3 loss objects "
            "with the default (`sum_over_batch_size`) reduction already divide by the replica count — they "
            "are correct and not flagged; Keras 2 refuses them.")
-    symptom = ("With 2 replicas the gradients are 2x too large (`reduce_mean` of per-example losses, or "
+    symptom = ("tests/fixtures/LL402_bad.py (2 replicas, SGD): the first update is 2.00 times the "
+               "single-device update over the same global batch (the fixed program: 1.00). "
+               "With 2 replicas the gradients are 2x too large (`reduce_mean` of per-example losses, or "
                "reduction none + `reduce_mean`); with `reduction=\"sum\"` undivided, batch-size times too large. "
                "Keras 2 raises `Please use tf.keras.losses.Reduction.SUM or tf.keras.losses.Reduction.NONE ...` "
                "for the default reduction under a strategy.")
