@@ -164,6 +164,16 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(reversed(children(current)))
 
 
+def is_loss_function(name: str) -> bool:
+    """`keras.losses.mse`, `keras.losses.MSE` (aliases) are functions; `MeanSquaredError` is a class."""
+    return name[:1].islower() or name.isupper()
+
+
+def dotted_names_in(node: cst.CSTNode) -> set[str]:
+    """Names and `a.b` attribute chains read in `node` (`self.model` as well as `self`)."""
+    return names_in(node) | {d for n in walk(node) if isinstance(n, cst.Attribute) and (d := dotted(n))}
+
+
 def string_value(expr: cst.BaseExpression | None) -> str | None:
     if isinstance(expr, cst.SimpleString):
         return expr.evaluated_value if isinstance(expr.evaluated_value, str) else None
@@ -290,6 +300,21 @@ class FileContext:
         path = dotted(expr)
         return canonical(self.imports[head.value] + path[len(head.value):]) if path else None
 
+    def snippet(self, node: cst.CSTNode, limit: int = 60) -> str:
+        """`node`'s code on one line, for messages: whitespace collapsed, shortened past `limit`."""
+        text = " ".join(self.module.code_for_node(node).split())
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+
+    def raw_qualname(self, expr: cst.BaseExpression) -> str | None:
+        """Like `qualname`, without merging spellings (`tf_keras.X` stays `tf_keras.X`)."""
+        head = expr
+        while isinstance(head, cst.Attribute):
+            head = head.value
+        if not isinstance(head, cst.Name) or head.value not in self.imports:
+            return None
+        path = dotted(expr)
+        return self.imports[head.value] + path[len(head.value):] if path else None
+
     def callee(self, call: cst.Call) -> str | None:
         return self.qualname(call.func)
 
@@ -302,14 +327,19 @@ class FileContext:
         roots = FRAMEWORK_ROOTS[framework]
         return any(q.split(".")[0] in roots for q in self.imports.values())
 
-    @cached_property
-    def keras_version(self) -> int:
-        """2 where the file uses Keras 2 (`tf_keras`, or sets TF_USE_LEGACY_KERAS), else 3."""
-        if any(q.split(".")[0] == "tf_keras" for q in self.imports.values()):
+    def keras_major(self, constructor: cst.Call) -> int:
+        """2 for a Keras object built from `tf_keras`, or from `tf.keras` in a file that sets
+        TF_USE_LEGACY_KERAS (tf.keras is then Keras 2); else 3 (TF 2.16+)."""
+        raw = self.raw_qualname(constructor.func) or ""
+        if raw.startswith("tf_keras."):
             return 2
-        if "TF_USE_LEGACY_KERAS" in self.module.code:
+        if raw.startswith("tensorflow.") and self._sets_legacy_keras:
             return 2
         return 3
+
+    @cached_property
+    def _sets_legacy_keras(self) -> bool:
+        return any(string_value(s) == "TF_USE_LEGACY_KERAS" for s in self.nodes(cst.SimpleString))
 
     # ----- tree --------------------------------------------------------------------------
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -352,7 +382,9 @@ class FileContext:
             if found:
                 if scope is not scopes[0] or not before:
                     return list(found)
-                return [b for b in found if b.order < self.order[at]]
+                # `y = f(y)`: while evaluating the right side, the new `y` is not bound yet.
+                return [b for b in found if b.order < self.order[at]
+                        and not (b.value is not None and self.is_inside(at, b.value))]
         return []
 
     def last_binding(self, name: str, at: cst.CSTNode) -> Binding | None:
@@ -494,6 +526,8 @@ class FileContext:
         for fn in self.nodes(cst.FunctionDef):
             for decorator in fn.decorators:
                 target = decorator.decorator
+                if isinstance(target, cst.Call) and self.callee(target) == "functools.partial" and target.args:
+                    target = target.args[0].value  # @functools.partial(tf.function, jit_compile=True)
                 target = target.func if isinstance(target, cst.Call) else target
                 if self.qualname(target) == "tensorflow.function":
                     compiled.add(fn)
@@ -526,6 +560,9 @@ class FileContext:
     # ----- with-contexts --------------------------------------------------------------------
     def _classify_with_item(self, item: cst.WithItem) -> str | None:
         expr = item.item
+        if isinstance(expr, cst.Name):  # `tape = tf.GradientTape(); with tape:`
+            made = self.constructed_by(expr, item)
+            expr = made[0] if made else expr
         if not isinstance(expr, cst.Call):
             return None
         name = self.callee(expr)
@@ -544,15 +581,16 @@ class FileContext:
             for item in block.items:
                 kind = self._classify_with_item(item)
                 if kind:
-                    alias = item.asname.name.value if item.asname and isinstance(item.asname.name, cst.Name) else None
+                    alias = item.asname.name.value if item.asname and isinstance(item.asname.name, cst.Name) else (
+                        item.item.value if isinstance(item.item, cst.Name) else None)
                     contexts.append(WithContext(kind, block, item, alias))
         return contexts
 
     @cached_property
-    def _with_blocks(self) -> dict[str, dict[int, WithContext]]:
-        table: dict[str, dict[int, WithContext]] = defaultdict(dict)
+    def _with_blocks(self) -> dict[str, dict[int, list[WithContext]]]:
+        table: dict[str, dict[int, list[WithContext]]] = defaultdict(lambda: defaultdict(list))
         for context in self.with_contexts:
-            table[context.kind][id(context.block)] = context
+            table[context.kind][id(context.block)].append(context)
         return table
 
     def enclosing_contexts(self, node: cst.CSTNode, kind: str) -> list[WithContext]:
@@ -562,17 +600,18 @@ class FileContext:
         previous = node
         for ancestor in self.ancestors(node):
             if id(ancestor) in blocks and previous is ancestor.body:
-                result.append(blocks[id(ancestor)])
+                result.extend(blocks[id(ancestor)])
             previous = ancestor
         return result
 
     # ----- tapes and gradients ----------------------------------------------------------------
     def tape_of(self, name: str, at: cst.CSTNode) -> WithContext | None:
-        """The `with tf.GradientTape() as name:` block that `name` refers to at `at`."""
-        binding = self.last_binding(name, at) or next(iter(self.bindings_of(name, at, before=False)), None)
-        if binding is None or not isinstance(binding.node, cst.WithItem):
-            return None
-        return next((c for c in self.with_contexts if c.item is binding.node and c.kind == "tape"), None)
+        """The `with tf.GradientTape() as name:` (or `with name:`) block that `name` refers to at `at`:
+        the last one opened before `at` in the same function."""
+        scope = self.scope_of(at)
+        candidates = [c for c in self.with_contexts if c.kind == "tape" and c.alias == name
+                      and self.scope_of(c.block) is scope and self.order[c.block] < self.order[at]]
+        return max(candidates, key=lambda c: self.order[c.block]) if candidates else None
 
     @cached_property
     def gradient_calls(self) -> list[tuple[cst.Call, WithContext]]:
@@ -602,11 +641,19 @@ class FileContext:
                 found.extend((arg, call) for arg in positional_args(call)[:1])
         return found
 
-    def is_differentiated(self, node: cst.CSTNode) -> bool:
-        """Does the value computed at `node` reach something that is differentiated in the same function?"""
+    def is_differentiated(self, node: cst.CSTNode, depth: int = 0) -> bool:
+        """Does the value computed at `node` reach something that is differentiated — in the same
+        function, or returned by its function to a caller in this file that differentiates it?"""
         scope = self.scope_of(node)
-        return any(self.scope_of(call) is scope and self.flows_into(node, target, call)
-                   for target, call in self.differentiated)
+        if any(self.scope_of(call) is scope and self.flows_into(node, target, call)
+               for target, call in self.differentiated):
+            return True
+        if depth >= 3 or not isinstance(scope, cst.FunctionDef):
+            return False
+        returned = any(r.value is not None and self.scope_of(r) is scope and self.flows_into(node, r.value, r)
+                       for r in self.nodes(cst.Return))
+        return returned and any(self.is_differentiated(call, depth + 1) for call in self.nodes(cst.Call)
+                                if scope in self.local_functions(call.func))
 
     # ----- training loops -------------------------------------------------------------------------
     def _is_training_call(self, call: cst.Call) -> bool:
@@ -664,9 +711,9 @@ class FileContext:
         made = self.constructed_by(expr, at)
         if made is None:
             return False
-        name = made[1]
-        return name.startswith("tensorflow.distribute.") and (
-            name.endswith("Strategy") or name.endswith("get_strategy"))
+        # Not `tf.distribute.get_strategy()`: outside a scope it is the default (no-op) strategy,
+        # and inside one everything built in that dynamic extent is in scope anyway.
+        return made[1].startswith("tensorflow.distribute.") and made[1].endswith("Strategy")
 
     @cached_property
     def strategy_runs(self) -> list[cst.Call]:
@@ -725,7 +772,7 @@ class FileContext:
         if made is None:
             return None
         last = made[1].rsplit(".", 1)[-1]
-        if made[1].startswith("keras.losses.") and last[:1].isupper() and last != "Reduction":
+        if made[1].startswith("keras.losses.") and not is_loss_function(last) and last != "Reduction":
             return made
         if made[1].startswith("torch.nn.") and last.endswith("Loss"):
             return made
@@ -736,7 +783,7 @@ class FileContext:
         name = self.callee(call)
         if name is not None:
             last = name.rsplit(".", 1)[-1]
-            if name.startswith("keras.losses.") and last[:1].islower():
+            if name.startswith("keras.losses.") and is_loss_function(last):
                 arg = argument(call, 1, "y_pred")
                 return (arg, "tf") if arg is not None else None
             if name in _TF_LOGITS_LOSSES:

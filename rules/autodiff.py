@@ -22,6 +22,8 @@ def _shape_only(expr: cst.BaseExpression, ctx) -> bool:
     if isinstance(expr, cst.Attribute):
         return expr.attr.value in ("shape", "ndim")
     if isinstance(expr, cst.Call):
+        if any(ctx.is_builtin(expr.func, b) for b in ("int", "float")) and expr.args:
+            return _shape_only(expr.args[0].value, ctx)
         return ctx.callee(expr) in _SHAPE_QUERIES or ctx.is_builtin(expr.func, "len")
     return False
 
@@ -65,6 +67,16 @@ def step(x, y):
 """),
         Example("""
 import tensorflow as tf
+import numpy as np
+gen_tape = tf.GradientTape()
+with gen_tape, tf.GradientTape() as disc_tape:
+    g_loss = -tf.reduce_mean(np.tanh(generator(z).numpy()))
+    d_loss = disc_loss(real, fake)
+g_grads = gen_tape.gradient(g_loss, generator.trainable_variables)
+d_grads = disc_tape.gradient(d_loss, discriminator.trainable_variables)
+"""),
+        Example("""
+import tensorflow as tf
 from tensorflow import GradientTape
 with GradientTape() as tape:
     out = model(x)
@@ -97,6 +109,16 @@ def train_step(x, y):
         labels = y.numpy().astype("int64")
         loss = tf.reduce_sum(loss_fn(labels, model(x))) / int(tf.shape(x)[0])
     return tape.gradient(loss, model.trainable_variables)
+"""),
+        Example("""
+import tensorflow as tf
+import numpy as np
+with tf.GradientTape() as tape:
+    y = np.asarray(y, dtype=np.float32)
+    loss = tf.reduce_mean(tf.square(y - model(x)))
+    n = int(x.shape[0])
+    loss = loss / float(n)
+grads = tape.gradient(loss, model.trainable_variables)
 """),
         Example("""
 import numpy as np
@@ -137,21 +159,21 @@ grads = tape.gradient(loss, params)
             return False
         return any(self._model_dependent(arg, tape) for arg in converted)
 
-    def _model_dependent(self, expr: cst.BaseExpression, tape: WithContext) -> bool:
-        """Computed in the tape (a call, or a name bound inside it), or a variable's attribute.
+    def _model_dependent(self, expr: cst.BaseExpression, tape: WithContext, depth: int = 0) -> bool:
+        """Computed in the tape (a call, or a name bound inside it from one), or a variable's attribute.
 
         Inputs, labels and shapes converted to NumPy do not cut a gradient path, so they are
         not reported: `y.numpy()` of labels, `int(tf.shape(x)[0])`, `np.float32(0.5)`.
         """
-        if _shape_only(expr, self.ctx):
+        if _shape_only(expr, self.ctx) or depth > 4:
             return False
         for call in calls_within(expr):
-            if not any(self.ctx.is_builtin(call.func, b) for b in _NOT_TENSOR_CALLS):
+            if not any(self.ctx.is_builtin(call.func, b) for b in _NOT_TENSOR_CALLS) and not _shape_only(call, self.ctx):
                 return True
         if any(isinstance(n, cst.Attribute) and n.attr.value in _VARIABLE_ATTRIBUTES for n in walk(expr)):
             return True
         return any(binding.value is not None and self.ctx.is_inside(binding.node, tape.block.body)
-                   and not _shape_only(binding.value, self.ctx)
+                   and self._model_dependent(binding.value, tape, depth + 1)
                    for name in names_in(expr) for binding in self.ctx.bindings_of(name, expr))
 
     def _describe(self, node: cst.Call) -> str:
@@ -307,6 +329,20 @@ _CREATION_OPS = {"tensorflow.constant", "tensorflow.convert_to_tensor", "tensorf
                  "tensorflow.random.normal", "tensorflow.random.uniform", "tensorflow.random.truncated_normal"}
 
 
+_TENSOR_OP_NAMESPACES = ("tensorflow.math.", "tensorflow.linalg.", "tensorflow.nn.", "tensorflow.image.",
+                         "tensorflow.random.", "tensorflow.signal.")
+_NOT_TENSOR_OPS = {"Variable", "function", "GradientTape", "Module", "py_function", "numpy_function", "print",
+                   "identity_n", "group", "no_op", "get_static_value"}
+
+
+def _tensor_op(name: str) -> bool:
+    """An op returning a new tensor (`tf.square`, `tf.math.exp`), not a structure helper like `tf.nest.*`."""
+    parts = name.split(".")
+    if name.startswith(_TENSOR_OP_NAMESPACES):
+        return True
+    return len(parts) == 2 and parts[0] == "tensorflow" and parts[1][:1].islower() and parts[1] not in _NOT_TENSOR_OPS
+
+
 class UnwatchedTapeSource(Rule):
     code = "LL103"
     name = "unwatched-tape-source"
@@ -367,7 +403,8 @@ grad = tape.gradient(loss, w)
 import tensorflow as tf
 with tf.GradientTape() as tape:
     loss = loss_fn(y, model(x))
-grads = tape.gradient(loss, model.trainable_variables)
+variables = tf.nest.flatten(model.trainable_variables)
+grads = tape.gradient(loss, variables)
 """),
     )
 
@@ -401,8 +438,8 @@ grads = tape.gradient(loss, model.trainable_variables)
         if name in _CREATION_OPS:
             return f"a tensor made by `{name.replace('tensorflow.', 'tf.')}`, not a variable"
         binding = self.ctx.last_binding(dotted(source), at)
-        if name.startswith("tensorflow.") and binding and not self.ctx.is_inside(binding.node, tape.block):
-            return f"a tensor computed by `{name.replace('tensorflow.', 'tf.')}` before the tape opened"
+        if _tensor_op(name) and binding and not self.ctx.is_inside(binding.node, tape.block):
+            return f"a tensor computed by `{name.replace('tensorflow.', 'tf.')}` outside the tape"
         return None
 
     def _watches_accessed_variables(self, tape: WithContext) -> bool:

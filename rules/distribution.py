@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from lintloop.analysis import argument, call_name, dotted, keyword_arg, names_in, receiver, string_value
+from lintloop.analysis import (argument, call_name, dotted, dotted_names_in, is_loss_function, keyword_arg, names_in,
+                               receiver, string_value)
 from lintloop.rule import Example, Rule, RuleOption
 
 _KERAS_STATEFUL_PREFIXES = ("keras.optimizers.", "keras.metrics.", "keras.applications.")
@@ -72,6 +73,17 @@ strategy.run(step, args=(1,))
 """),
         Example("""
 import tensorflow as tf
+class Runner:
+    def __init__(self):
+        self.strategy = tf.distribute.MirroredStrategy()
+        self.model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    def train_step(self, batch):
+        def step(x, y):
+            return self.model(x)
+        self.strategy.run(step, args=batch)
+"""),
+        Example("""
+import tensorflow as tf
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 counter = tf.Variable(0)
 def step(x):
@@ -108,6 +120,14 @@ model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
 optimizer = tf.keras.optimizers.Adam()
 model.compile(optimizer=optimizer, loss="mse")
 """),
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.get_strategy()
+model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+def step(x):
+    return model(x)
+strategy.run(step, args=(1,))
+"""),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -118,7 +138,7 @@ model.compile(optimizer=optimizer, loss="mse")
             return
         holders = self._holder_names(node)
         users = [fn.name.value for fn in self.ctx.distributed_step_functions
-                 if holders & names_in(fn.body)]
+                 if holders & dotted_names_in(fn.body)]
         if users:
             self.report(node, f"{what} built outside `strategy.scope()` but used in the distributed step "
                               f"`{users[0]}`: its variables are not mirrored across replicas (Keras 3 fails at "
@@ -207,16 +227,22 @@ strategy = tf.distribute.MirroredStrategy()
 with strategy.scope():
     loss_object = tf.keras.losses.SparseCategoricalCrossentropy(reduction="none")
 def step(x, y):
-    per_example = loss_object(y, model(x))
-    return tf.reduce_mean(per_example)
+    with tf.GradientTape() as tape:
+        per_example = loss_object(y, model(x))
+        loss = tf.reduce_mean(per_example)
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
 strategy.run(step, args=(x, y))
 """),
         Example("""
 import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
+def compute_loss(y, pred):
+    return tf.reduce_mean(tf.keras.losses.MSE(y, pred))
 def step(x, y):
-    loss = tf.reduce_mean(tf.keras.losses.mean_squared_error(y, model(x)))
-    return loss
+    with tf.GradientTape() as tape:
+        loss = compute_loss(y, model(x))
+    grads = tape.gradient(loss, model.trainable_variables)
 strategy.run(step, args=(x, y))
 """),
         Example("""
@@ -269,9 +295,30 @@ strategy.run(step, args=(x, y))
 """),
         Example("""
 import tensorflow as tf
-loss_object = tf.keras.losses.SparseCategoricalCrossentropy(reduction="none")
+strategy = tf.distribute.MirroredStrategy()
 def step(x, y):
-    return tf.reduce_mean(loss_object(y, model(x)))
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.keras.losses.mse(y, model(x)))
+        scaled = loss / strategy.num_replicas_in_sync
+    return tape.gradient(scaled, model.trainable_variables)
+def evaluate(x, y):
+    return tf.reduce_mean(tf.keras.losses.MSE(y, model(x)))
+strategy.run(step, args=(x, y))
+strategy.run(evaluate, args=(x, y))
+"""),
+        Example("""
+import tensorflow as tf
+import tf_keras
+strategy = tf.distribute.MirroredStrategy()
+loss_fn = tf.keras.losses.MeanSquaredError()
+summed = tf.keras.losses.MeanSquaredError(reduction="sum")
+def step(x, y):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x))
+        total = summed(y, model(x))
+        total *= (1.0 / GLOBAL_BATCH_SIZE)
+    return tape.gradient(loss + total, model.trainable_variables)
+strategy.run(step, args=(x, y))
 """),
     )
 
@@ -283,7 +330,8 @@ def step(x, y):
         if name in ("tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean") or (
                 name is None and call_name(node) == "mean" and receiver(node) is not None):
             averaged = argument(node, 0, "input_tensor") if name else receiver(node)
-            if averaged is not None and self._per_example(averaged, node):
+            if (averaged is not None and self._per_example(averaged, node) and self.ctx.is_differentiated(node)
+                    and not any(_mentions_replicas(d) for d in self._divisors(node))):
                 self.report(node, "per-replica mean of per-example losses inside `strategy.run`: the strategy "
                                   "sums the replicas' gradients, so they come out N times too large (N = "
                                   "replicas); use `tf.nn.compute_average_loss(per_example_loss, "
@@ -297,43 +345,71 @@ def step(x, y):
             self.report(node, "loss object with an explicit `AUTO` reduction called inside `strategy.run`: "
                               "Keras 2 raises under a strategy and Keras 3 rejects the value; use reduction "
                               "`none` + `tf.nn.compute_average_loss`")
-        elif reduction == "sum" and not self._divided(node):
+        elif reduction == "sum" and self.ctx.is_differentiated(node) and not self._divisors(node):
             self.report(node, "loss object with reduction `sum` inside `strategy.run` whose result is not "
                               "divided by the global batch size: gradients are batch-size times too large")
-        elif reduction in ("default", "sum_over_batch_size") and self._keras_version() == 2:
+        elif reduction in ("default", "sum_over_batch_size") and self._keras_major(made[0]) == 2:
             self.report(node, "Keras 2 loss object with the default (`SUM_OVER_BATCH_SIZE`) reduction called "
                               "inside `strategy.run`: Keras 2 raises 'Please use Reduction.SUM or "
                               "Reduction.NONE' under a strategy; use reduction `none` + "
                               "`tf.nn.compute_average_loss`")
 
-    def _keras_version(self) -> int:
-        return self.settings["keras"] or self.ctx.keras_version
+    def _keras_major(self, constructor: cst.Call) -> int:
+        return self.settings["keras"] or self.ctx.keras_major(constructor)
 
     def _per_example(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
         value = self.ctx.resolve_value(expr, at)
         if not isinstance(value, cst.Call):
             return False
         name = self.ctx.callee(value)
-        if name and name.startswith("keras.losses.") and name.rsplit(".", 1)[-1][:1].islower():
+        if name and name.startswith("keras.losses.") and is_loss_function(name.rsplit(".", 1)[-1]):
             return True
         made = self.ctx.loss_object(value.func, value)
         return made is not None and made[1].startswith("keras.") and _reduction(made[0]) == "none"
 
-    def _divided(self, call: cst.Call) -> bool:
-        """Is the loss value divided (`/`, `compute_average_loss`) before use in this function?"""
+    def _divisors(self, call: cst.Call) -> list[cst.BaseExpression]:
+        """What the value of `call` is divided by in its function: `x / d`, `x * (1 / d)`, `x /= d`,
+        `x *= 1 / d`, `compute_average_loss(x, ...)`."""
+        divisors = []
         parent = self.ctx.parents.get(call)
-        if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.Divide) and parent.left is call:
-            return True
+        divisors += _divisor_of(parent, lambda e: e is call)
         holder = dotted(parent.targets[0].target) if isinstance(parent, cst.Assign) else None
-        if holder is None:
-            return False
         function = self.ctx.scope_of(call)
-        for node in self.ctx.nodes(cst.BinaryOperation):
-            if (isinstance(node.operator, cst.Divide) and dotted(node.left) == holder
-                    and self.ctx.scope_of(node) is function):
-                return True
-        for node in self.ctx.nodes(cst.AugAssign):
-            if isinstance(node.operator, cst.DivideAssign) and dotted(node.target) == holder:
-                return True
-        return any(self.ctx.callee(c) == "tensorflow.nn.compute_average_loss" and holder in names_in(c)
-                   for c in self.ctx.calls_in(function)) if isinstance(function, cst.FunctionDef) else False
+        if holder is None or not isinstance(function, cst.FunctionDef):
+            return divisors
+        is_holder = lambda e: dotted(e) == holder  # noqa: E731
+        for node in (*self.ctx.nodes(cst.BinaryOperation), *self.ctx.nodes(cst.AugAssign)):
+            if self.ctx.scope_of(node) is function:
+                divisors += _divisor_of(node, is_holder)
+        divisors += [c for c in self.ctx.calls_in(function)
+                     if self.ctx.callee(c) == "tensorflow.nn.compute_average_loss" and holder in names_in(c)]
+        return divisors
+
+
+def _reciprocal_of(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`d` for `1 / d` or `1.0 / d`."""
+    if (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide)
+            and isinstance(expr.left, (cst.Integer, cst.Float)) and float(expr.left.value) == 1.0):
+        return expr.right
+    return None
+
+
+def _divisor_of(node: cst.CSTNode | None, is_value) -> list[cst.BaseExpression]:
+    """The divisor, if `node` divides the value (`value / d`, `value * (1 / d)`, `value /= d`, `value *= 1/d`)."""
+    if isinstance(node, cst.BinaryOperation) and is_value(node.left):
+        if isinstance(node.operator, cst.Divide):
+            return [node.right]
+        if isinstance(node.operator, cst.Multiply) and _reciprocal_of(node.right) is not None:
+            return [_reciprocal_of(node.right)]
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply) and is_value(node.right):
+        return [d] if (d := _reciprocal_of(node.left)) is not None else []
+    if isinstance(node, cst.AugAssign) and is_value(node.target):
+        if isinstance(node.operator, cst.DivideAssign):
+            return [node.value]
+        if isinstance(node.operator, cst.MultiplyAssign) and _reciprocal_of(node.value) is not None:
+            return [_reciprocal_of(node.value)]
+    return []
+
+
+def _mentions_replicas(expr: cst.CSTNode) -> bool:
+    return any(name.endswith("num_replicas_in_sync") for name in dotted_names_in(expr))

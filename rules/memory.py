@@ -67,6 +67,22 @@ for epoch in range(3):
         step_loss = train_step(batch)
         history.append(step_loss)
 """),
+        Example("""
+import torch.nn.functional as F
+def train_step(model, opt, x, y):
+    opt.zero_grad()
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+total = 0
+history = {"loss": []}
+for x, y in loader:
+    total += train_step(model, opt, x, y)
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    history["loss"].append(loss)
+""", count=2),
     )
     not_flagged = (
         Example("""
@@ -115,6 +131,10 @@ for x, y in loader:
 """),
     )
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._returns_loss: dict[cst.FunctionDef, str | None] = {}
+
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if isinstance(node.operator, cst.AddAssign):
             self._check(node, node.target, node.value)
@@ -128,55 +148,60 @@ for x, y in loader:
         loop = self.ctx.innermost_loop(node)
         if loop is None or not self.ctx.is_training_loop(loop) or self.ctx.compiled_function_of(node) is not None:
             return  # e.g. a validation loop nested in the epoch loop; a graph-mode loop
-        losses = self._loss_names(loop)
-        held = self._unconverted(value, losses, node)
-        accumulator_name = dotted(accumulator)
-        if held is None or accumulator_name is None or self._fresh_in_iteration(accumulator_name, loop, node):
+        found = self._unconverted(value, self._loss_names(loop), node)
+        root = _root(accumulator)
+        if found is None or root is None or self._fresh_in_iteration(root, loop, node):
             return
-        framework = losses[held.value]
+        held, framework = found
+        code = self.ctx.snippet(held)
         if framework == "pt":
             cost = "keeps each step's autograd graph alive (about 10 KiB per step, more for bigger graphs)"
-            converted = f"{held.value}.item()"
+            method = ".item()"
         else:
             cost = "keeps a TensorFlow tensor alive for every step (about 0.6 KiB per step on CPU, device memory on GPU)"
-            converted = f"{held.value}.numpy()"
+            method = ".numpy()"
+        converted = code + method
         action = "appending" if isinstance(node, cst.Call) else "`+=`-accumulating"
-        self.report(node, f"{action} the loss tensor `{held.value}` into `{accumulator_name}`, which outlives the "
-                          f"iteration, {cost}; use `{converted}`",
-                    fix=FixSpec("unsafe", [Replacement(held, converted)], f"use `{converted}`"))
+        what = f"the loss tensor `{code}`" if isinstance(held, cst.Name) else f"the loss tensor returned by `{code}`"
+        self.report(node, f"{action} {what} into `{self.ctx.snippet(accumulator)}`, which outlives "
+                          f"the iteration, {cost}; use `{converted}`",
+                    fix=FixSpec("unsafe", [Replacement(held, self.ctx.module.code_for_node(held) + method)],
+                                f"use `{converted}`"))
 
     def _loss_names(self, loop: cst.CSTNode) -> dict[str, str]:
         """Names holding a loss tensor in this loop's iterations, with the framework that computed it."""
         names: dict[str, str] = {}
         for target, call in self.ctx.differentiated:
             if isinstance(target, cst.Name) and self.ctx.is_inside(call, loop):
-                names[target.value] = "pt" if call_name(call) == "backward" or "torch" in (
-                    self.ctx.callee(call) or "") else "tf"
+                names[target.value] = _framework(call)
         for call in self.ctx.calls_in(loop):
-            for fn in self.ctx.local_functions(call.func):
-                framework = self._returned_loss_framework(fn)
-                assign = self.ctx.parents.get(call)
-                if framework and isinstance(assign, cst.Assign):
-                    for target in assign.targets:
-                        if isinstance(target.target, cst.Name):
-                            names[target.target.value] = framework
+            framework = self._returned_loss_framework(call)
+            assign = self.ctx.parents.get(call)
+            if framework and isinstance(assign, cst.Assign):
+                for target in assign.targets:
+                    if isinstance(target.target, cst.Name):
+                        names[target.target.value] = framework
         return names
 
-    def _returned_loss_framework(self, fn: cst.FunctionDef) -> str | None:
-        """'pt'/'tf' when `fn` returns, unconverted, a tensor it differentiates."""
-        inner = {}
-        for target, call in self.ctx.differentiated:
-            if isinstance(target, cst.Name) and self.ctx.scope_of(call) is fn:
-                inner[target.value] = "pt" if call_name(call) == "backward" else "tf"
-        for ret in self.ctx.nodes(cst.Return):
-            if ret.value is not None and self.ctx.scope_of(ret) is fn:
-                held = self._unconverted(ret.value, inner, ret)
-                if held is not None:
-                    return inner[held.value]
+    def _returned_loss_framework(self, call: cst.Call) -> str | None:
+        """'pt'/'tf' when `call` calls a same-file function that returns, unconverted, a tensor it differentiates."""
+        for fn in self.ctx.local_functions(call.func):
+            if fn in self._returns_loss:
+                return self._returns_loss[fn]
+            self._returns_loss[fn] = None  # guards recursion
+            inner = {t.value: _framework(c) for t, c in self.ctx.differentiated
+                     if isinstance(t, cst.Name) and self.ctx.scope_of(c) is fn}
+            for ret in self.ctx.nodes(cst.Return):
+                if ret.value is not None and self.ctx.scope_of(ret) is fn:
+                    found = self._unconverted(ret.value, inner, ret)
+                    if found is not None:
+                        self._returns_loss[fn] = found[1]
+                        return found[1]
         return None
 
-    def _unconverted(self, value: cst.BaseExpression, losses: dict[str, str], at: cst.CSTNode) -> cst.Name | None:
-        """An occurrence of a loss name in `value` that is not wrapped in a conversion."""
+    def _unconverted(self, value: cst.BaseExpression, losses: dict[str, str],
+                     at: cst.CSTNode) -> tuple[cst.BaseExpression, str] | None:
+        """A loss tensor in `value` not wrapped in a conversion: a loss name, or a train-step call."""
         if isinstance(value, cst.Name):
             if value.value not in losses:
                 return None
@@ -184,13 +209,13 @@ for x, y in loader:
             if binding is not None and (binding.value is not None and self._converts(binding.value)
                                         or self.ctx.enclosing_contexts(binding.node, "no_grad")):
                 return None  # `loss = loss.item()`, or computed under no_grad: no graph is held
-            return value
-        if self._converts(value) or isinstance(value, (cst.Attribute, cst.Call, cst.Subscript)):
-            # `.item()`, `float(x)`, `x.data`, `f(x)`, `x[0]`: converted or not a plain loss tensor.
-            return None
+            return value, losses[value.value]
+        if isinstance(value, cst.Call) and not self._converts(value):
+            framework = self._returned_loss_framework(value)
+            return (value, framework) if framework else None
         if isinstance(value, cst.BinaryOperation):
             return self._unconverted(value.left, losses, at) or self._unconverted(value.right, losses, at)
-        return None
+        return None  # `x.data`, `x[0]`, conversions: not a plain loss tensor
 
     def _converts(self, expr: cst.BaseExpression) -> bool:
         if isinstance(expr, cst.Call):
@@ -201,3 +226,15 @@ for x, y in loader:
     def _fresh_in_iteration(self, name: str, loop: cst.CSTNode, at: cst.CSTNode) -> bool:
         """Is the accumulator re-created inside this loop's body before `at` (so it dies with the iteration)?"""
         return any(not b.augmented and self.ctx.is_inside(b.node, loop) for b in self.ctx.bindings_of(name, at))
+
+
+def _framework(call: cst.Call) -> str:
+    """'pt' for `backward()` / torch.autograd, 'tf' for `tape.gradient`."""
+    return "tf" if call_name(call) == "gradient" else "pt"
+
+
+def _root(expr: cst.BaseExpression) -> str | None:
+    """The variable an accumulator lives in: `history` for `history["loss"]`, `self.losses` for itself."""
+    while isinstance(expr, cst.Subscript):
+        expr = expr.value
+    return dotted(expr)
