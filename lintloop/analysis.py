@@ -292,13 +292,8 @@ class FileContext:
     # ----- names -------------------------------------------------------------------------
     def qualname(self, expr: cst.BaseExpression) -> str | None:
         """Fully qualified, canonical name of an imported thing however it is spelled."""
-        head = expr
-        while isinstance(head, cst.Attribute):
-            head = head.value
-        if not isinstance(head, cst.Name) or head.value not in self.imports:
-            return None
-        path = dotted(expr)
-        return canonical(self.imports[head.value] + path[len(head.value):]) if path else None
+        raw = self.raw_qualname(expr)
+        return canonical(raw) if raw else None
 
     def snippet(self, node: cst.CSTNode, limit: int = 60) -> str:
         """`node`'s code on one line, for messages: whitespace collapsed, shortened past `limit`."""
