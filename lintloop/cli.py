@@ -20,6 +20,8 @@ from lintloop.finding import Finding
 from lintloop.reporters import FORMATS, render
 from lintloop.rules import ALL_RULES, lookup
 from lintloop.runner import JobResult, make_jobs, run_jobs
+from lintloop.runtime_probe.cli import add_probe_options, build_probe_parser, probe_command
+from lintloop.runtime_probe.correlate import ProbeOptions, attach_verdicts
 from lintloop.source import SourceText, UndecodableSource
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -55,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     check = commands.add_parser("check", help="lint files and directories")
     _lint_options(check)
+    check.add_argument("--probe", action="store_true",
+                       help="then run each script with probe-able findings under the runtime probe (runs your "
+                            "code) and attach a verdict to each finding")
+    add_probe_options(check, prefix="probe-")
     fix = commands.add_parser("fix", help="apply fixes in place, then report what remains")
     _lint_options(fix)
     fix.add_argument("--unsafe-fixes", action="store_true", default=None, help="also apply unsafe fixes")
@@ -64,11 +70,18 @@ def build_parser() -> argparse.ArgumentParser:
     rule.add_argument("--format", choices=("text", "json"), default="text")
     rules = commands.add_parser("rules", help="list all rules")
     rules.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    build_probe_parser(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `lintloop probe FILE [options] -- ARGS`: everything after `--` belongs to the script.
+    script_args: list[str] = []
+    if argv[:1] == ["probe"] and "--" in argv:
+        split = argv.index("--")
+        argv, script_args = argv[:split], argv[split + 1:]
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
@@ -78,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
             return _rule(args)
         if args.command == "rules":
             return _rules(args)
+        if args.command == "probe":
+            return probe_command(args, script_args)
         return _lint(args)
     except ConfigError as exc:
         print(f"lintloop: error: {exc}", file=sys.stderr)
@@ -169,6 +184,10 @@ def _lint(args: argparse.Namespace) -> int:
     results = run_jobs(jobs, settings.jobs or os.cpu_count() or 1)
     findings = sorted((f for r in results for f in r.findings), key=Finding.sort_key)
     errors = [e for r in results for e in r.errors]
+    if getattr(args, "probe", False):
+        options = ProbeOptions(steps=args.probe_steps or 100, timeout=args.probe_timeout, device=args.device,
+                               python=args.python, memory_limit_mb=args.memory_limit)
+        attach_verdicts(findings, {f.display: f.path for f in files}, options)
     _report(args, results, findings, settings, mode, files)
     for error in errors:
         print(f"lintloop: error: {error}", file=sys.stderr)

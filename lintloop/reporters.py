@@ -14,6 +14,7 @@ from rich.markup import escape
 from lintloop import __version__
 from lintloop.finding import Finding
 from lintloop.rules import ALL_RULES
+from lintloop.runtime_probe.verdicts import describe
 
 FORMATS = ("text", "concise", "json", "sarif", "github")
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -49,6 +50,8 @@ def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str], 
         snippet = _snippet(finding, sources.get(finding.path))
         if snippet:
             console.print(snippet, markup=False, highlight=False, style="dim" if not is_file else None)
+        if finding.probe:
+            console.print("    " + describe(finding.probe), markup=False, highlight=False)
     if quiet:
         return
     if findings:

@@ -114,7 +114,9 @@ class Summary:
             elif kind == "none_gradients":
                 summary.none_gradients.append(event)
             elif kind == "error":
-                summary.errors.append(event)
+                key = tuple(event.get(k) for k in ("exc_type", "message", "file", "line"))
+                if key not in {tuple(e.get(k) for k in ("exc_type", "message", "file", "line")) for e in summary.errors}:
+                    summary.errors.append(event)
             elif kind == "warning":
                 summary.warnings.append(event)
             elif kind == "trace_print":
@@ -148,8 +150,7 @@ class Summary:
         if len(self.live_objects) < 2:
             return None
         first, last = self.live_objects[0], self.live_objects[-1]
-        tensors = lambda e: sum(v for k, v in e.get("counts", {}).items() if "Tensor" in k)  # noqa: E731
-        return tensors(last) - tensors(first), int(last.get("step", 0)) - int(first.get("step", 0))
+        return _live_tensors(last) - _live_tensors(first), int(last.get("step", 0)) - int(first.get("step", 0))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -169,6 +170,15 @@ class Summary:
             "live_objects": self.live_objects,
             "params_unchanged": self.params_unchanged,
         }
+
+
+def _live_tensors(event: dict[str, Any]) -> int:
+    """Live framework tensors in a `live_objects` event (`tf_eager_tensors`, `torch_tensors`)."""
+    return sum(int(v) for k, v in event.items() if k.endswith("tensors") and isinstance(v, int))
+
+
+def replicas(strategy: dict[str, Any] | None) -> int:
+    return int((strategy or {}).get("replicas", 1))
 
 
 def _where(event: dict[str, Any]) -> dict[str, Any]:
@@ -214,7 +224,7 @@ def _none_gradients(summary: Summary, framework: str | None) -> dict[str, Any] |
 def verdict(code: str, summary: Summary, differential: Summary | None = None) -> dict[str, Any]:
     """The `probe` field of a finding of rule `code`, from the run (and a run of the fixed program)."""
     if code in ("LL101", "LL103"):
-        found = _none_gradients(summary, "tf")
+        found = _none_gradients(summary, "tensorflow")
         return found or _not_confirmed(summary, "None gradients from tape.gradient")
     if code == "LL102":
         found = _none_gradients(summary, None)
@@ -231,14 +241,14 @@ def verdict(code: str, summary: Summary, differential: Summary | None = None) ->
                               **_where(error))
         return _not_confirmed(summary, "a distribution error at the first distributed step")
     if code == "LL402":
-        replicas = int((summary.strategy or {}).get("num_replicas_in_sync", 1))
-        if summary.per_replica_means and replicas > 1:
+        count = replicas(summary.strategy)
+        if summary.per_replica_means and count > 1:
             event = summary.per_replica_means[0]
-            return _confirmed("per_replica_mean", replicas=replicas, loss=event.get("loss"),
-                              gradient_scale=f"{replicas}x", **_where(event))
+            return _confirmed("per_replica_mean", replicas=count, loss=event.get("loss"),
+                              gradient_scale=f"{count}x", **_where(event))
         looked = "reduce_mean of per-example losses under strategy.run with more than one replica"
-        if summary.strategy is not None and replicas <= 1:
-            looked += f" (the run had {replicas} replica: the scaling does not show on one device)"
+        if summary.strategy is not None and count <= 1:
+            looked += f" (the run had {count} replica: the scaling does not show on one device)"
         return _not_confirmed(summary, looked)
     return {"status": "skipped", "evidence": {"reason": f"{code} has no runtime signal"}}
 
@@ -274,3 +284,36 @@ def _memory_growth(summary: Summary, differential: Summary | None) -> dict[str, 
                 evidence["fixed_program_extra_live_tensors"] = fixed[0]
         return _confirmed("live_tensors", **evidence)
     return _not_confirmed(summary, "memory growing every step, or live tensors accumulating")
+
+
+def describe(probe: dict[str, Any] | None) -> str:
+    """One line for the text report."""
+    if not probe:
+        return ""
+    evidence = probe.get("evidence", {})
+    status = probe["status"]
+    where = f" at line {evidence['line']}" if "line" in evidence else ""
+    signal = evidence.get("signal")
+    if status != "confirmed":
+        detail = evidence.get("reason") or evidence.get("error") or f"looked for {evidence.get('looked_for')}"
+        return f"probe: {status} — {detail}"
+    if signal == "none_gradients":
+        text = f"{evidence.get('none', 0)} None / {evidence.get('zero', 0)} zero gradients of {evidence.get('total')}{where}"
+    elif signal == "framework_error":
+        text = f"{evidence.get('error')}{where}"
+    elif signal == "trace_print":
+        text = (f"print ran {evidence.get('prints')} time(s) while tracing `{evidence.get('function')}`, "
+                f"which was called {evidence.get('calls')} time(s){where}")
+    elif signal == "memory_growth":
+        memory = evidence["memory"]
+        text = (f"memory grows {memory['median_increase_bytes_per_step'] / 1024:.1f} KiB/step (median; "
+                f"{memory['positive_fraction']:.0%} of steps grow)")
+    elif signal == "live_tensors":
+        text = f"{evidence.get('extra_live_tensors')} more live tensors after {evidence.get('over_steps')} steps"
+    elif signal == "per_replica_mean":
+        text = (f"reduce_mean of per-example {evidence.get('loss')} losses under {evidence.get('replicas')} "
+                f"replicas: gradients {evidence.get('gradient_scale')} too large{where}")
+    else:
+        text = str(evidence)
+    fixed = evidence.get("fixed_program")
+    return f"probe: confirmed — {text}" + (f"; fixed program: {fixed}" if fixed else "")

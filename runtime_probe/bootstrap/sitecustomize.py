@@ -161,6 +161,19 @@ def _first_line(exc_or_text, limit=500):
     return ""
 
 
+def _exc_message(exc):
+    """First line of the message; for TF's "in user code:" errors, the original message."""
+    text = _safe_str(exc)
+    first = _first_line(text)
+    if first == "in user code:":
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        for line in reversed(lines):
+            if not line.startswith("File ") and not line.endswith("*"):
+                prefix = type(exc).__name__ + ": "
+                return (line[len(prefix):] if line.startswith(prefix) else line)[:500]
+    return first
+
+
 def _safe_str(obj):
     try:
         return str(obj)
@@ -285,16 +298,43 @@ def _record_exception(exc, where, tb=None, from_stack=False, extra=None):
             frames = _stack_user_frames(1) + frames
         file, line = (frames[-1][0], frames[-1][1]) if frames else (None, None)
         ev = {"type": "error", "where": where, "exc_type": type(exc).__name__,
-              "exc_module": type(exc).__module__, "message": _first_line(exc),
+              "exc_module": type(exc).__module__, "message": _exc_message(exc),
               "file": file, "line": line, "frames": frames, "exc_id": id(exc)}
         cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
         if cause is not None:
             ev["cause"] = {"exc_type": type(cause).__name__, "message": _first_line(cause)}
+        embedded = _embedded_traceback(_safe_str(exc))
+        if embedded:
+            ev["embedded"] = embedded
         if extra:
             ev.update(extra)
         _emit(ev)
     except Exception as err:
         _probe_error("record_exception", err)
+
+
+def _embedded_traceback(text):
+    """A traceback quoted in a message (e.g. torch's ProcessRaisedException from a worker):
+    its exception line and innermost user frame."""
+    marker = "Traceback (most recent call last):"
+    if marker not in text:
+        return None
+    body = text[text.rindex(marker):]
+    lines = [line for line in body.splitlines() if line.strip()]
+    exc_line = lines[-1].strip() if lines else ""
+    file = line_no = None
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith('File "') and '", line ' in stripped:
+            try:
+                path = stripped[6:stripped.index('", line ')]
+                num = int(stripped.split('", line ', 1)[1].split(",", 1)[0])
+            except (ValueError, IndexError):
+                continue
+            loc = _user_location(path, num)
+            if loc is not None:
+                file, line_no = loc
+    return {"exception": exc_line[:500], "file": file, "line": line_no}
 
 
 def _strip_probe_frames(tb):
@@ -456,14 +496,19 @@ def _count_live(at):
             eager_cls = getattr(ops, "EagerTensor", None)
         torch_cls = getattr(torch, "Tensor", None) if torch is not None else None
         n_torch = n_grad_fn = n_eager = 0
+        is_torch = {}  # type -> bool; type() never runs user code (isinstance may: __class__)
         for obj in gc.get_objects():
             cls = type(obj)
             if cls is eager_cls:
                 n_eager += 1
-            elif torch_cls is not None and isinstance(obj, torch_cls):
-                n_torch += 1
-                if obj.grad_fn is not None:
-                    n_grad_fn += 1
+            elif torch_cls is not None:
+                flag = is_torch.get(cls)
+                if flag is None:
+                    flag = is_torch[cls] = issubclass(cls, torch_cls)
+                if flag:
+                    n_torch += 1
+                    if obj.grad_fn is not None:
+                        n_grad_fn += 1
         ev = {"type": "live_objects", "step": _S.steps, "at": at,
               "cost_s": round(_time.perf_counter() - t0, 4)}
         if eager_cls is not None:
@@ -717,15 +762,32 @@ def _install_torch(torch):
     if spawn_mod is not None and hasattr(spawn_mod, "_wrap"):
         original_wrap = spawn_mod._wrap
 
+        wrap_code = original_wrap.__code__
+
         @_wraps(original_wrap)
         def _wrap(fn, i, args, error_file):
-            def worker(*a, **k):
+            # torch's _wrap catches the worker's exception and formats it with
+            # traceback.format_exc(): record it there (no extra frame in the worker's
+            # traceback, which the parent prints).
+            import traceback
+
+            original_format_exc = traceback.format_exc
+
+            def format_exc(*a, **k):
                 try:
-                    return fn(*a, **k)
-                except Exception as exc:
-                    _record_exception(exc, "worker", extra={"rank": i})
-                    raise
-            return original_wrap(worker, i, args, error_file)
+                    if sys._getframe(1).f_code is wrap_code:
+                        exc = sys.exc_info()[1]
+                        if exc is not None:
+                            _record_exception(exc, "worker", extra={"rank": i})
+                except Exception:
+                    pass
+                return original_format_exc(*a, **k)
+
+            traceback.format_exc = format_exc
+            try:
+                return original_wrap(fn, i, args, error_file)
+            finally:
+                traceback.format_exc = original_format_exc
 
         spawn_mod._wrap = _wrap
         hooks.append("multiprocessing.spawn")
@@ -900,6 +962,10 @@ def _install_tensorflow(tf):
 def _tf_autograph(tf):
     from tensorflow.python.autograph.core import config as ag_config
     from tensorflow.python.autograph.impl import api as ag_api
+    from tensorflow.python.util import traceback_utils
+
+    # Keep our wrapper frames out of TF's filtered tracebacks and "in user code:" messages.
+    traceback_utils._EXCLUDED_PATHS = tuple(traceback_utils._EXCLUDED_PATHS) + (_SELF_FILE,)
 
     # Never let autograph convert our wrappers (it would transpile this file).
     ag_config.CONVERSION_RULES = (ag_config.DoNotConvert(__name__),) + tuple(
@@ -987,10 +1053,12 @@ def _tf_tape(tf):
 def _fn_record(function):
     """Per definition site of the Python function behind a tf.function."""
     py = getattr(function, "_python_function", None) or getattr(function, "python_function", None)
+    for _ in range(10):  # decorators (autograph's do_not_convert, functools.wraps ...)
+        inner = getattr(py, "__wrapped__", None)
+        if inner is None or inner is py:
+            break
+        py = inner
     code = getattr(py, "__code__", None)
-    if code is None:
-        py = getattr(py, "__wrapped__", py)
-        code = getattr(py, "__code__", None)
     if code is not None:
         key = (code.co_filename, code.co_firstlineno, code.co_name)
         loc = _user_location(code.co_filename, code.co_firstlineno)
@@ -1129,7 +1197,7 @@ def _tf_strategy(tf):
         try:
             replicas = self.num_replicas_in_sync
             key = ("strategy", type(self).__name__, replicas)
-            if key not in S.once:
+            if key not in S.once and type(self).__name__ != "_DefaultDistributionStrategy":
                 S.once.add(key)
                 _emit({"type": "strategy", "strategy": type(self).__name__,
                        "replicas": replicas})

@@ -1,0 +1,121 @@
+"""`lintloop probe FILE [-- ARGS]`: run a script under the probe and report what happened."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from lintloop.runtime_probe.runner import ProbeRun, run_probe
+from lintloop.runtime_probe.verdicts import Summary, replicas
+
+EXIT_CLEAN, EXIT_PROBLEMS, EXIT_ERROR = 0, 1, 2
+
+
+def add_probe_options(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    """Options shared by `probe` and `check --probe` (with `prefix` "probe-" on check)."""
+    parser.add_argument(f"--{prefix}steps", type=int, default=None, metavar="N",
+                        help="stop the program after N training steps (default: 100)")
+    parser.add_argument(f"--{prefix}timeout", type=float, default=300, metavar="S",
+                        help="kill the program after S seconds (default: 300)")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="cpu hides GPUs; auto and cuda leave them visible (default: auto)")
+    parser.add_argument("--python", metavar="PATH", help="interpreter to run the program with (needs the frameworks)")
+    parser.add_argument("--memory-limit", type=int, default=8192, metavar="MB",
+                        help="kill the program when its processes use more than MB (default: 8192)")
+
+
+def build_probe_parser(commands: Any) -> None:
+    probe = commands.add_parser("probe", help="run a script under the runtime probe (this runs your code)",
+                                description="Run FILE as __main__ under the runtime probe, for a bounded number "
+                                "of training steps, and report None gradients, memory growth per step, "
+                                "tf.function traces, and framework errors. This executes FILE. Arguments "
+                                "after `--` are passed to it.")
+    probe.add_argument("file", metavar="FILE")
+    probe.add_argument("--format", choices=("text", "json"), default="text")
+    probe.add_argument("--output", metavar="FILE", help="write the report to FILE")
+    add_probe_options(probe)
+
+
+def probe_command(args: argparse.Namespace, script_args: list[str]) -> int:
+    path = Path(args.file)
+    if not path.is_file():
+        print(f"lintloop: error: {args.file}: no such file", file=sys.stderr)
+        return EXIT_ERROR
+    run = run_probe(path, script_args, steps=args.steps or 100, timeout=args.timeout, device=args.device,
+                    python=args.python, memory_limit_mb=args.memory_limit)
+    summary = Summary.from_events(run.events, run.returncode, run.timed_out or run.killed_for_memory)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as stream:
+            _render(args.format, path, run, summary, stream, is_file=True)
+    else:
+        _render(args.format, path, run, summary, sys.stdout, is_file=False)
+    if run.returncode is None or run.timed_out or run.killed_for_memory:
+        return EXIT_ERROR
+    problems = (summary.none_gradients or summary.errors or summary.trace_prints or summary.per_replica_means
+                or (summary.memory is not None and summary.memory.grows))
+    return EXIT_PROBLEMS if problems else EXIT_CLEAN
+
+
+def _render(fmt: str, path: Path, run: ProbeRun, summary: Summary, stream: IO[str], is_file: bool) -> None:
+    if fmt == "json":
+        json.dump({"file": str(path), "command": run.command, "returncode": run.returncode,
+                   "timed_out": run.timed_out, "killed_for_memory": run.killed_for_memory,
+                   "duration_s": round(run.duration, 3), "summary": summary.to_json(), "events": run.events,
+                   "stderr_tail": run.stderr_tail}, stream, indent=2)
+        stream.write("\n")
+        return
+    console = Console(file=stream, no_color=is_file or None, force_terminal=False if is_file else None,
+                      highlight=False, soft_wrap=True)
+    outcome = ("timed out" if run.timed_out else "killed: over the memory limit" if run.killed_for_memory
+               else f"exit {run.returncode}")
+    stop = " (step cap reached)" if summary.stop_reason == "step_limit" else ""
+    console.print(f"[bold]{escape(str(path))}[/bold]: {outcome} after {summary.steps} step(s){stop}, "
+                  f"{run.duration:.1f} s")
+    for line in describe_summary(summary, path.name):
+        console.print("  " + escape(line))
+    if run.returncode not in (0, None) and run.stderr_tail and not summary.errors:
+        console.print("  program output (stderr, last lines):")
+        console.print("\n".join("    " + l for l in run.stderr_tail.strip().splitlines()[-8:]), markup=False)
+
+
+def describe_summary(summary: Summary, name: str) -> list[str]:
+    """The observations of a run, one line each, most important first."""
+    lines = []
+    for event in summary.errors:
+        lines.append(f"error: {event.get('exc_type')}: {event.get('message')}  ({_at(event, name)})")
+    for event in summary.none_gradients:
+        lines.append(f"gradients: {event.get('none', 0)} None, {event.get('zero', 0)} all-zero of "
+                     f"{event.get('total')} ({event.get('framework')}, step {event.get('step')}; {_at(event, name)})")
+    for function, counts in sorted(summary.functions.items()):
+        lines.append(f"tf.function {function}: {counts['traces']} trace(s), {counts['calls']} call(s)")
+    for event in summary.trace_prints[:3]:
+        lines.append(f"print while tracing {event.get('function')}: {event.get('text')!r}  ({_at(event, name)})")
+    if summary.strategy:
+        lines.append(f"strategy: {summary.strategy.get('strategy')} with "
+                     f"{replicas(summary.strategy)} replica(s)")
+    for event in summary.per_replica_means[:1]:
+        lines.append(f"per-replica reduce_mean of per-example {event.get('loss')} losses  ({_at(event, name)})")
+    if summary.memory is not None:
+        m = summary.memory
+        lines.append(f"memory ({summary.mem_source}): median {m.median_increase / 1024:+.2f} KiB/step, "
+                     f"{m.positive_fraction:.0%} of steps grow, {m.total_growth / 1024:+.1f} KiB over "
+                     f"{m.samples} samples — {'GROWS' if m.grows else 'no per-step growth'}")
+    live = summary.live_tensor_growth()
+    if live is not None:
+        lines.append(f"live tensors: {live[0]:+d} over {live[1]} steps")
+    for event in summary.params_unchanged[:1]:
+        lines.append(f"parameters unchanged by step {event.get('step')}  ({_at(event, name)})")
+    for event in summary.warnings[:5]:
+        lines.append(f"warning: {event.get('category')}: {event.get('message')}  ({_at(event, name)})")
+    return lines or ["nothing observed"]
+
+
+def _at(event: dict[str, Any], name: str) -> str:
+    file = Path(str(event.get("file", "?"))).name
+    return f"{file}:{event.get('line', '?')}" if file else name

@@ -1,0 +1,146 @@
+"""`lintloop check --probe`: run each file that has probe-able findings and attach a verdict to each."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from lintloop.finding import Finding
+from lintloop.linter import apply_edits
+from lintloop.runtime_probe.runner import ProbeRun, bootstrap_dir, run_probe
+from lintloop.runtime_probe.verdicts import Summary, verdict
+from lintloop.rules import BY_CODE
+from lintloop.source import SourceText
+
+_FRAMEWORK_MODULES = {"tf": "tensorflow", "pt": "torch", "jax": "jax"}
+
+
+@dataclass
+class ProbeOptions:
+    steps: int = 100
+    timeout: float = 300
+    device: str = "auto"
+    python: str | None = None
+    memory_limit_mb: int | None = 8192
+    argv: tuple[str, ...] = ()
+
+
+def probeable(finding: Finding) -> bool:
+    rule = BY_CODE.get(finding.code)
+    return rule is not None and rule.probe != "—"
+
+
+def runnable(text: str) -> bool:
+    """A script, not a library module: an `if __name__ == "__main__":` block or top-level code."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    inert = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign,
+             ast.AnnAssign, ast.Pass)
+    for node in tree.body:
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) and "__name__" in ast.unparse(node.test):
+            return True
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # docstring
+        if not isinstance(node, inert):
+            return True
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None and any(
+                isinstance(n, ast.Call) for n in ast.walk(node.value)):
+            return True  # `model = build()` at top level runs code
+    return False
+
+
+class _FrameworkCheck:
+    """Which frameworks the probe interpreter can import (asked once per run, without importing them)."""
+
+    def __init__(self, python: str | None) -> None:
+        self.python = python or sys.executable
+        self._known: dict[str, bool] = {}
+
+    def available(self, module: str) -> bool:
+        if module not in self._known:
+            code = f"import importlib.util, sys; sys.exit(0 if importlib.util.find_spec({module!r}) else 1)"
+            try:
+                self._known[module] = subprocess.run([self.python, "-c", code], capture_output=True,
+                                                     timeout=60).returncode == 0
+            except (OSError, subprocess.TimeoutExpired):
+                self._known[module] = False
+        return self._known[module]
+
+
+def attach_verdicts(findings: list[Finding], paths: dict[str, Path], options: ProbeOptions,
+                    run: Callable[..., ProbeRun] = run_probe) -> list[dict[str, Any]]:
+    """Set `finding.probe` for every probe-able finding; returns one record per probe run."""
+    frameworks = _FrameworkCheck(options.python)
+    records = []
+    by_file: dict[str, list[Finding]] = {}
+    for finding in findings:
+        if probeable(finding):
+            by_file.setdefault(finding.path, []).append(finding)
+    for display, file_findings in by_file.items():
+        path = paths[display]
+        text = SourceText.from_bytes(path.read_bytes()).text
+        reason = _skip_reason(text, file_findings, frameworks, options)
+        if reason:
+            for finding in file_findings:
+                finding.probe = {"status": "skipped", "evidence": {"reason": reason}}
+            continue
+        summary = _summarize(run(path, list(options.argv), **_run_options(options)))
+        fixed = _probe_fixed_copy(path, text, file_findings, options, run)
+        for finding in file_findings:
+            finding.probe = verdict(finding.code, summary, fixed)
+            if fixed is not None and finding.fix is not None and finding.probe["status"] == "confirmed":
+                again = verdict(finding.code, fixed)
+                finding.probe["evidence"]["fixed_program"] = (
+                    "symptom gone" if again["status"] != "confirmed" else "symptom still present")
+        records.append({"path": display, "summary": summary.to_json(),
+                        "fixed_program": fixed.to_json() if fixed else None})
+    return records
+
+
+def _run_options(options: ProbeOptions) -> dict[str, Any]:
+    return {"steps": options.steps, "timeout": options.timeout, "device": options.device,
+            "python": options.python, "memory_limit_mb": options.memory_limit_mb}
+
+
+def _summarize(run: ProbeRun) -> Summary:
+    return Summary.from_events(run.events, run.returncode, run.timed_out or run.killed_for_memory)
+
+
+def _skip_reason(text: str, findings: list[Finding], frameworks: _FrameworkCheck, options: ProbeOptions) -> str | None:
+    if not runnable(text):
+        return "not runnable: no `if __name__ == \"__main__\":` block or top-level code"
+    needed = {fw for f in findings for fw in BY_CODE[f.code].frameworks}
+    modules = [_FRAMEWORK_MODULES[fw] for fw in sorted(needed)]
+    used = [m for m in modules if m in text]
+    missing = [m for m in used if not frameworks.available(m)]
+    if missing:
+        return f"framework not installed in {frameworks.python}: {', '.join(missing)}"
+    return None
+
+
+def _probe_fixed_copy(path: Path, text: str, findings: list[Finding], options: ProbeOptions,
+                      run: Callable[..., ProbeRun]) -> Summary | None:
+    """The differential run: the same program with the findings' fixes (safe and unsafe) applied."""
+    edits = [e for f in findings if f.fix is not None for e in f.fix.edits]
+    if not edits:
+        return None
+    directory = Path(tempfile.mkdtemp(prefix="lintloop-fixed-"))
+    try:
+        fixed = directory / path.name
+        fixed.write_text(apply_edits(text, edits), encoding="utf-8")
+        # The fixed copy imports its neighbours as the original does.
+        pythonpath = os.pathsep.join(p for p in (str(bootstrap_dir()), str(path.resolve().parent),
+                                                 os.environ.get("PYTHONPATH", "")) if p)
+        return _summarize(run(fixed, list(options.argv), extra_env={"PYTHONPATH": pythonpath},
+                              **_run_options(options)))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

@@ -1,0 +1,335 @@
+"""Run a user's script under the runtime probe, in a child process, and collect its events.
+
+``run_probe(script, argv)`` starts ``python SCRIPT ARGS`` with the probe bootstrap
+(``bootstrap/sitecustomize.py``) first on ``PYTHONPATH``: the script runs unmodified as
+``__main__`` with its own argv and its own directory on ``sys.path``; the bootstrap
+installs hooks when torch / tensorflow / keras / jax are imported, in the child and in
+every Python process it spawns, and appends events to a JSON-lines file that this module
+reads back.  The runner itself never imports a framework.
+
+Sandbox: a wall-clock timeout and a memory limit, both enforced from the parent -- the
+whole process group is killed.  The memory limit polls the proportional set size (PSS,
+RSS where PSS is unavailable) of the child's process tree: ``RLIMIT_AS`` is not usable
+because TensorFlow reserves far more virtual address space than it uses (it fails at
+import under a limit of a few GiB).  This runs the user's code: only on request.
+
+Event schema (every event has ``type``, ``pid`` and ``t`` = seconds since that process
+started; events tied to user code have ``file`` (absolute path) and ``line`` of the
+innermost user frame -- outside the frameworks, site-packages, the standard library and the
+probe, with autograph-generated code mapped back to the user's source):
+
+- ``start``: ``root`` (the process the runner started), ``ppid``, ``argv``, ``executable``,
+  ``python``, ``cwd``, ``wall``, ``config``; ``forked: true`` for a forked child.
+- ``framework``: ``framework`` (torch|tensorflow|keras|tf_keras|jax), ``version``, ``hooks``.
+- ``step``: ``n``, ``kind`` (optimizer_step|apply_gradients|tape_gradient|tf_function_call),
+  ``mem`` (bytes), ``mem_source`` (mallinfo2|mallinfo|mstats|rss|cuda|tf_gpu), ``host_mem``
+  (with a device source), torch: ``optimizer``, ``grad_norm``, ``nonfinite_grads``;
+  keras: ``optimizer``; tf.function: ``function``, ``fallback`` (a call of a function that
+  computes no gradients, counted only while nothing else counts as a step).  Emitted for
+  step 1, every ``sample_every``-th step and the last step.
+- ``none_gradients``: ``framework``, ``none``, ``total``, ``step``; torch: ``zero``
+  (all-zero grads), ``optimizer``, ``shapes``; tensorflow: ``eager``, ``names`` (of the
+  sources whose gradient is None).  Emitted when the counts change at a site.
+- ``params_unchanged``: ``step``, ``optimizer``, ``params``, ``method`` (values|versions):
+  an optimizer step that changed no parameter (checked at steps 1-3 and every 10th).
+- ``error``: ``where`` (uncaught|thread|process|worker|backward|tape.gradient|
+  apply_gradients), ``exc_type``, ``exc_module``, ``message`` (first line), ``frames``
+  ([file, line, function] user frames, outermost first), ``exc_id``, ``cause``
+  ({exc_type, message}), ``thread`` / ``process`` / ``rank`` where relevant.  The same
+  exception can appear twice (e.g. ``backward`` then ``uncaught``) with the same ``exc_id``.
+- ``warning``: ``category`` (warning class, or ``tf_logging.WARNING``...), ``message``,
+  ``origin_file`` / ``origin_line`` (where the warning was attributed).
+- ``trace``: ``function``, ``traces`` (so far), ``call`` (index of the call that traced),
+  ``args`` (short description of the call's arguments), ``def_file`` / ``def_line``.
+- ``trace_print``: ``function``, ``text``: builtin print run while tracing.
+- ``tf_function`` (at the end): ``function``, ``file``/``line`` (definition), ``traces``,
+  ``calls`` (eager calls), ``instances`` (distinct Function objects), ``trains``.
+- ``strategy``: ``strategy`` (class name), ``replicas`` -- once per strategy kind.
+- ``per_replica_mean``: ``replicas``, ``loss`` (loss class), ``reduction``: tf.reduce_mean
+  applied to a reduction-none Keras loss output in a replica context of several replicas.
+- ``replica_values``: ``values`` (per-replica scalars of an eager ``strategy.run``), ``step``.
+- ``live_objects``: ``step``, ``at`` (warmup|last), ``tf_eager_tensors``,
+  ``torch_tensors``, ``torch_tensors_with_grad_fn``, ``cost_s``.
+- ``stop``: ``reason`` (step_limit|exit|error), ``steps``, ``kinds`` (steps by kind),
+  ``checks`` (gradient checks by kind).
+- ``probe_error``: ``where``, ``message``: a hook failed (the program was not affected).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["ProbeRun", "run_probe", "bootstrap_dir", "strip_framework_noise", "read_events"]
+
+TAIL_CHARS = 4000
+_POLL_S = 0.2
+
+
+def bootstrap_dir() -> Path:
+    """The directory the child gets first on PYTHONPATH (holds ``sitecustomize.py``)."""
+    path = Path(__file__).resolve().parent / "bootstrap"
+    if not (path / "sitecustomize.py").is_file():
+        raise FileNotFoundError(
+            f"the probe bootstrap is missing ({path / 'sitecustomize.py'}); "
+            "reinstall lintloop (package lintloop.runtime_probe.bootstrap)")
+    return path
+
+
+@dataclass
+class ProbeRun:
+    events: list[dict]
+    returncode: int | None
+    timed_out: bool
+    killed_for_memory: bool
+    stdout_tail: str
+    stderr_tail: str
+    duration: float
+    command: list[str] = field(default_factory=list)
+    peak_memory_mb: float | None = None
+
+    def of_type(self, *types: str) -> list[dict]:
+        return [e for e in self.events if e.get("type") in types]
+
+
+# TF / absl start-up noise that reaches stderr even with TF_CPP_MIN_LOG_LEVEL=3.
+_NOISE = [
+    re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [\w.\-/]+:\d+\] "),  # absl C++ log line
+    re.compile(r"^WARNING: All log messages before absl::InitializeLog\(\) is called"),
+    re.compile(r"^This TensorFlow binary is optimized to use available CPU instructions"),
+    re.compile(r"^To enable the following instructions: .*rebuild TensorFlow"),
+    re.compile(r"^Could not find cuda drivers on your machine"),
+]
+
+
+def strip_framework_noise(text: str) -> str:
+    return "".join(line for line in text.splitlines(keepends=True)
+                   if not any(p.match(line) for p in _NOISE))
+
+
+def read_events(path: Path) -> list[dict]:
+    events = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    events.append(json.loads(line))
+                except ValueError:  # a line cut short by a kill
+                    continue
+    except FileNotFoundError:
+        pass
+    return events
+
+
+class _Tail(threading.Thread):
+    """Drain a pipe, keeping the last `keep` bytes."""
+
+    def __init__(self, stream, keep=256 * 1024):
+        super().__init__(daemon=True)
+        self.stream = stream
+        self.chunks: deque[bytes] = deque()
+        self.size = 0
+        self.keep = keep
+
+    def run(self):
+        read = getattr(self.stream, "read1", self.stream.read)
+        while True:
+            try:
+                data = read(65536)
+            except (OSError, ValueError):
+                break
+            if not data:
+                break
+            self.chunks.append(data)
+            self.size += len(data)
+            while self.size - len(self.chunks[0]) >= self.keep and len(self.chunks) > 1:
+                self.size -= len(self.chunks.popleft())
+
+    def text(self) -> str:
+        return b"".join(self.chunks)[-self.keep:].decode("utf-8", "replace")
+
+
+def _tail(text: str, n: int = TAIL_CHARS) -> str:
+    return text[-n:]
+
+
+def _tree_memory_bytes(root_pid: int) -> int | None:
+    """PSS (else RSS) of `root_pid` and all its descendants, Linux /proc; None elsewhere."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return _tree_memory_psutil(root_pid)
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir(proc):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                stat = fh.read()
+            ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    total = 0
+    todo = [root_pid]
+    seen = set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        todo.extend(children.get(pid, ()))
+        total += _process_memory(pid)
+    return total
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _process_memory(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _tree_memory_psutil(root_pid: int) -> int | None:
+    try:
+        import psutil  # optional, for macOS
+    except ImportError:
+        return None
+    try:
+        root = psutil.Process(root_pid)
+        procs = [root] + root.children(recursive=True)
+        return sum(p.memory_info().rss for p in procs if p.is_running())
+    except Exception:
+        return None
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        try:
+            proc.kill()
+        except OSError:
+            pass
+
+
+def run_probe(script: Path, argv: list[str], *, steps: int = 50, timeout: float = 120,
+              device: str = "auto", python: str | None = None,
+              memory_limit_mb: int | None = 8192, sample_every: int = 1,
+              extra_env: dict | None = None, cwd: Path | None = None,
+              live_steps: list[int] | None = None) -> ProbeRun:
+    """Run `python SCRIPT ARGV` under the probe and return its events and outcome.
+
+    steps: stop the program cleanly after this many training steps (0: no cap).
+    device: "cpu" hides GPUs (CUDA_VISIBLE_DEVICES=""); "cuda"/"auto" leave them visible.
+    python: the interpreter to run (default: this one); it needs the frameworks, not lintloop.
+    memory_limit_mb: kill the process tree when its memory goes over this (None: no limit).
+    sample_every: emit a `step` event (memory sample) every this many steps.
+    cwd: working directory of the child (default: ours, like a normal run).
+    live_steps: steps at which to count live tensors besides the last one (default [10]).
+    """
+    script = Path(script)
+    if device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"device must be auto, cpu or cuda, not {device!r}")
+    boot = bootstrap_dir()
+    workdir = Path(tempfile.mkdtemp(prefix="lintloop-probe-"))
+    events_path = workdir / "events.jsonl"
+    config = {"events": str(events_path), "steps": int(steps or 0), "device": device,
+              "sample_every": max(1, int(sample_every)),
+              "live_steps": list(live_steps) if live_steps is not None else [10]}
+    env = dict(os.environ)
+    env.pop("LINTLOOP_PROBE_ROOT_PID", None)
+    if extra_env:
+        env.update({k: str(v) for k, v in extra_env.items()})
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(boot)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env["LINTLOOP_PROBE_CONFIG"] = json.dumps(config)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    if device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    command = [python or sys.executable, str(script), *[str(a) for a in argv]]
+
+    start = time.monotonic()
+    timed_out = killed_for_memory = False
+    peak = 0
+    try:
+        proc = subprocess.Popen(command, env=env, cwd=str(cwd) if cwd else None,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+    except OSError as exc:
+        shutil.rmtree(workdir, ignore_errors=True)
+        return ProbeRun([], None, False, False, "", f"could not start {command[0]}: {exc}",
+                        0.0, command)
+    out, err = _Tail(proc.stdout), _Tail(proc.stderr)
+    out.start()
+    err.start()
+    limit = memory_limit_mb * 1024 * 1024 if memory_limit_mb else None
+    try:
+        while True:
+            try:
+                proc.wait(timeout=_POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if time.monotonic() - start > timeout:
+                timed_out = True
+                _kill_group(proc)
+                break
+            if limit is not None:
+                used = _tree_memory_bytes(proc.pid)
+                if used is not None:
+                    peak = max(peak, used)
+                    if used > limit:
+                        killed_for_memory = True
+                        _kill_group(proc)
+                        break
+    except BaseException:
+        _kill_group(proc)
+        raise
+    finally:
+        # Whatever is left of the group (orphaned workers) goes too.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+        proc.wait()
+        out.join(5)
+        err.join(5)
+    duration = time.monotonic() - start
+    events = read_events(events_path)
+    shutil.rmtree(workdir, ignore_errors=True)
+    return ProbeRun(
+        events=events,
+        returncode=proc.returncode,
+        timed_out=timed_out,
+        killed_for_memory=killed_for_memory,
+        stdout_tail=_tail(out.text()),
+        stderr_tail=_tail(strip_framework_noise(err.text())),
+        duration=duration,
+        command=command,
+        peak_memory_mb=round(peak / 2**20, 1) if peak else None,
+    )

@@ -1,0 +1,101 @@
+"""The probe confirms each bad fixture's finding and not the good fixture's (real frameworks, CPU)."""
+
+import importlib.util
+import json
+
+import pytest
+
+from conftest import FIXTURES
+from lintloop.runtime_probe.runner import run_probe
+from lintloop.runtime_probe.verdicts import Summary, verdict
+
+pytestmark = pytest.mark.framework
+
+# (rule, fixture stem); every rule whose catalog probe column is not "—".
+CASES = [("LL101", "LL101"), ("LL102", "LL102"), ("LL102", "LL102_torch"), ("LL103", "LL103"),
+         ("LL201", "LL201"), ("LL301", "LL301"), ("LL301", "LL301_tf"), ("LL401", "LL401"), ("LL402", "LL402")]
+STEPS = 60
+
+
+def _needs(stem):
+    module = "torch" if "torch" in (FIXTURES / f"{stem}_bad.py").read_text() else "tensorflow"
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed")
+
+
+_runs = {}
+
+
+def summary(name):
+    if name not in _runs:
+        run = run_probe(FIXTURES / name, [], steps=STEPS, device="cpu", timeout=300)
+        _runs[name] = Summary.from_events(run.events, run.returncode, run.timed_out)
+    return _runs[name]
+
+
+@pytest.mark.parametrize("code,stem", CASES, ids=[s for _, s in CASES])
+def test_bad_fixture_is_confirmed(code, stem):
+    _needs(stem)
+    result = verdict(code, summary(f"{stem}_bad.py"))
+    assert result["status"] == "confirmed", result
+    assert result["evidence"]["signal"]
+
+
+@pytest.mark.parametrize("code,stem", CASES, ids=[s for _, s in CASES])
+def test_good_fixture_is_not_confirmed(code, stem):
+    _needs(stem)
+    result = verdict(code, summary(f"{stem}_good.py"))
+    assert result["status"] == "not-confirmed", result
+
+
+def test_check_probe_attaches_verdicts_and_the_fix_removes_the_symptom(run_cli, tmp_path):
+    _needs("LL301")
+    script = tmp_path / "LL301_bad.py"
+    script.write_bytes((FIXTURES / "LL301_bad.py").read_bytes())
+    code, out, _ = run_cli("check", script, "--probe", "--probe-steps", STEPS, "--format", "json", "--no-cache")
+    [finding] = json.loads(out)
+    assert code == 1 and finding["code"] == "LL301"
+    assert finding["probe"]["status"] == "confirmed"
+    assert finding["probe"]["evidence"]["signal"] == "memory_growth"
+    assert finding["probe"]["evidence"]["fixed_program"] == "symptom gone"
+
+
+def test_check_probe_skips_what_it_cannot_run(run_cli, write):
+    library = write("lib.py", """
+        import torch
+        def train(loader, model, criterion, optimizer):
+            total = 0
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                total += loss
+            return total
+    """)
+    code, out, _ = run_cli("check", library, "--probe", "--format", "json", "--no-cache")
+    [finding] = json.loads(out)
+    assert finding["probe"] == {"status": "skipped", "evidence": {
+        "reason": 'not runnable: no `if __name__ == "__main__":` block or top-level code'}}
+
+
+def test_probe_command_reports_a_crash_at_the_user_line(run_cli, write):
+    _needs("LL102_torch")
+    script = write("crash.py", """
+        import argparse
+        import torch
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--scale", type=float, required=True)
+            args = parser.parse_args()
+            w = torch.ones(3, requires_grad=True)
+            loss = (w * args.scale).sum().detach()
+            loss.backward()
+
+        if __name__ == "__main__":
+            main()
+    """)
+    code, out, _ = run_cli("probe", script, "--device", "cpu", "--", "--scale", "2")
+    assert code == 1
+    assert "error: RuntimeError: element 0 of tensors does not require grad" in out
+    assert "crash.py:10" in out and "sitecustomize" not in out
