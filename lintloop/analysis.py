@@ -504,10 +504,7 @@ class FileContext:
         while work:
             current = work.pop()
             for call in self.calls_in(current):
-                targets = self.local_functions(call.func)
-                if call_name(call) == "run" and positional_args(call):
-                    targets = targets + self.local_functions(positional_args(call)[0])
-                for fn in targets:
+                for fn in self._call_targets(call):
                     if fn not in found:
                         found.add(fn)
                         work.append(fn)
@@ -681,6 +678,7 @@ class FileContext:
         return result
 
     def _call_targets(self, call: cst.Call) -> list[cst.FunctionDef]:
+        """Same-file functions a call runs: the callee, and `fn` in `strategy.run(fn, ...)`."""
         targets = self.local_functions(call.func)
         if call_name(call) == "run" and positional_args(call):
             targets = targets + self.local_functions(positional_args(call)[0])

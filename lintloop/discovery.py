@@ -51,20 +51,23 @@ def _walk(top: Path, argument: str, excluded: pathspec.PathSpec, root: Path) -> 
         if gitignore.is_file():
             ignores = ignores + [(here.resolve(), _read_spec(gitignore))]
 
-        def skipped(name: str, is_dir: bool) -> bool:
-            full = (here / name).resolve()
-            suffix = "/" if is_dir else ""
-            if _matches(excluded, full, root, suffix) or _matches(excluded, Path(name), None, suffix):
-                return True
-            return any(_matches(spec, full, base, suffix) for base, spec in ignores)
-
-        subdirs[:] = sorted(d for d in subdirs if not skipped(d, True))
+        subdirs[:] = sorted(d for d in subdirs if not _skipped(here / d, True, excluded, root, ignores))
         for name in sorted(filenames):
-            if name.endswith(PYTHON_SUFFIXES) and not skipped(name, False):
+            if name.endswith(PYTHON_SUFFIXES) and not _skipped(here / name, False, excluded, root, ignores):
                 relative = os.path.relpath(here / name, top)
                 display = relative if argument == "." else os.path.join(argument, relative)
                 found.append(SourceFile(here / name, display))
     return found
+
+
+def _skipped(path: Path, is_dir: bool, excluded: pathspec.PathSpec, root: Path,
+             ignores: list[tuple[Path, pathspec.PathSpec]]) -> bool:
+    """Excluded by configuration (relative to the config root, or by its bare name), or gitignored."""
+    full = path.resolve()
+    suffix = "/" if is_dir else ""
+    if _matches(excluded, full, root, suffix) or _matches(excluded, Path(path.name), None, suffix):
+        return True
+    return any(_matches(spec, full, base, suffix) for base, spec in ignores)
 
 
 def _matches(spec: pathspec.PathSpec, path: Path, base: Path | None, suffix: str) -> bool:

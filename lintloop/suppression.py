@@ -47,7 +47,7 @@ class Suppressions:
                                            match.group("verb").lower() == "ignore-file", False))
             for match in _NOQA.finditer(token.string):
                 codes = _split(match.group("codes"))
-                # `# noqa: E501` is another tool's; only bare noqa or LL codes concern us.
+                # A noqa naming only other tools' codes (E501) is theirs; a bare one or LL codes are ours.
                 ours = tuple(c for c in codes if c.upper().startswith("LL"))
                 if codes and not ours:
                     continue
