@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from lintloop.runtime_probe.runner import ProbeRun, run_probe
-from lintloop.runtime_probe.verdicts import Summary, replicas
+from lintloop.runtime_probe.verdicts import Summary, replicas, sample_interval
 
 EXIT_CLEAN, EXIT_PROBLEMS, EXIT_ERROR = 0, 1, 2
 
@@ -47,8 +47,9 @@ def probe_command(args: argparse.Namespace, script_args: list[str]) -> int:
     if not path.is_file():
         print(f"lintloop: error: {args.file}: no such file", file=sys.stderr)
         return EXIT_ERROR
-    run = run_probe(path, script_args, steps=args.steps or 100, timeout=args.timeout, device=args.device,
-                    python=args.python, memory_limit_mb=args.memory_limit)
+    steps = args.steps or 100
+    run = run_probe(path, script_args, steps=steps, timeout=args.timeout, device=args.device,
+                    python=args.python, memory_limit_mb=args.memory_limit, sample_every=sample_interval(steps))
     summary = Summary.from_events(run.events, run.returncode, run.timed_out or run.killed_for_memory)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as stream:

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from lintloop.finding import Finding
 from lintloop.linter import apply_edits
 from lintloop.runtime_probe.runner import ProbeRun, bootstrap_dir, run_probe
-from lintloop.runtime_probe.verdicts import Summary, verdict
+from lintloop.runtime_probe.verdicts import Summary, sample_interval, verdict
 from lintloop.rules import BY_CODE
 from lintloop.source import SourceText
 
@@ -107,7 +107,8 @@ def attach_verdicts(findings: list[Finding], paths: dict[str, Path], options: Pr
 
 
 def _run_options(options: ProbeOptions) -> dict[str, Any]:
-    return {"steps": options.steps, "timeout": options.timeout, "device": options.device,
+    return {"steps": options.steps, "sample_every": sample_interval(options.steps),
+            "timeout": options.timeout, "device": options.device,
             "python": options.python, "memory_limit_mb": options.memory_limit_mb}
 
 
