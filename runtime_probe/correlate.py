@@ -77,10 +77,9 @@ class _FrameworkCheck:
 
 
 def attach_verdicts(findings: list[Finding], paths: dict[str, Path], options: ProbeOptions,
-                    run: Callable[..., ProbeRun] = run_probe) -> list[dict[str, Any]]:
-    """Set `finding.probe` for every probe-able finding; returns one record per probe run."""
+                    run: Callable[..., ProbeRun] = run_probe) -> None:
+    """Set `finding.probe` for every probe-able finding: one run per file (and one of its fixed copy)."""
     frameworks = _FrameworkCheck(options.python)
-    records = []
     by_file: dict[str, list[Finding]] = {}
     for finding in findings:
         if probeable(finding):
@@ -101,9 +100,6 @@ def attach_verdicts(findings: list[Finding], paths: dict[str, Path], options: Pr
                 again = verdict(finding.code, fixed)
                 finding.probe["evidence"]["fixed_program"] = (
                     "symptom gone" if again["status"] != "confirmed" else "symptom still present")
-        records.append({"path": display, "summary": summary.to_json(),
-                        "fixed_program": fixed.to_json() if fixed else None})
-    return records
 
 
 def _run_options(options: ProbeOptions) -> dict[str, Any]:
