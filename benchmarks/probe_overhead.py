@@ -41,6 +41,20 @@ def timed(step, steps, warmup):
           flush=True)
 """
 
+# The model, data and optimizer both TensorFlow workloads train (eager and tf.function).
+_TF_SETUP = """
+        import os
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        import numpy as np, tensorflow as tf
+        tf.keras.utils.set_random_seed(0)
+        x = tf.constant(np.random.rand(64, 32).astype("float32"))
+        y = tf.constant(np.random.rand(64, 1).astype("float32"))
+        model = tf.keras.Sequential([tf.keras.Input((32,)), tf.keras.layers.Dense(128, activation="relu"),
+                                     tf.keras.layers.Dense(128, activation="relu"), tf.keras.layers.Dense(1)])
+        opt = tf.keras.optimizers.Adam(1e-3)
+        loss_fn = tf.keras.losses.MeanSquaredError()
+"""
+
 WORKLOADS = {
     "torch": ("torch", """
         import torch, torch.nn as nn, torch.nn.functional as F
@@ -57,34 +71,14 @@ WORKLOADS = {
             loss.backward()
             opt.step()
     """),
-    "tf_eager": ("tensorflow", """
-        import os
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-        import numpy as np, tensorflow as tf
-        tf.keras.utils.set_random_seed(0)
-        x = tf.constant(np.random.rand(64, 32).astype("float32"))
-        y = tf.constant(np.random.rand(64, 1).astype("float32"))
-        model = tf.keras.Sequential([tf.keras.Input((32,)), tf.keras.layers.Dense(128, activation="relu"),
-                                     tf.keras.layers.Dense(128, activation="relu"), tf.keras.layers.Dense(1)])
-        opt = tf.keras.optimizers.Adam(1e-3)
-        loss_fn = tf.keras.losses.MeanSquaredError()
+    "tf_eager": ("tensorflow", _TF_SETUP + """
         def step():
             with tf.GradientTape() as tape:
                 loss = loss_fn(y, model(x, training=True))
             grads = tape.gradient(loss, model.trainable_variables)
             opt.apply_gradients(zip(grads, model.trainable_variables))
     """),
-    "tf_function": ("tensorflow", """
-        import os
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-        import numpy as np, tensorflow as tf
-        tf.keras.utils.set_random_seed(0)
-        x = tf.constant(np.random.rand(64, 32).astype("float32"))
-        y = tf.constant(np.random.rand(64, 1).astype("float32"))
-        model = tf.keras.Sequential([tf.keras.Input((32,)), tf.keras.layers.Dense(128, activation="relu"),
-                                     tf.keras.layers.Dense(128, activation="relu"), tf.keras.layers.Dense(1)])
-        opt = tf.keras.optimizers.Adam(1e-3)
-        loss_fn = tf.keras.losses.MeanSquaredError()
+    "tf_function": ("tensorflow", _TF_SETUP + """
         @tf.function
         def train_step(x, y):
             with tf.GradientTape() as tape:

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 
 _LINTLOOP = re.compile(r"#\s*lintloop:\s*(?P<verb>ignore-file|ignore)\b(?:\[(?P<codes>[^\]]*)\])?", re.I)
 _NOQA = re.compile(r"#\s*noqa\b(?::\s*(?P<codes>[\w\-]+(?:[\s,]+[\w\-]+)*))?", re.I)
-_LL_CODE = re.compile(r"^LL\d+$", re.I)
 
 
 @dataclass
@@ -70,7 +69,3 @@ def _split(codes: str | None) -> tuple[str, ...]:
     if not codes:
         return ()
     return tuple(c for c in re.split(r"[\s,]+", codes.strip()) if c)
-
-
-def is_code_like(selector: str) -> bool:
-    return bool(_LL_CODE.match(selector))

@@ -428,34 +428,24 @@ def _host_mem_fn():
         libc = ctypes.CDLL(None)
         fields = ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
                   "uordblks", "fordblks", "keepcost")
-        if hasattr(libc, "mallinfo2"):
-            class MallInfo2(ctypes.Structure):
-                _fields_ = [(n, ctypes.c_size_t) for n in fields]
+        # mallinfo2 has size_t fields; the older mallinfo has int fields that wrap past 4 GiB.
+        for name, field_type in (("mallinfo2", ctypes.c_size_t), ("mallinfo", ctypes.c_uint)):
+            if not hasattr(libc, name):
+                continue
 
-            fn = libc.mallinfo2
-            fn.restype = MallInfo2
+            class MallInfo(ctypes.Structure):
+                _fields_ = [(n, field_type) for n in fields]
+
+            fn = getattr(libc, name)
+            fn.restype = MallInfo
             fn.argtypes = []
 
-            def mallinfo2():
+            def heap_in_use(fn=fn):
                 m = fn()
                 return m.uordblks + m.hblkhd
 
-            mallinfo2()
-            return mallinfo2, "mallinfo2"
-        if hasattr(libc, "mallinfo"):
-            class MallInfo(ctypes.Structure):  # int fields: wrap past 4 GiB
-                _fields_ = [(n, ctypes.c_uint) for n in fields]
-
-            fn1 = libc.mallinfo
-            fn1.restype = MallInfo
-            fn1.argtypes = []
-
-            def mallinfo():
-                m = fn1()
-                return m.uordblks + m.hblkhd
-
-            mallinfo()
-            return mallinfo, "mallinfo"
+            heap_in_use()
+            return heap_in_use, name
         if hasattr(libc, "mstats"):  # macOS libmalloc
             class MStats(ctypes.Structure):
                 _fields_ = [(n, ctypes.c_size_t) for n in (
