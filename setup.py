@@ -1,0 +1,24 @@
+"""Package discovery for the layout `lintloop/`, `rules/`, `runtime_probe/` -> one import name `lintloop`.
+
+setuptools' `find` cannot map top-level folders under another name, and a hand-written package list
+forgets new rule families; so every folder with an `__init__.py` below the three roots is a package.
+"""
+
+from pathlib import Path
+
+from setuptools import setup
+
+ROOTS = {"lintloop": "lintloop", "lintloop.rules": "rules", "lintloop.runtime_probe": "runtime_probe"}
+
+
+def _packages() -> dict[str, str]:
+    found = {}
+    for name, folder in ROOTS.items():
+        for init in sorted(Path(folder).rglob("__init__.py")):
+            relative = init.parent.relative_to(folder).parts
+            found[".".join((name, *relative))] = init.parent.as_posix()
+    return found
+
+
+PACKAGES = _packages()
+setup(packages=sorted(PACKAGES), package_dir=PACKAGES)
