@@ -84,7 +84,7 @@ def _run_rules(display: str, text: str, module: cst.Module, rules: list[type[Rul
     ctx = FileContext(module)
     reports: list[tuple[type[Rule], Report]] = []
     for rule in rules:
-        if not any(ctx.uses_framework(fw) for fw in rule.frameworks):
+        if not any(ctx.names.uses_framework(fw) for fw in rule.frameworks):
             continue
         try:
             reports.extend((rule, r) for r in rule(ctx, ruleset.settings.get(rule.code)).run())

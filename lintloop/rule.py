@@ -8,7 +8,8 @@ from typing import Any, ClassVar
 
 import libcst as cst
 
-from lintloop.analysis import FRAMEWORK_ROOTS, FileContext
+from lintloop.analysis import FileContext
+from lintloop.analysis.names import FRAMEWORK_ROOTS
 from lintloop.finding import Applicability
 
 KINDS = ("bug", "perf", "hygiene")

@@ -5,7 +5,8 @@ import textwrap
 import libcst as cst
 import pytest
 
-from lintloop.analysis import FileContext, call_name
+from lintloop.analysis import FileContext
+from lintloop.analysis.syntax import call_name
 
 
 def context(code: str) -> FileContext:
@@ -33,13 +34,13 @@ def calls(ctx: FileContext, name: str) -> list[cst.Call]:
 ])
 def test_qualified_names_through_every_spelling(code, expected):
     ctx = context(code)
-    assert ctx.callee(ctx.nodes(cst.Call)[-1]) == expected
+    assert ctx.names.callee(ctx.nodes(cst.Call)[-1]) == expected
 
 
 def test_builtin_print_is_not_a_rebound_print():
-    assert context("print(1)").is_builtin(cst.Name("print"), "print")
-    assert not context("from rich import print\nprint(1)").is_builtin(cst.Name("print"), "print")
-    assert not context("def print(x):\n    pass\n").is_builtin(cst.Name("print"), "print")
+    assert context("print(1)").names.is_builtin(cst.Name("print"), "print")
+    assert not context("from rich import print\nprint(1)").names.is_builtin(cst.Name("print"), "print")
+    assert not context("def print(x):\n    pass\n").names.is_builtin(cst.Name("print"), "print")
 
 
 def test_contexts_tape_noop_scope_and_compiled():
@@ -63,11 +64,11 @@ def test_contexts_tape_noop_scope_and_compiled():
             return inner()
     """)
     [f], [g], [h], [k], [sequential] = (calls(ctx, n) for n in ("f", "g", "h", "k", "Sequential"))
-    assert [c.alias for c in ctx.enclosing_contexts(f, "tape")] == ["tape"]
-    assert ctx.enclosing_contexts(g, "tape") == []
-    assert ctx.enclosing_contexts(h, "no_grad") and not ctx.enclosing_contexts(h, "tape")
-    assert ctx.in_strategy_scope(sequential)  # built in a function only called inside the scope
-    assert ctx.compiled_function_of(k).name.value == "step" and ctx.compiled_function_of(g) is None
+    assert [c.alias for c in ctx.tf.tapes.enclosing(f)] == ["tape"]
+    assert ctx.tf.tapes.enclosing(g) == []
+    assert ctx.torch.no_grad.enclosing(h) and not ctx.tf.tapes.enclosing(h)
+    assert ctx.strategies.in_scope(sequential)  # built in a function only called inside the scope
+    assert ctx.tf.compiled_function_of(k).name.value == "step" and ctx.tf.compiled_function_of(g) is None
 
 
 def test_flows_into_follows_assignments_before_the_use():
@@ -82,7 +83,7 @@ def test_flows_into_follows_assignments_before_the_use():
     [asarray] = calls(ctx, "asarray")
     [mean] = calls(ctx, "mean")
     target = calls(ctx, "gradient")[0].args[0].value
-    assert ctx.flows_into(asarray, target) and not ctx.flows_into(mean, target)
+    assert ctx.flow.flows_into(asarray, target) and not ctx.flow.flows_into(mean, target)
 
 
 def test_training_loops_directly_and_through_a_same_file_function():
@@ -103,4 +104,4 @@ def test_training_loops_directly_and_through_a_same_file_function():
                 t.gradient(l, model.trainable_variables)
     """)
     loops = ctx.nodes(cst.For)
-    assert [ctx.is_training_loop(loop) for loop in loops] == [True, False, True, True]
+    assert [ctx.training.is_training_loop(loop) for loop in loops] == [True, False, True, True]

@@ -1,4 +1,4 @@
-"""LL2xx: compiled functions — Python that runs at trace time, not at every call."""
+"""LL201 print-in-tf-function: the rule, its documentation and its examples."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import libcst as cst
 
 from lintloop.rule import Example, FixSpec, Replacement, Rule
 
+
 _TF_PRINT_KEYWORDS = {"sep", "end"}
+
 
 
 class PrintInTfFunction(Rule):
@@ -82,9 +84,9 @@ def step(x):
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.ctx.is_builtin(node.func, "print"):
+        if not self.ctx.names.is_builtin(node.func, "print"):
             return
-        compiled = self.ctx.compiled_function_of(node)
+        compiled = self.ctx.tf.compiled_function_of(node)
         if compiled is None:
             return
         self.report(node, f"builtin `print` inside tf.function `{compiled.name.value}` runs only while "
@@ -92,7 +94,7 @@ def step(x):
                           "use `tf.print` to print on every call", fix=self._fix(node))
 
     def _fix(self, node: cst.Call) -> FixSpec | None:
-        alias = next((local for local, full in self.ctx.imports.items() if full == "tensorflow"), None)
+        alias = self.ctx.names.alias_of("tensorflow")
         keywords = {arg.keyword.value for arg in node.args if arg.keyword is not None}
         if alias is None or keywords - _TF_PRINT_KEYWORDS or any(arg.star for arg in node.args):
             return None

@@ -1,15 +1,31 @@
-"""LL3xx: memory and lifetimes in loops."""
+"""LL301 loss-tensor-accumulation: the rule, its documentation and its examples."""
 
 from __future__ import annotations
 
 import libcst as cst
 
-from lintloop.analysis import call_name, dotted, positional_args, receiver
+from lintloop.analysis.syntax import call_name, dotted, positional_args, receiver
 from lintloop.rule import Example, FixSpec, Replacement, Rule
+
 
 # Calls and attributes that turn a tensor into a value that holds no graph / no tensor.
 _CONVERTING_METHODS = {"item", "detach", "numpy", "tolist", "detach_"}
+
+
 _CONVERTING_BUILTINS = ("float", "int")
+
+
+def _framework(call: cst.Call) -> str:
+    """'pt' for `backward()` / torch.autograd, 'tf' for `tape.gradient`."""
+    return "tf" if call_name(call) == "gradient" else "pt"
+
+
+def _root(expr: cst.BaseExpression) -> str | None:
+    """The variable an accumulator lives in: `history` for `history["loss"]`, `self.losses` for itself."""
+    while isinstance(expr, cst.Subscript):
+        expr = expr.value
+    return dotted(expr)
+
 
 
 class LossTensorAccumulation(Rule):
@@ -146,7 +162,7 @@ for x, y in loader:
 
     def _check(self, node: cst.CSTNode, accumulator: cst.BaseExpression, value: cst.BaseExpression) -> None:
         loop = self.ctx.innermost_loop(node)
-        if loop is None or not self.ctx.is_training_loop(loop) or self.ctx.compiled_function_of(node) is not None:
+        if loop is None or not self.ctx.training.is_training_loop(loop) or self.ctx.tf.compiled_function_of(node) is not None:
             return  # e.g. a validation loop nested in the epoch loop; a graph-mode loop
         found = self._unconverted(value, self._loss_names(loop), node)
         root = _root(accumulator)
@@ -171,10 +187,10 @@ for x, y in loader:
     def _loss_names(self, loop: cst.CSTNode) -> dict[str, str]:
         """Names holding a loss tensor in this loop's iterations, with the framework that computed it."""
         names: dict[str, str] = {}
-        for target, call in self.ctx.differentiated:
+        for target, call in self.ctx.training.differentiated:
             if isinstance(target, cst.Name) and self.ctx.is_inside(call, loop):
                 names[target.value] = _framework(call)
-        for call in self.ctx.calls_in(loop):
+        for call in self.ctx.calls.calls_in(loop):
             framework = self._returned_loss_framework(call)
             assign = self.ctx.parents.get(call)
             if framework and isinstance(assign, cst.Assign):
@@ -185,11 +201,11 @@ for x, y in loader:
 
     def _returned_loss_framework(self, call: cst.Call) -> str | None:
         """'pt'/'tf' when `call` calls a same-file function that returns, unconverted, a tensor it differentiates."""
-        for fn in self.ctx.local_functions(call.func):
+        for fn in self.ctx.calls.local_functions(call.func):
             if fn in self._returns_loss:
                 return self._returns_loss[fn]
             self._returns_loss[fn] = None  # guards recursion
-            inner = {t.value: _framework(c) for t, c in self.ctx.differentiated
+            inner = {t.value: _framework(c) for t, c in self.ctx.training.differentiated
                      if isinstance(t, cst.Name) and self.ctx.scope_of(c) is fn}
             for ret in self.ctx.nodes(cst.Return):
                 if ret.value is not None and self.ctx.scope_of(ret) is fn:
@@ -205,9 +221,9 @@ for x, y in loader:
         if isinstance(value, cst.Name):
             if value.value not in losses:
                 return None
-            binding = self.ctx.last_binding(value.value, at)
+            binding = self.ctx.flow.last_binding(value.value, at)
             if binding is not None and (binding.value is not None and self._converts(binding.value)
-                                        or self.ctx.enclosing_contexts(binding.node, "no_grad")):
+                                        or self.ctx.torch.no_grad.enclosing(binding.node)):
                 return None  # `loss = loss.item()`, or computed under no_grad: no graph is held
             return value, losses[value.value]
         if isinstance(value, cst.Call) and not self._converts(value):
@@ -220,21 +236,9 @@ for x, y in loader:
     def _converts(self, expr: cst.BaseExpression) -> bool:
         if isinstance(expr, cst.Call):
             return call_name(expr) in _CONVERTING_METHODS and receiver(expr) is not None or any(
-                self.ctx.is_builtin(expr.func, b) for b in _CONVERTING_BUILTINS)
+                self.ctx.names.is_builtin(expr.func, b) for b in _CONVERTING_BUILTINS)
         return isinstance(expr, cst.Attribute) and expr.attr.value == "data"
 
     def _fresh_in_iteration(self, name: str, loop: cst.CSTNode, at: cst.CSTNode) -> bool:
         """Is the accumulator re-created inside this loop's body before `at` (so it dies with the iteration)?"""
-        return any(not b.augmented and self.ctx.is_inside(b.node, loop) for b in self.ctx.bindings_of(name, at))
-
-
-def _framework(call: cst.Call) -> str:
-    """'pt' for `backward()` / torch.autograd, 'tf' for `tape.gradient`."""
-    return "tf" if call_name(call) == "gradient" else "pt"
-
-
-def _root(expr: cst.BaseExpression) -> str | None:
-    """The variable an accumulator lives in: `history` for `history["loss"]`, `self.losses` for itself."""
-    while isinstance(expr, cst.Subscript):
-        expr = expr.value
-    return dotted(expr)
+        return any(not b.augmented and self.ctx.is_inside(b.node, loop) for b in self.ctx.flow.bindings_of(name, at))

@@ -1,0 +1,117 @@
+"""`FileContext`: one parsed file, its tree index, and the analyses rules ask, each built on first use."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import libcst as cst
+
+from lintloop.analysis.base import computed
+from lintloop.analysis.calls import CallGraph
+from lintloop.analysis.dataflow import DataFlow
+from lintloop.analysis.distribution import Strategies
+from lintloop.analysis.index import Binding, Scope, TreeIndex
+from lintloop.analysis.losses import Losses
+from lintloop.analysis.names import Names
+from lintloop.analysis.pytorch import PyTorch
+from lintloop.analysis.tensorflow import TensorFlow
+from lintloop.analysis.training import Training
+from lintloop.timing import NO_TIMER, StageTimer
+
+
+class FileContext:
+    """Everything rules may ask about one parsed file.
+
+    Tree questions (parents, scopes, statements) are answered here; every other concern lives in
+    its own analysis, reached as an attribute (`ctx.flow`, `ctx.calls`, `ctx.training`, `ctx.tf`,
+    `ctx.strategies`, `ctx.torch`, `ctx.losses`) and built the first time a rule asks.
+    """
+
+    def __init__(self, module: cst.Module, timer: StageTimer | None = None) -> None:
+        self.module = module
+        self.timer = timer or NO_TIMER
+        with self.timer.stage("index"):
+            index = TreeIndex(module)
+        self.parents = index.parents
+        self.order = index.order
+        self.by_type = index.by_type
+        self.bindings = index.bindings
+        self.names = Names(index.imports, index.bound_names)
+
+    # ----- the analyses, by concern --------------------------------------------------------
+    @computed
+    def flow(self) -> DataFlow:
+        return DataFlow(self)
+
+    @computed
+    def calls(self) -> CallGraph:
+        return CallGraph(self)
+
+    @computed
+    def training(self) -> Training:
+        return Training(self)
+
+    @computed
+    def tf(self) -> TensorFlow:
+        return TensorFlow(self)
+
+    @computed
+    def strategies(self) -> Strategies:
+        return Strategies(self)
+
+    @computed
+    def torch(self) -> PyTorch:
+        return PyTorch(self)
+
+    @computed
+    def losses(self) -> Losses:
+        return Losses(self)
+
+    # ----- the tree --------------------------------------------------------------------------
+    def nodes(self, node_type: type) -> list:
+        return self.by_type.get(node_type, [])
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        parent = self.parents.get(node)
+        while parent is not None:
+            yield parent
+            parent = self.parents.get(parent)
+
+    def is_inside(self, node: cst.CSTNode, container: cst.CSTNode) -> bool:
+        return node is container or any(a is container for a in self.ancestors(node))
+
+    def scope_of(self, node: cst.CSTNode) -> Scope:
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef) and node is not ancestor.name:
+                return ancestor
+        return self.module
+
+    def enclosing_scopes(self, node: cst.CSTNode) -> list[Scope]:
+        scopes: list[Scope] = [a for a in self.ancestors(node) if isinstance(a, cst.FunctionDef)]
+        return scopes + [self.module]
+
+    def statement_of(self, node: cst.CSTNode) -> cst.CSTNode:
+        """The simple statement line, or compound statement, that holds `node`."""
+        current = node
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                return ancestor
+            current = ancestor
+        return current
+
+    def innermost_loop(self, node: cst.CSTNode) -> cst.For | cst.While | None:
+        """The loop whose body holds `node`, within the same function."""
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return None
+            if isinstance(ancestor, (cst.For, cst.While)) and self.is_inside(node, ancestor.body):
+                return ancestor
+        return None
+
+    def snippet(self, node: cst.CSTNode, limit: int = 60) -> str:
+        """`node`'s code on one line, for messages: whitespace collapsed, shortened past `limit`."""
+        text = " ".join(self.module.code_for_node(node).split())
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+
+    def bindings_in(self, scope: Scope, name: str) -> list[Binding]:
+        return self.bindings.get(scope, {}).get(name, [])

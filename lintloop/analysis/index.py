@@ -1,0 +1,117 @@
+"""The one walk over a file's CST: parents, source order, nodes by type, imports and bindings per scope."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import libcst as cst
+
+from lintloop.analysis.syntax import children, dotted
+
+Scope = cst.Module | cst.FunctionDef
+
+
+@dataclass(frozen=True)
+class Binding:
+    """`name` bound at source position `order` to `value` (None when not an expression we can follow)."""
+
+    name: str
+    order: int
+    value: cst.BaseExpression | None
+    node: cst.CSTNode
+    augmented: bool = False
+
+
+class TreeIndex:
+    """Everything one pre-order walk records; the analyses are built on it."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self.order: dict[cst.CSTNode, int] = {}
+        self.by_type: dict[type, list[cst.CSTNode]] = defaultdict(list)
+        self.imports: dict[str, str] = {}
+        self.bound_names: set[str] = set()
+        self.bindings: dict[Scope, dict[str, list[Binding]]] = defaultdict(lambda: defaultdict(list))
+        self._scope: Scope = module
+        stack: list[tuple[cst.CSTNode, cst.CSTNode | None, Scope]] = [(module, None, module)]
+        while stack:
+            node, parent, scope = stack.pop()
+            if parent is not None:
+                self.parents[node] = parent
+            self.order[node] = len(self.order)
+            self.by_type[type(node)].append(node)
+            self._scope = scope
+            handler = getattr(self, f"_index_{type(node).__name__}", None)
+            if handler is not None:
+                handler(node)
+            inner = node if isinstance(node, cst.FunctionDef) else scope
+            stack.extend((child, node, inner) for child in reversed(children(node)))
+
+    def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression | None, node: cst.CSTNode,
+              augmented: bool = False) -> None:
+        if isinstance(target, cst.Name):
+            self.bound_names.add(target.value)
+            self.bindings[self._scope][target.value].append(
+                Binding(target.value, self.order[node], value, node, augmented))
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bind(element.value, None, node)
+        elif isinstance(target, cst.StarredElement):
+            self._bind(target.value, None, node)
+        elif isinstance(target, cst.Attribute) and dotted(target):
+            name = dotted(target)
+            self.bindings[self._scope][name].append(Binding(name, self.order[node], value, node, augmented))
+
+    def _index_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            full = dotted(alias.name)
+            if not full:
+                continue
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self.imports[alias.asname.name.value] = full
+            else:
+                head = full.split(".")[0]
+                self.imports[head] = head
+
+    def _index_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        module = dotted(node.module)
+        for alias in node.names:
+            name = dotted(alias.name)
+            if not module or not name:
+                continue
+            local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+            self.imports[local] = f"{module}.{name}"
+
+    def _index_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._bind(target.target, node.value, node)
+
+    def _index_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._bind(node.target, node.value, node)
+
+    def _index_AugAssign(self, node: cst.AugAssign) -> None:
+        self._bind(node.target, node.value, node, augmented=True)
+
+    def _index_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._bind(node.target, node.value, node)
+
+    def _index_For(self, node: cst.For) -> None:
+        self._bind(node.target, None, node)
+
+    def _index_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._bind(node.asname.name, node.item, node)
+
+    def _index_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.bound_names.add(node.name.value)
+        self.bindings[self._scope][node.name.value].append(
+            Binding(node.name.value, self.order[node], None, node))
+
+    def _index_ClassDef(self, node: cst.ClassDef) -> None:
+        self.bound_names.add(node.name.value)
+
+    def _index_Param(self, node: cst.Param) -> None:
+        self._bind(node.name, None, node)

@@ -1,0 +1,78 @@
+"""Imported names: what `tf.keras.losses.MSE`, `from torch import nn as N; N.Linear` really are.
+
+Spellings of one API (tf.keras / keras / tf_keras, tf.losses / keras.losses) are merged into one
+canonical qualified name, so rules match `keras.losses.…` once instead of every spelling.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from lintloop.analysis.syntax import dotted
+
+_CANONICAL_PREFIXES = (
+    ("tensorflow.python.keras.", "keras."),
+    ("tensorflow.keras.", "keras."),
+    ("tf_keras.", "keras."),
+    ("keras.src.", "keras."),
+    ("tensorflow.compat.v2.", "tensorflow."),
+    ("tensorflow.losses.", "keras.losses."),
+    ("tensorflow.metrics.", "keras.metrics."),
+    ("tensorflow.optimizers.", "keras.optimizers."),
+)
+_CANONICAL_EXACT = {"tensorflow.keras": "keras", "tf_keras": "keras", "tensorflow.python.keras": "keras"}
+
+# The top-level packages that make a file use each framework.
+FRAMEWORK_ROOTS = {
+    "tf": ("tensorflow", "keras", "tf_keras"),
+    "pt": ("torch",),
+    "jax": ("jax", "flax", "optax"),
+}
+
+
+def canonical(qualname: str) -> str:
+    if qualname in _CANONICAL_EXACT:
+        return _CANONICAL_EXACT[qualname]
+    for prefix, replacement in _CANONICAL_PREFIXES:
+        if qualname.startswith(prefix):
+            return replacement + qualname[len(prefix):]
+    return qualname
+
+
+class Names:
+    """Qualified names through the file's imports (every import of the file, at any depth)."""
+
+    def __init__(self, imports: dict[str, str], bound_names: set[str]) -> None:
+        self.imports = imports
+        self.bound_names = bound_names
+
+    def raw_qualname(self, expr: cst.BaseExpression) -> str | None:
+        """Like `qualname`, without merging spellings (`tf_keras.X` stays `tf_keras.X`)."""
+        head = expr
+        while isinstance(head, cst.Attribute):
+            head = head.value
+        if not isinstance(head, cst.Name) or head.value not in self.imports:
+            return None
+        path = dotted(expr)
+        return self.imports[head.value] + path[len(head.value):] if path else None
+
+    def qualname(self, expr: cst.BaseExpression) -> str | None:
+        """Fully qualified, canonical name of an imported thing however it is spelled."""
+        raw = self.raw_qualname(expr)
+        return canonical(raw) if raw else None
+
+    def callee(self, call: cst.Call) -> str | None:
+        return self.qualname(call.func)
+
+    def is_builtin(self, expr: cst.BaseExpression, name: str) -> bool:
+        """`expr` is the builtin `name`, not rebound anywhere in the file."""
+        return (isinstance(expr, cst.Name) and expr.value == name
+                and name not in self.bound_names and name not in self.imports)
+
+    def uses_framework(self, framework: str) -> bool:
+        roots = FRAMEWORK_ROOTS[framework]
+        return any(q.split(".")[0] in roots for q in self.imports.values())
+
+    def alias_of(self, qualname: str) -> str | None:
+        """A local name the file imports `qualname` as (`tf` for `tensorflow`)."""
+        return next((local for local, full in self.imports.items() if full == qualname), None)

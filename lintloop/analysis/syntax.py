@@ -1,0 +1,118 @@
+"""Questions about CST nodes alone, with no file context: dotted names, call parts, traversal."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterator
+
+import libcst as cst
+
+
+def dotted(expr: cst.BaseExpression) -> str | None:
+    """`a.b.c` for a Name/Attribute chain, else None."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        base = dotted(expr.value)
+        return f"{base}.{expr.attr.value}" if base else None
+    return None
+
+
+def call_name(call: cst.Call) -> str | None:
+    """The called attribute or function's last name: `x.numpy()` -> 'numpy', `f(x)` -> 'f'."""
+    if isinstance(call.func, cst.Attribute):
+        return call.func.attr.value
+    if isinstance(call.func, cst.Name):
+        return call.func.value
+    return None
+
+
+def receiver(call: cst.Call) -> cst.BaseExpression | None:
+    return call.func.value if isinstance(call.func, cst.Attribute) else None
+
+
+def positional_args(call: cst.Call) -> list[cst.BaseExpression]:
+    return [a.value for a in call.args if a.keyword is None and not a.star]
+
+
+def keyword_arg(call: cst.Call, name: str) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    return None
+
+
+def argument(call: cst.Call, position: int, name: str) -> cst.BaseExpression | None:
+    """The argument passed at `position` or as keyword `name`."""
+    value = keyword_arg(call, name)
+    if value is not None:
+        return value
+    positional = positional_args(call)
+    return positional[position] if position < len(positional) else None
+
+
+def string_value(expr: cst.BaseExpression | None) -> str | None:
+    if isinstance(expr, cst.SimpleString):
+        return expr.evaluated_value if isinstance(expr.evaluated_value, str) else None
+    return None
+
+
+# Fields that hold only layout (whitespace, commas, parentheses, operators): never walked.
+_LAYOUT_SUBSTRINGS = ("whitespace", "lpar", "rpar", "leading_lines", "lines_after_decorators")
+_LAYOUT_FIELDS = {"comma", "semicolon", "header", "footer", "newline", "dot", "equal", "colon", "operator",
+                  "asynchronous", "lbracket", "rbracket", "lbrace", "rbrace", "star", "relative"}
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The syntactic children of a node in field order, without layout nodes.
+
+    Reading dataclass fields directly is an order of magnitude faster than libcst's visitor,
+    which rebuilds every node it visits.
+    """
+    fields = _CHILD_FIELDS.get(type(node))
+    if fields is None:
+        fields = tuple(f.name for f in dataclasses.fields(node)
+                       if f.name not in _LAYOUT_FIELDS and not any(w in f.name for w in _LAYOUT_SUBSTRINGS))
+        _CHILD_FIELDS[type(node)] = fields
+    result: list[cst.CSTNode] = []
+    for name in fields:
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            result.append(value)
+        elif isinstance(value, (tuple, list)):
+            result.extend(v for v in value if isinstance(v, cst.CSTNode))
+    return result
+
+
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Pre-order traversal (iterative: deeply nested expressions do not hit the recursion limit)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(children(current)))
+
+
+def names_in(expr: cst.CSTNode) -> set[str]:
+    """Names read by an expression (not attribute names, not keyword names, not inside lambdas)."""
+    found: set[str] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            found.add(node.value)
+        elif isinstance(node, (cst.Attribute, cst.Arg)):
+            stack.append(node.value)
+        elif not isinstance(node, cst.Lambda):
+            stack.extend(children(node))
+    return found
+
+
+def dotted_names_in(node: cst.CSTNode) -> set[str]:
+    """Names and `a.b` attribute chains read in `node` (`self.model` as well as `self`)."""
+    return names_in(node) | {d for n in walk(node) if isinstance(n, cst.Attribute) and (d := dotted(n))}
+
+
+def calls_within(expr: cst.CSTNode) -> list[cst.Call]:
+    return [node for node in walk(expr) if isinstance(node, cst.Call)]

@@ -1,0 +1,1 @@
+"""LL1xx: autodiff correctness — values that silently leave the gradient computation."""

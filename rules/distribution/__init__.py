@@ -1,0 +1,1 @@
+"""LL4xx: distribution strategies."""

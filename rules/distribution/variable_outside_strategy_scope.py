@@ -1,0 +1,189 @@
+"""LL401 variable-outside-strategy-scope: the rule, its documentation and its examples."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from lintloop.analysis.syntax import dotted, dotted_names_in
+from lintloop.rule import Example, Rule
+
+
+_KERAS_STATEFUL_PREFIXES = ("keras.optimizers.", "keras.metrics.", "keras.applications.")
+
+
+_KERAS_MODELS = {"keras.Sequential", "keras.Model", "keras.models.Sequential", "keras.models.Model"}
+
+
+
+class VariableOutsideStrategyScope(Rule):
+    code = "LL401"
+    name = "variable-outside-strategy-scope"
+    frameworks = ("tf",)
+    requires = (("Strategy", "get_strategy"), (".run(", "distribute_dataset"))
+    probe = "error/effect"
+    summary = ("A `tf.distribute` strategy is built and used (`strategy.run`, "
+               "`experimental_distribute_dataset`, `distribute_datasets_from_function`), but a Keras "
+               "model, optimizer, metric or `tf.Variable` that the distributed step uses is constructed "
+               "outside `with strategy.scope():`.")
+    why = ("Variables are created by the strategy that is current when they are built. Built outside the "
+           "scope they are ordinary single-device variables, not mirrored per replica.")
+    symptom = ("tests/fixtures/LL401_bad.py (Keras 3, MirroredStrategy over 2 CPU devices) fails at its first "
+               "distributed step: `RuntimeError: Mixing different tf.distribute.Strategy objects: "
+               "<...MirroredStrategy object ...> is not <..._DefaultDistributionStrategy object ...>` (Adam "
+               "built outside). With only the model outside: `ValueError: `colocate_vars_with` must only be "
+               "passed a variable created in this tf.distribute.Strategy.scope()`. Keras 2 with an optimizer "
+               "outside runs silently, without mirrored slots.")
+    remedy = ("Build the model, optimizer, metrics and variables inside `with strategy.scope():` (a "
+              "function that builds them may be called from inside the scope). With Keras 3 Adam, also "
+              "call `optimizer.build(model.trainable_variables)` inside the scope.")
+    flagged = (
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+with strategy.scope():
+    optimizer = tf.keras.optimizers.SGD()
+def step(x):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model(x))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+for x in strategy.experimental_distribute_dataset(ds):
+    strategy.run(step, args=(x,))
+"""),
+        Example("""
+import tensorflow as tf
+from tensorflow import keras
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = keras.Sequential([keras.layers.Dense(1)])
+opt = keras.optimizers.Adam()
+acc = keras.metrics.Mean()
+def train_step(x):
+    opt.apply_gradients([])
+    acc.update_state(model(x))
+strategy.run(train_step, args=(x,))
+""", count=2),
+        Example("""
+import tensorflow as tf
+class Net(tf.keras.Model):
+    def call(self, x):
+        return x
+strategy = tf.distribute.MirroredStrategy()
+net = Net()
+def step(x):
+    return net(x)
+strategy.run(step, args=(1,))
+"""),
+        Example("""
+import tensorflow as tf
+class Runner:
+    def __init__(self):
+        self.strategy = tf.distribute.MirroredStrategy()
+        self.model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    def train_step(self, batch):
+        def step(x, y):
+            return self.model(x)
+        self.strategy.run(step, args=batch)
+"""),
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MultiWorkerMirroredStrategy()
+counter = tf.Variable(0)
+def step(x):
+    counter.assign_add(1)
+strategy.run(step, args=(1,))
+"""),
+    )
+    not_flagged = (
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    optimizer = tf.keras.optimizers.Adam()
+def step(x):
+    optimizer.apply_gradients([])
+    return model(x)
+strategy.run(step, args=(1,))
+"""),
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+def build():
+    return tf.keras.Sequential([tf.keras.layers.Dense(1)])
+with strategy.scope():
+    model = build()
+def step(x):
+    return model(x)
+strategy.run(step, args=(1,))
+"""),
+        Example("""
+import tensorflow as tf
+model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+optimizer = tf.keras.optimizers.Adam()
+model.compile(optimizer=optimizer, loss="mse")
+"""),
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.get_strategy()
+model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+def step(x):
+    return model(x)
+strategy.run(step, args=(1,))
+"""),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not self.ctx.strategies.used:
+            return
+        what = self._stateful_kind(node)
+        if what is None or self.ctx.strategies.in_scope(node):
+            return
+        holders = self._holder_names(node)
+        users = [fn.name.value for fn in self.ctx.strategies.step_functions
+                 if holders & dotted_names_in(fn.body)]
+        if users:
+            self.report(node, f"{what} built outside `strategy.scope()` but used in the distributed step "
+                              f"`{users[0]}`: its variables are not mirrored across replicas (Keras 3 fails at "
+                              "the first step); build it inside `with strategy.scope():`")
+
+    def _stateful_kind(self, call: cst.Call) -> str | None:
+        name = self.ctx.names.callee(call)
+        if name is None:
+            subclass = self.ctx.calls.local_class(call.func)
+            if subclass is not None and any(self.ctx.names.qualname(base.value) in _KERAS_MODELS for base in subclass.bases):
+                return f"Keras model `{subclass.name.value}`"
+            return None
+        last = name.rsplit(".", 1)[-1]
+        if name == "tensorflow.Variable":
+            return "`tf.Variable`"
+        if name in _KERAS_MODELS:
+            return "Keras model"
+        if name.startswith(_KERAS_STATEFUL_PREFIXES) and last[:1].isupper() and ".schedules." not in name:
+            return f"Keras {name.split('.')[1].rstrip('s')} `{last}`"
+        return None
+
+    def _holder_names(self, call: cst.Call) -> set[str]:
+        """Names the constructed object ends up in: `x = Ctor()`, or `y = f()` where `f` returns it."""
+        statement = self.ctx.parents.get(call)
+        if isinstance(statement, cst.Assign):
+            names = {dotted(t.target) for t in statement.targets} - {None}
+            function = self.ctx.scope_of(call)
+            if isinstance(function, cst.FunctionDef) and any(
+                    isinstance(r.value, cst.Name) and r.value.value in names and self.ctx.scope_of(r) is function
+                    for r in self.ctx.nodes(cst.Return)):
+                return names | self._call_site_names(function)
+            return names
+        if isinstance(statement, cst.Return):
+            function = self.ctx.scope_of(call)
+            return self._call_site_names(function) if isinstance(function, cst.FunctionDef) else set()
+        return set()
+
+    def _call_site_names(self, function: cst.FunctionDef) -> set[str]:
+        names: set[str] = set()
+        for call in self.ctx.nodes(cst.Call):
+            if function in self.ctx.calls.local_functions(call.func):
+                assign = self.ctx.parents.get(call)
+                if isinstance(assign, cst.Assign) and not self.ctx.strategies.in_scope(call):
+                    names |= {dotted(t.target) for t in assign.targets} - {None}
+        return names

@@ -1,0 +1,1 @@
+"""LL0xx: findings about the input and the suppression comments, reported by the engine itself."""

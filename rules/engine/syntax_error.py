@@ -1,0 +1,14 @@
+"""LL001 syntax-error: the rule, its documentation and its examples."""
+
+from __future__ import annotations
+
+from lintloop.rule import Rule
+
+
+class SyntaxErrorRule(Rule):
+    code = "LL001"
+    name = "syntax-error"
+    kind = "bug"
+    summary = "The file could not be read or parsed (syntax error, undecodable bytes, binary file); other files are still linted."
+    why = "No rule can check a file that does not parse; the location points at the parser's error."
+    remedy = "Fix the syntax error or the encoding, or exclude the file."

@@ -1,0 +1,1 @@
+"""LL3xx: memory and lifetimes in loops."""
