@@ -1,11 +1,12 @@
 """Run a user's script under the runtime probe, in a child process, and collect its events.
 
 ``run_probe(script, argv)`` starts ``python SCRIPT ARGS`` with the probe bootstrap
-(``bootstrap/sitecustomize.py``) first on ``PYTHONPATH``: the script runs unmodified as
-``__main__`` with its own argv and its own directory on ``sys.path``; the bootstrap
-installs hooks when torch / tensorflow / keras / jax are imported, in the child and in
-every Python process it spawns, and appends events to a JSON-lines file that this module
-reads back.  The runner itself never imports a framework.
+(``bootstrap/sitecustomize.py``, which loads the package ``bootstrap/_lintloop_probe/``)
+first on ``PYTHONPATH``: the script runs unmodified as ``__main__`` with its own argv and
+its own directory on ``sys.path``; the bootstrap installs hooks when torch / tensorflow /
+keras / jax are imported, in the child and in every Python process it spawns, and appends
+events to a JSON-lines file that this module reads back.  The runner itself never imports
+a framework.
 
 Sandbox: a wall-clock timeout and a memory limit, both enforced from the parent -- the
 whole process group is killed.  The memory limit polls (every 0.2 s) the resident memory of
@@ -89,12 +90,14 @@ _POLL_S = 0.2
 
 
 def bootstrap_dir() -> Path:
-    """The directory the child gets first on PYTHONPATH (holds ``sitecustomize.py``)."""
+    """The directory the child gets first on PYTHONPATH (holds ``sitecustomize.py`` and the
+    package ``_lintloop_probe`` it loads)."""
     path = Path(__file__).resolve().parent / "bootstrap"
-    if not (path / "sitecustomize.py").is_file():
-        raise FileNotFoundError(
-            f"the probe bootstrap is missing ({path / 'sitecustomize.py'}); "
-            "reinstall lintloop (package lintloop.runtime_probe.bootstrap)")
+    for needed in ("sitecustomize.py", "_lintloop_probe/__init__.py"):
+        if not (path / needed).is_file():
+            raise FileNotFoundError(
+                f"the probe bootstrap is missing ({path / needed}); "
+                "reinstall lintloop (package lintloop.runtime_probe.bootstrap)")
     return path
 
 

@@ -98,4 +98,4 @@ def test_probe_command_reports_a_crash_at_the_user_line(run_cli, write):
     code, out, _ = run_cli("probe", script, "--device", "cpu", "--", "--scale", "2")
     assert code == 1
     assert "error: RuntimeError: element 0 of tensors does not require grad" in out
-    assert "crash.py:10" in out and "sitecustomize" not in out
+    assert "crash.py:10" in out and "sitecustomize" not in out and "_lintloop_probe" not in out
