@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import ast
+import warnings
 from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from lintloop.analysis import FileContext
+from lintloop.analysis.names import Names
 from lintloop.finding import Edit, Finding, Fix
 from lintloop.rule import Report, Rule, RuleSet
 from lintloop.rules import BY_CODE, lookup
+from lintloop.screen import FileFacts, SourceScreen
 from lintloop.source import SourceText, UndecodableSource
 from lintloop.suppression import Suppressions
+from lintloop.timing import NO_TIMER, StageTimer
 
 
 @dataclass
@@ -29,37 +33,105 @@ def engine_finding(display: str, rule: type[Rule], message: str, line: int = 1, 
                    message, rule.kind, rule.severity(), suppression_lines=(line,))
 
 
-def lint_bytes(display: str, data: bytes, ruleset: RuleSet) -> FileResult:
+def lint_bytes(display: str, data: bytes, ruleset: RuleSet, timer: StageTimer | None = None) -> FileResult:
     try:
         source = SourceText.from_bytes(data)
     except UndecodableSource as exc:
         return FileResult(_enabled([engine_finding(display, BY_CODE["LL001"], str(exc))], ruleset))
-    return lint_text(display, source.text, ruleset)
+    return lint_text(display, source.text, ruleset, timer)
 
 
-def lint_text(display: str, text: str, ruleset: RuleSet) -> FileResult:
+def lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | None = None) -> FileResult:
+    timer = timer or NO_TIMER
     result = FileResult()
-    visitor_rules = [r for r in ruleset.rules if r.has_visitor() and r.may_fire(text)]
-    suppressions = Suppressions.scan(text)
-    if not visitor_rules:
-        # No enabled rule can fire: a syntax check is all this file needs (C parser, no CST).
-        try:
-            ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-            result.findings.append(_syntax_finding(display, exc))
+    with timer.stage("screen"):
+        source = SourceScreen(text)
+        rules = [r for r in ruleset.rules if r.has_visitor() and (not ruleset.screen or r.may_fire(source))]
+        suppressions = Suppressions.scan(text)
+    if not rules:
+        # No enabled rule can fire: a syntax check is all this file needs.
+        with timer.stage("syntax"):
+            error = _syntax_error(text)
+        if error is not None:
+            result.findings.append(_syntax_finding(display, error))
     else:
-        try:
-            module = cst.parse_module(text)
-        except cst.ParserSyntaxError as exc:
-            result.findings.append(_libcst_syntax_finding(display, text, exc))
-        except (RecursionError, MemoryError) as exc:
-            result.findings.append(_syntax_finding(display, exc))
-        else:
-            result.findings.extend(_run_rules(display, text, module, visitor_rules, ruleset, result.errors))
-    result.findings = _suppress(display, result.findings, suppressions, ruleset)
-    result.findings = _enabled(result.findings, ruleset)
-    result.findings.sort(key=Finding.sort_key)
+        result.findings.extend(_lint_parsed(display, text, rules, ruleset, timer, result.errors))
+    with timer.stage("suppress"):
+        result.findings = _suppress(display, result.findings, suppressions, ruleset)
+        result.findings = _enabled(result.findings, ruleset)
+        result.findings.sort(key=Finding.sort_key)
     return result
+
+
+def _syntax_error(text: str) -> BaseException | None:
+    """CPython's verdict, cheaply: `compile` skips building Python AST objects; its stricter checks
+    (`return` outside a function) are not syntax errors of the file, so those are asked of `ast`."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(text, "<lintloop>", "exec", dont_inherit=True)
+        return None
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        pass
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        return _from_libcst_if_it_parses(text, exc)
+    return None
+
+
+def _from_libcst_if_it_parses(text: str, exc: BaseException) -> BaseException | None:
+    """The host's parser knows only the host's grammar: newer syntax (PEP 695 on Python 3.11) is not an error."""
+    try:
+        cst.parse_module(text)
+    except Exception:  # libcst's errors for input it cannot handle are not all ParserSyntaxError
+        return exc
+    return None
+
+
+def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: RuleSet, timer: StageTimer,
+                 errors: list[str]) -> list[Finding]:
+    """Screen the file with CPython's tree, build a CST of what the screen selects, run the rules."""
+    facts = None
+    if ruleset.screen:
+        with timer.stage("screen"):
+            try:
+                facts = FileFacts(ast.parse(text))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                facts = None  # the CST decides (newer syntax than the host's, or a real error)
+    line_map: list[int] | None = None
+    source = text
+    if facts is not None:
+        with timer.stage("screen"):
+            seeds: set[int] = set()
+            firing = []
+            for rule in rules:
+                found = facts.seeds(rule.needs, text) if any(
+                    facts.uses_framework(fw) for fw in rule.frameworks) else []
+                if found:
+                    firing.append(rule)
+                    seeds.update(found)
+            if not firing:
+                return []
+            rules = firing
+            selected = facts.closure(seeds)
+            if len(selected) < len(facts.statements):
+                source, line_map = facts.source_of(text.splitlines(keepends=True), selected)
+    try:
+        with timer.stage("cst"):
+            try:
+                module = cst.parse_module(source)
+            except cst.ParserSyntaxError:
+                if line_map is None:
+                    raise
+                line_map, source = None, text  # a selection that does not parse alone: take the whole file
+                module = cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        return [_libcst_syntax_finding(display, text, exc)]
+    except (RecursionError, MemoryError) as exc:
+        return [_syntax_finding(display, exc)]
+    names = Names(facts.imports, facts.bound_names) if facts is not None else None
+    return _run_rules(display, source, module, rules, ruleset, errors, timer, names, line_map)
 
 
 def _libcst_syntax_finding(display: str, text: str, exc: cst.ParserSyntaxError) -> Finding:
@@ -80,22 +152,39 @@ def _syntax_finding(display: str, exc: BaseException) -> Finding:
 
 
 def _run_rules(display: str, text: str, module: cst.Module, rules: list[type[Rule]], ruleset: RuleSet,
-               errors: list[str]) -> list[Finding]:
-    ctx = FileContext(module)
+               errors: list[str], timer: StageTimer, names: Names | None, line_map: list[int] | None
+               ) -> list[Finding]:
+    """Run `rules` on `module` (the file's `text`, or only the statements the screen selected: then
+    `line_map` gives each line's number in the file, and `names` the whole file's imports)."""
+    ctx = FileContext(module, timer, names)
     reports: list[tuple[type[Rule], Report]] = []
     for rule in rules:
         if not any(ctx.names.uses_framework(fw) for fw in rule.frameworks):
             continue
         try:
-            reports.extend((rule, r) for r in rule(ctx, ruleset.settings.get(rule.code)).run())
+            with timer.stage(f"rule:{rule.code}"):
+                reports.extend((rule, r) for r in rule(ctx, ruleset.settings.get(rule.code)).run())
         except Exception as exc:  # a crashing rule must not stop the run; it is reported as an internal error
             errors.append(f"{display}: internal error in {rule.code} ({rule.name}): {type(exc).__name__}: {exc}")
     if not reports:
         return []
+    with timer.stage("positions"):
+        return _locate(display, text, module, ctx, reports, line_map)
+
+
+def _locate(display: str, text: str, module: cst.Module, ctx: FileContext,
+            reports: list[tuple[type[Rule], Report]], line_map: list[int] | None) -> list[Finding]:
     wanted = [r.node for _, r in reports]
     wanted += [ctx.statement_of(node) for node in wanted]
     wanted += [rep.node for _, r in reports if r.fix for rep in r.fix.replacements]
     positions = _positions(module, text, ctx, wanted)
+    if line_map is not None:
+        def in_file(line: int) -> int:  # an end past the selection's last line lies as far past its file line
+            return line_map[line - 1] if line <= len(line_map) else line_map[-1] + line - len(line_map)
+
+        positions = {node: CodeRange((in_file(where.start.line), where.start.column),
+                                     (in_file(where.end.line), where.end.column))
+                     for node, where in positions.items()}
     findings = []
     for rule, report in reports:
         where = positions[report.node]

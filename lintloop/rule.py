@@ -11,6 +11,7 @@ import libcst as cst
 from lintloop.analysis import FileContext
 from lintloop.analysis.names import FRAMEWORK_ROOTS
 from lintloop.finding import Applicability
+from lintloop.screen import Needs, SourceScreen
 
 KINDS = ("bug", "perf", "hygiene")
 FRAMEWORK_LABELS = {"tf": "TensorFlow/Keras", "pt": "PyTorch", "jax": "JAX"}
@@ -75,10 +76,10 @@ class Rule:
     flagged: ClassVar[tuple[Example, ...]] = ()
     not_flagged: ClassVar[tuple[Example, ...]] = ()
     options: ClassVar[dict[str, RuleOption]] = {}
-    # Groups of words: a file must contain one word of every group for the rule to possibly
-    # fire (besides a framework name). Files where no enabled rule may fire are never parsed
-    # into a CST. Keep them loose: a missing word here is a missed finding.
-    requires: ClassVar[tuple[tuple[str, ...], ...]] = ()
+    # What a file and the top-level statement holding a finding must contain for the rule to fire,
+    # in the screen's tokens (lintloop.screen). Files and statements where no enabled rule may
+    # fire are never parsed into a CST: a token missing here is a missed finding.
+    needs: ClassVar[Needs] = Needs()
 
     def __init__(self, ctx: FileContext, settings: dict[str, Any] | None = None) -> None:
         self.ctx = ctx
@@ -96,11 +97,11 @@ class Rule:
         return any(attr.startswith("visit_") for attr in dir(cls))
 
     @classmethod
-    def may_fire(cls, text: str) -> bool:
+    def may_fire(cls, source: SourceScreen) -> bool:
         """Cheap text test: False when this rule cannot fire on a file (so it needs no parse)."""
-        if not any(root in text for fw in cls.frameworks for root in FRAMEWORK_ROOTS[fw]):
+        if not any(root in source.text for fw in cls.frameworks for root in FRAMEWORK_ROOTS[fw]):
             return False
-        return all(any(word in text for word in group) for group in cls.requires)
+        return cls.needs.possible_in(source)
 
     @classmethod
     def metadata(cls) -> dict[str, Any]:
@@ -164,6 +165,9 @@ class RuleSet:
 
     rules: list[type[Rule]]
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Off (every file and statement parsed into a CST) only to prove that the screen changes no
+    # result: tests/test_screen.py, bench/compare_modes.py.
+    screen: bool = True
 
     @property
     def codes(self) -> set[str]:

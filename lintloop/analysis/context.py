@@ -27,7 +27,8 @@ class FileContext:
     `ctx.strategies`, `ctx.torch`, `ctx.losses`) and built the first time a rule asks.
     """
 
-    def __init__(self, module: cst.Module, timer: StageTimer | None = None) -> None:
+    def __init__(self, module: cst.Module, timer: StageTimer | None = None, names: Names | None = None) -> None:
+        """`names`: the whole file's imports and bound names, when `module` holds only part of the file."""
         self.module = module
         self.timer = timer or NO_TIMER
         with self.timer.stage("index"):
@@ -36,7 +37,7 @@ class FileContext:
         self.order = index.order
         self.by_type = index.by_type
         self.bindings = index.bindings
-        self.names = Names(index.imports, index.bound_names)
+        self.names = names or Names(index.imports, index.bound_names)
 
     # ----- the analyses, by concern --------------------------------------------------------
     @computed

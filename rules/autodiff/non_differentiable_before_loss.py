@@ -6,6 +6,7 @@ import libcst as cst
 
 from lintloop.analysis.syntax import argument, call_name, dotted, receiver
 from lintloop.rule import Example, Rule
+from lintloop.screen import Needs
 
 
 # Ops whose output has no gradient with respect to their input.
@@ -40,7 +41,9 @@ class NonDifferentiableBeforeLoss(Rule):
     code = "LL102"
     name = "non-differentiable-before-loss"
     frameworks = ("tf", "pt")
-    requires = (("backward", "gradient", "grad("), ("loss", "Loss", "entropy", "kl_div"))
+    # A loss computed in a helper is differentiated by its caller, which the screen selects with it.
+    needs = Needs(file=(("text:loss", "text:Loss", "text:entropy", "text:kl_div"),),
+                  statement=(("call:backward", "call:gradient", "call:grad"),))
     probe = "grad/error"
     summary = ("The result of argmax/argmin/round/floor/ceil/sign, a cast to an integer type or a "
                "comparison is passed as the prediction to a loss (Keras loss object or function, "

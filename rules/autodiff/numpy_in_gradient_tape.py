@@ -7,6 +7,7 @@ import libcst as cst
 from lintloop.analysis.syntax import argument, call_name, calls_within, dotted, names_in, positional_args, receiver, walk
 from lintloop.analysis.contexts import WithContext
 from lintloop.rule import Example, Rule
+from lintloop.screen import Needs
 
 
 _NOT_TENSOR_CALLS = {"len", "int", "float", "bool", "range", "str", "round", "min", "max", "abs", "sum"}
@@ -38,7 +39,9 @@ class NumpyInGradientTape(Rule):
     code = "LL101"
     name = "numpy-in-gradient-tape"
     frameworks = ("tf",)
-    requires = (("GradientTape",), ("numpy", "np.", "float(", "int(", "bool(", "make_ndarray"))
+    needs = Needs(file=(("text:GradientTape",),),
+                  statement=(("call:gradient",), ("call:numpy", "call:float", "call:int", "call:bool",
+                                                  "call:make_ndarray", "name:numpy")))
     probe = "grad"
     summary = ("Inside `with tf.GradientTape() as t:`, a value that reaches the target of a later "
                "`t.gradient(...)` goes through `.numpy()`, a NumPy function, `float()`/`int()`/`bool()` "

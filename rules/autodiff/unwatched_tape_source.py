@@ -7,6 +7,7 @@ import libcst as cst
 from lintloop.analysis.syntax import argument, call_name, dotted, keyword_arg, names_in, receiver
 from lintloop.analysis.contexts import WithContext
 from lintloop.rule import Example, Rule
+from lintloop.screen import Needs
 
 
 # TensorFlow calls that create a tensor that no tape watches unless told to.
@@ -36,7 +37,7 @@ class UnwatchedTapeSource(Rule):
     code = "LL103"
     name = "unwatched-tape-source"
     frameworks = ("tf",)
-    requires = (("GradientTape",), (".gradient(",))
+    needs = Needs(file=(("text:GradientTape",),), statement=(("call:gradient",),))
     probe = "grad"
     summary = ("`t.gradient(target, sources)` where a source is a constant or tensor (`tf.constant`, "
                "`tf.convert_to_tensor`, an op result) or a `tf.Variable(..., trainable=False)` that is "

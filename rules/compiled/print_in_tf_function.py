@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.rule import Example, FixSpec, Replacement, Rule
+from lintloop.screen import Needs
 
 
 _TF_PRINT_KEYWORDS = {"sep", "end"}
@@ -15,7 +16,7 @@ class PrintInTfFunction(Rule):
     code = "LL201"
     name = "print-in-tf-function"
     frameworks = ("tf",)
-    requires = (("function",), ("print",))
+    needs = Needs(file=(("text:function",),), statement=(("call:print",),))
     fix_kind = "safe for plain positional args, else unsafe"
     probe = "trace"
     summary = ("Builtin `print(...)` in a function decorated by `tf.function` (any spelling, with or "

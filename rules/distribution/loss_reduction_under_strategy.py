@@ -7,6 +7,7 @@ import libcst as cst
 from lintloop.analysis.syntax import argument, call_name, dotted, dotted_names_in, keyword_arg, names_in, receiver, string_value
 from lintloop.analysis.losses import is_loss_function
 from lintloop.rule import Example, Rule, RuleOption
+from lintloop.screen import Needs
 
 
 def _reduction(ctor: cst.Call) -> str:
@@ -52,7 +53,8 @@ class LossReductionUnderStrategy(Rule):
     code = "LL402"
     name = "loss-reduction-under-strategy"
     frameworks = ("tf",)
-    requires = (("Strategy", "get_strategy"), (".run(",))
+    # The step functions, and what they use, are selected with the `strategy.run` call.
+    needs = Needs(file=(("text:Strategy",),), statement=(("call:run",),))
     probe = "effect/error"
     summary = ("Inside the function passed to `strategy.run`: `tf.reduce_mean` of per-example losses (a loss "
                "object with reduction `none`, or a `keras.losses.*` function) — gradients scaled by the "

@@ -6,6 +6,7 @@ import libcst as cst
 
 from lintloop.analysis.syntax import dotted, dotted_names_in
 from lintloop.rule import Example, Rule
+from lintloop.screen import Needs
 
 
 _KERAS_STATEFUL_PREFIXES = ("keras.optimizers.", "keras.metrics.", "keras.applications.")
@@ -19,7 +20,10 @@ class VariableOutsideStrategyScope(Rule):
     code = "LL401"
     name = "variable-outside-strategy-scope"
     frameworks = ("tf",)
-    requires = (("Strategy", "get_strategy"), (".run(", "distribute_dataset"))
+    # The step functions, the objects they use and where those are built are selected with the calls
+    # that use the strategy.
+    needs = Needs(file=(("text:Strategy",),), statement=(("call:run", "call:experimental_distribute_dataset",
+                                                           "call:distribute_datasets_from_function"),))
     probe = "error/effect"
     summary = ("A `tf.distribute` strategy is built and used (`strategy.run`, "
                "`experimental_distribute_dataset`, `distribute_datasets_from_function`), but a Keras "
@@ -140,8 +144,8 @@ strategy.run(step, args=(1,))
         if what is None or self.ctx.strategies.in_scope(node):
             return
         holders = self._holder_names(node)
-        users = [fn.name.value for fn in self.ctx.strategies.step_functions
-                 if holders & dotted_names_in(fn.body)]
+        users = [fn.name.value for fn in sorted(self.ctx.strategies.step_functions, key=self.ctx.order.get)
+                 if holders & dotted_names_in(fn.body)]  # in source order: the message names the first
         if users:
             self.report(node, f"{what} built outside `strategy.scope()` but used in the distributed step "
                               f"`{users[0]}`: its variables are not mirrored across replicas (Keras 3 fails at "

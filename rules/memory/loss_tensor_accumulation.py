@@ -6,6 +6,7 @@ import libcst as cst
 
 from lintloop.analysis.syntax import call_name, dotted, positional_args, receiver
 from lintloop.rule import Example, FixSpec, Replacement, Rule
+from lintloop.screen import Needs
 
 
 # Calls and attributes that turn a tensor into a value that holds no graph / no tensor.
@@ -32,7 +33,10 @@ class LossTensorAccumulation(Rule):
     code = "LL301"
     name = "loss-tensor-accumulation"
     frameworks = ("tf", "pt")
-    requires = (("backward", "gradient", "step(", "minimize", "grad("), ("append", "+"))
+    # The training functions a loop calls are selected with the loop.
+    needs = Needs(file=(("call:backward", "call:gradient", "call:step", "call:minimize", "call:apply_gradients",
+                         "call:grad", "call:value_and_grad"),),
+                  statement=(("loop",), ("augassign", "call:append")))
     fix_kind = "unsafe"
     probe = "mem"
     summary = ("In a training loop, a loss tensor (the value a gradient is taken of, or the result of a "

@@ -1,0 +1,121 @@
+"""The screen changes no result: whole-file facts from CPython's tree equal the CST index's, and
+findings are identical with the screen on and off, jobs 1 and N, cache on and off — on the rules'
+examples, the fixtures, and a sample of real code (the installed PyTorch and TensorFlow sources)."""
+
+import importlib.util
+import sys
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from lintloop.analysis.index import TreeIndex
+from lintloop.linter import lint_text
+from lintloop.rule import RuleSet
+from lintloop.rules import ALL_RULES
+from lintloop.screen import FileFacts, SourceScreen, valid_token
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("compare_modes", ROOT / "bench" / "compare_modes.py")
+compare_modes = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(compare_modes)
+
+VISITOR_RULES = [r for r in ALL_RULES if r.has_visitor()]
+EXAMPLES = [textwrap.dedent(e.code).lstrip() for r in VISITOR_RULES for e in (*r.flagged, *r.not_flagged)]
+OWN_FILES = sorted((ROOT / "tests" / "fixtures").glob("*.py")) + sorted((ROOT / "examples").glob("*.py"))
+
+
+def real_code_sample(per_package: int) -> list[Path]:
+    """Every n-th source file of the installed frameworks: a fixed, varied sample of real code."""
+    files: list[Path] = []
+    for package in ("torch", "tensorflow", "keras"):
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        found = sorted(Path(spec.submodule_search_locations[0]).rglob("*.py"))
+        files += found[:: max(1, len(found) // per_package)][:per_package]
+    if not files:
+        pytest.skip("no framework sources installed (the test extra installs them)")
+    return files
+
+
+@pytest.mark.parametrize("text", EXAMPLES + [p.read_text() for p in OWN_FILES], ids=lambda t: t[:30])
+def test_whole_file_facts_from_ast_equal_the_cst_index(text):
+    import ast
+    facts, index = FileFacts(ast.parse(text)), TreeIndex(cst.parse_module(text))
+    assert facts.imports == index.imports
+    assert facts.bound_names == index.bound_names
+
+
+def test_whole_file_facts_on_real_code():
+    import ast
+    for path in real_code_sample(60):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        try:
+            tree = ast.parse(text)
+            module = cst.parse_module(text)
+        except (SyntaxError, cst.ParserSyntaxError):
+            continue
+        facts, index = FileFacts(tree), TreeIndex(module)
+        assert (facts.imports, facts.bound_names) == (index.imports, index.bound_names), path
+
+
+@pytest.mark.parametrize("rule", VISITOR_RULES, ids=lambda r: r.code)
+def test_every_rule_declares_what_the_screen_needs(rule):
+    assert rule.needs.statement, "without statement needs every file and statement would be parsed"
+    assert all(valid_token(t, in_file_needs=False) for group in rule.needs.statement for t in group)
+    assert all(valid_token(t, in_file_needs=True) for group in rule.needs.file for t in group)
+
+
+@pytest.mark.parametrize("rule", VISITOR_RULES, ids=lambda r: r.code)
+def test_flagged_examples_pass_the_text_screen(rule):
+    for example in rule.flagged:
+        assert rule.may_fire(SourceScreen(textwrap.dedent(example.code)))
+
+
+def test_screen_on_and_off_agree_on_own_files_with_every_example_injected():
+    assert compare_modes.screen_differences(OWN_FILES, VISITOR_RULES, inject=True) == []
+
+
+def test_screen_on_and_off_agree_on_real_code():
+    assert compare_modes.screen_differences(real_code_sample(150), VISITOR_RULES, inject=False) == []
+
+
+def test_examples_injected_into_real_code_are_found_the_same_with_the_screen_on_and_off():
+    assert compare_modes.screen_differences(real_code_sample(4), VISITOR_RULES, inject=True) == []
+
+
+def test_jobs_and_cache_agree_on_real_code_and_own_files():
+    assert compare_modes.run_differences(real_code_sample(100) + OWN_FILES, "ALL", jobs=2) == []
+
+
+def test_statements_of_a_tape_at_module_level_are_screened_together():
+    code = ("import tensorflow as tf\nimport numpy as np\nwith tf.GradientTape() as tape:\n"
+            "    loss = tf.reduce_sum(np.exp(model(x).numpy()))\n"
+            "\n\ndef unrelated():\n    return 1\n\n"
+            "grads = tape.gradient(loss, model.trainable_variables)\n")
+    found = lint_text("m.py", code, RuleSet(list(VISITOR_RULES)))
+    assert [(f.code, f.line) for f in found.findings] == [("LL101", 4)]
+
+
+def test_only_the_selected_statements_and_what_they_use_are_parsed():
+    import ast
+    code = ("import torch\nHELPER = 3\n\ndef unrelated(a):\n    return a\n\n"
+            "def train(loader):\n    total = 0\n    for x in loader:\n        loss = step(x)\n"
+            "        total += loss\n\ndef step(x):\n    loss = model(x)\n    loss.backward()\n    return loss\n")
+    facts = FileFacts(ast.parse(code))
+    seeds = set()
+    for rule in VISITOR_RULES:
+        seeds.update(facts.seeds(rule.needs, code))
+    selected = facts.closure(seeds)
+    firsts = sorted(facts.statements[i].first_line for i in selected)
+    assert firsts == [7, 13]  # train and the step it calls; not the import, HELPER or unrelated
+    found = lint_text("m.py", code, RuleSet(list(VISITOR_RULES)))
+    assert [(f.code, f.line, f.column) for f in found.findings] == [("LL301", 11, 9)]
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the host parses PEP 695 itself")
+def test_syntax_newer_than_the_host_is_not_a_syntax_error():
+    code = "import torch\ntype Vector = list[float]\n\ndef first[T](xs: list[T]) -> T:\n    return xs[0]\n"
+    assert lint_text("new.py", code, RuleSet(list(ALL_RULES))).findings == []
