@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Iterator
 
 import libcst as cst
 
-from lintloop.analysis.base import computed
 from lintloop.analysis.calls import CallGraph
 from lintloop.analysis.dataflow import DataFlow
 from lintloop.analysis.distribution import Strategies
@@ -40,31 +40,31 @@ class FileContext:
         self.names = names or Names(index.imports, index.bound_names)
 
     # ----- the analyses, by concern --------------------------------------------------------
-    @computed
+    @cached_property
     def flow(self) -> DataFlow:
         return DataFlow(self)
 
-    @computed
+    @cached_property
     def calls(self) -> CallGraph:
         return CallGraph(self)
 
-    @computed
+    @cached_property
     def training(self) -> Training:
         return Training(self)
 
-    @computed
+    @cached_property
     def tf(self) -> TensorFlow:
         return TensorFlow(self)
 
-    @computed
+    @cached_property
     def strategies(self) -> Strategies:
         return Strategies(self)
 
-    @computed
+    @cached_property
     def torch(self) -> PyTorch:
         return PyTorch(self)
 
-    @computed
+    @cached_property
     def losses(self) -> Losses:
         return Losses(self)
 
