@@ -47,7 +47,6 @@ def lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | Non
     with timer.stage("screen"):
         source = SourceScreen(text)
         rules = [r for r in ruleset.rules if r.has_visitor() and (not ruleset.screen or r.may_fire(source))]
-        suppressions = Suppressions.scan(text)
     if not rules:
         # No enabled rule can fire: a syntax check is all this file needs.
         with timer.stage("syntax"):
@@ -57,6 +56,9 @@ def lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | Non
     else:
         result.findings.extend(_lint_parsed(display, text, rules, ruleset, timer, result.errors))
     with timer.stage("suppress"):
+        # Comments are tokenized only where they can matter: to hide a finding, or to be reported.
+        suppressions = (Suppressions.scan(text) if result.findings or Suppressions.may_report(text)
+                        else Suppressions())
         result.findings = _suppress(display, result.findings, suppressions, ruleset)
         result.findings = _enabled(result.findings, ruleset)
         result.findings.sort(key=Finding.sort_key)

@@ -8,6 +8,7 @@ import tokenize
 from dataclasses import dataclass, field
 
 _LINTLOOP = re.compile(r"#\s*lintloop:\s*(?P<verb>ignore-file|ignore)\b(?:\[(?P<codes>[^\]]*)\])?", re.I)
+_NOQA_NAMING_OURS = re.compile(r"noqa\s*:[^\n]*\bLL", re.I)
 _NOQA = re.compile(r"#\s*noqa\b(?::\s*(?P<codes>[\w\-]+(?:[\s,]+[\w\-]+)*))?", re.I)
 
 
@@ -25,6 +26,12 @@ class Suppression:
 @dataclass
 class Suppressions:
     entries: list[Suppression] = field(default_factory=list)
+
+    @staticmethod
+    def may_report(text: str) -> bool:
+        """Can `text` hold a suppression that is reported by itself (LL002, LL003) without any finding?
+        Only `# lintloop:` comments and noqa comments naming LL codes can."""
+        return bool(_LINTLOOP.search(text) or _NOQA_NAMING_OURS.search(text))
 
     @classmethod
     def scan(cls, text: str) -> Suppressions:
