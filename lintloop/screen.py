@@ -24,7 +24,6 @@ import ast
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Iterator
 
 from lintloop.analysis.names import Names
 
@@ -122,6 +121,21 @@ class Statement:
     definition: bool = False  # a function or class definition (its own scope), not module code
 
 
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+# Fields that never hold a node worth visiting; per type, the rest (computed once).
+_LEAF_FIELDS = {"ctx", "type_comment", "kind", "id", "attr", "arg", "module", "level", "asname", "conversion"}
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
+
+
+def _child_fields(node_type: type) -> tuple[str, ...]:
+    fields = _CHILD_FIELDS.get(node_type)
+    if fields is None:
+        fields = _CHILD_FIELDS[node_type] = tuple(f for f in node_type._fields if f not in _LEAF_FIELDS)
+    return fields
+
+
 class FileFacts:
     """One walk over CPython's tree of a file: per top-level statement facts, and whole-file names."""
 
@@ -130,23 +144,89 @@ class FileFacts:
         self.bound_names: set[str] = set()
         self.statements: list[Statement] = []
         imports: list[ast.Import | ast.ImportFrom] = []
+        called: list[tuple[Statement, set[str]]] = []  # per statement: names called as plain names
         by_line: dict[int, Statement] = {}
-        per_statement: list[tuple[Statement, list[ast.AST]]] = []
         for node in tree.body:
             first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
             statement = by_line.get(first)
             if statement is None:
                 statement = by_line[first] = Statement(first)
                 self.statements.append(statement)
-            statement.definition = isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-            nodes = list(_walk(node))
-            per_statement.append((statement, nodes))
-            imports.extend(n for n, _ in nodes if isinstance(n, (ast.Import, ast.ImportFrom)))
+            statement.definition = isinstance(node, _DEFINITIONS)
+            called.append((statement, self._walk(statement, node, imports)))
         for node in sorted(imports, key=lambda n: (n.lineno, n.col_offset)):
             self._record_import(node)
-        for statement, nodes in per_statement:
-            self._describe(statement, nodes)
+        for statement, plain_calls in called:  # what imported aliases stand for, now that imports are known
+            tokens = statement.tokens
+            for name in statement.reads & self.imports.keys():
+                tokens.update("name:" + part for part in self.imports[name].split("."))
+            for name in plain_calls & self.imports.keys():
+                tokens.add("call:" + self.imports[name].rsplit(".", 1)[-1])
+            tokens.update("name:" + name for name in statement.reads)
         self.tokens = set().union(*(s.tokens for s in self.statements)) if self.statements else set()
+
+    def _walk(self, statement: Statement, root: ast.stmt, imports: list) -> set[str]:
+        """Record `root`'s facts into `statement`; return the names it calls as plain names."""
+        tokens, reads, defines, bound = statement.tokens, statement.reads, statement.defines, self.bound_names
+        plain_calls: set[str] = set()
+        stack: list[tuple[ast.AST, bool]] = [(root, False)]  # (node, inside a function's body or parameters)
+        while stack:
+            node, in_function = stack.pop()
+            kind = type(node)
+            if kind is ast.Name:
+                reads.add(node.id)
+                continue
+            if kind is ast.Attribute:
+                reads.add(node.attr)
+            elif kind is ast.Call:
+                func = node.func
+                if type(func) is ast.Attribute:
+                    tokens.add("call:" + func.attr)
+                elif type(func) is ast.Name:
+                    tokens.add("call:" + func.id)
+                    plain_calls.add(func.id)
+            elif kind is ast.Constant:
+                if node.value == _LEGACY_KERAS:
+                    statement.always = True
+                continue
+            elif kind is ast.arg:
+                bound.add(node.arg)
+                if not in_function:
+                    defines.add(node.arg)  # a lambda's parameters bind in the enclosing scope, as in the index
+            elif kind is ast.Assign:
+                self._bind(node.targets, defines, in_function)
+            elif kind in (ast.AnnAssign, ast.AugAssign, ast.NamedExpr) or kind in _LOOPS:
+                if kind is ast.AugAssign:
+                    tokens.add("augassign")
+                elif kind in _LOOPS:
+                    tokens.add("loop")
+                if kind is not ast.While:
+                    self._bind([node.target], defines, in_function)
+            elif kind is ast.withitem:
+                if node.optional_vars is not None:
+                    self._bind([node.optional_vars], defines, in_function)
+            elif kind is ast.Return:
+                tokens.add("return")
+            elif kind in _DEFINITIONS:
+                bound.add(node.name)
+                defines.add(node.name)
+                if kind is not ast.ClassDef:
+                    statement.functions.add(node.name)
+                    if not in_function:  # its name and decorators belong to the enclosing scope
+                        stack.extend((d, False) for d in node.decorator_list)
+                        stack.extend((child, True) for f in ("args", "body", "returns")
+                                     for child in _as_list(getattr(node, f)))
+                        continue
+            elif kind is ast.Import or kind is ast.ImportFrom:
+                imports.append(node)
+                continue
+            for name in _child_fields(kind):
+                value = getattr(node, name)
+                if type(value) is list:
+                    stack.extend((child, in_function) for child in value if isinstance(child, ast.AST))
+                elif isinstance(value, ast.AST):
+                    stack.append((value, in_function))
+        return plain_calls
 
     def _record_import(self, node: ast.Import | ast.ImportFrom) -> None:
         """As the CST index records imports (lintloop.analysis.index): the same table from either tree."""
@@ -161,70 +241,25 @@ class FileFacts:
             for alias in node.names:
                 self.imports[alias.asname or alias.name] = f"{node.module}.{alias.name}"
 
-    def _describe(self, statement: Statement, nodes: list[tuple[ast.AST, bool]]) -> None:
-        tokens, reads, defines = statement.tokens, statement.reads, statement.defines
-        for node, in_function in nodes:
-            if isinstance(node, ast.Name):
-                reads.add(node.id)
-                tokens.add(f"name:{node.id}")
-                if node.id in self.imports:
-                    tokens.update(f"name:{part}" for part in self.imports[node.id].split("."))
-            elif isinstance(node, ast.Attribute):
-                reads.add(node.attr)
-                tokens.add(f"name:{node.attr}")
-            elif isinstance(node, ast.Call):
-                func = node.func
-                if isinstance(func, ast.Attribute):
-                    tokens.add(f"call:{func.attr}")
-                elif isinstance(func, ast.Name):
-                    tokens.add(f"call:{func.id}")
-                    if func.id in self.imports:
-                        tokens.add(f"call:{self.imports[func.id].rsplit('.', 1)[-1]}")
-            elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
-                tokens.add("loop")
-            elif isinstance(node, ast.AugAssign):
-                tokens.add("augassign")
-            elif isinstance(node, ast.Return):
-                tokens.add("return")
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                statement.functions.add(node.name)
-                defines.add(node.name)
-            elif isinstance(node, ast.ClassDef):
-                defines.add(node.name)
-            elif isinstance(node, ast.Constant) and node.value == _LEGACY_KERAS:
-                statement.always = True
-            self._bind(node, defines, in_function)
-
-    def _bind(self, node: ast.AST, defines: set[str], in_function: bool) -> None:
-        """Names bound by `node`, as the CST index binds them (lintloop.analysis.index.TreeIndex).
-
-        `defines` gets what another statement may look up: module-scope names (a function's
-        locals are invisible outside it; class bodies and lambdas bind in the enclosing scope, as
-        in the index) and attributes (`self.x` is looked up across the file)."""
-        targets: list[ast.AST] = []
-        if isinstance(node, ast.Assign):
-            targets = node.targets
-        elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr, ast.For, ast.AsyncFor)):
-            targets = [node.target]
-        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
-            targets = [node.optional_vars]
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            self.bound_names.add(node.name)
-        elif isinstance(node, ast.arg):
-            self.bound_names.add(node.arg)
-            if not in_function:
-                defines.add(node.arg)
+    def _bind(self, targets: list[ast.AST], defines: set[str], in_function: bool) -> None:
+        """Names bound by an assignment's targets, as the CST index binds them
+        (lintloop.analysis.index.TreeIndex). `defines` gets what another statement may look up:
+        module-scope names (a function's locals are invisible outside it; class bodies and lambdas
+        bind in the enclosing scope, as in the index) and attributes (`self.x` is looked up across
+        the file). The targets are still walked as any node (their reads)."""
+        targets = list(targets)
         while targets:
             target = targets.pop()
-            if isinstance(target, ast.Name):
+            kind = type(target)
+            if kind is ast.Name:
                 self.bound_names.add(target.id)
                 if not in_function:
                     defines.add(target.id)
-            elif isinstance(target, (ast.Tuple, ast.List)):
+            elif kind is ast.Tuple or kind is ast.List:
                 targets.extend(target.elts)
-            elif isinstance(target, ast.Starred):
+            elif kind is ast.Starred:
                 targets.append(target.value)
-            elif isinstance(target, ast.Attribute):
+            elif kind is ast.Attribute:
                 defines.add(target.attr)
 
     def uses_framework(self, framework: str) -> bool:
@@ -275,15 +310,5 @@ class FileFacts:
         return "".join(pieces), line_map
 
 
-def _walk(node: ast.AST) -> Iterator[tuple[ast.AST, bool]]:
-    """Every node below `node`, itself included, and whether it is inside a function's body or
-    parameters (order does not matter here)."""
-    stack = [(node, False)]
-    while stack:
-        current, in_function = stack.pop()
-        yield current, in_function
-        inner = in_function or isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef))
-        if inner and not in_function:  # the name and decorators belong to the enclosing scope
-            stack.extend((child, child not in current.decorator_list) for child in ast.iter_child_nodes(current))
-        else:
-            stack.extend((child, inner) for child in ast.iter_child_nodes(current))
+def _as_list(value: object) -> list:
+    return value if isinstance(value, list) else [value] if isinstance(value, ast.AST) else []
