@@ -105,17 +105,9 @@ def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: Rule
     source = text
     if facts is not None:
         with timer.stage("screen"):
-            seeds: set[int] = set()
-            firing = []
-            for rule in rules:
-                found = facts.seeds(rule.needs, text) if any(
-                    facts.uses_framework(fw) for fw in rule.frameworks) else []
-                if found:
-                    firing.append(rule)
-                    seeds.update(found)
-            if not firing:
+            rules, seeds = _seeded(facts, rules, text)
+            if not rules:
                 return []
-            rules = firing
             selected = facts.closure(seeds)
             if len(selected) < len(facts.statements):
                 source, line_map = facts.source_of(text.splitlines(keepends=True), selected)
@@ -134,6 +126,17 @@ def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: Rule
         return [_syntax_finding(display, exc)]
     names = Names(facts.imports, facts.bound_names) if facts is not None else None
     return _run_rules(display, source, module, rules, ruleset, errors, timer, names, line_map)
+
+
+def _seeded(facts: FileFacts, rules: list[type[Rule]], text: str) -> tuple[list[type[Rule]], set[int]]:
+    """The rules that may fire on the file, and the statements where they may report."""
+    firing, seeds = [], set()
+    for rule in rules:
+        found = facts.seeds(rule.needs, text) if any(facts.uses_framework(fw) for fw in rule.frameworks) else []
+        if found:
+            firing.append(rule)
+            seeds.update(found)
+    return firing, seeds
 
 
 def _libcst_syntax_finding(display: str, text: str, exc: cst.ParserSyntaxError) -> Finding:
