@@ -110,7 +110,9 @@ def valid_token(token: str, in_file_needs: bool) -> bool:
 
 @dataclass
 class Statement:
-    """Facts about one top-level statement (or several on one line, `import a; import b`)."""
+    """Facts about one unit of a file that the screen selects or not: a top-level statement (or
+    several on one line, `import a; import b`), or, in a class with methods, one method, or the
+    class without its methods (its header and other statements)."""
 
     first_line: int
     tokens: set[str] = field(default_factory=set)
@@ -118,7 +120,11 @@ class Statement:
     defines: set[str] = field(default_factory=set)  # names, attributes, functions and classes it binds
     functions: set[str] = field(default_factory=set)  # functions defined in it, at any depth
     always: bool = False  # holds a fact every analysis may need (TF_USE_LEGACY_KERAS)
-    definition: bool = False  # a function or class definition (its own scope), not module code
+    definition: bool = False  # a function, class or method (a scope of its own), not module code
+    starts: list[int] = field(default_factory=list)  # first lines of its pieces of source
+    shell: int | None = None  # a method: the index of its class's unit
+    methods: list[int] = field(default_factory=list)  # a class: the indexes of its methods' units
+    empty_alone: bool = False  # a class whose body is only methods: it parses only with one of them
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -144,16 +150,18 @@ class FileFacts:
         self.bound_names: set[str] = set()
         self.statements: list[Statement] = []
         imports: list[ast.Import | ast.ImportFrom] = []
-        called: list[tuple[Statement, set[str]]] = []  # per statement: names called as plain names
+        called: list[tuple[Statement, set[str]]] = []  # per unit: names called as plain names
         by_line: dict[int, Statement] = {}
         for node in tree.body:
-            first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+            first = _first_line(node)
+            if isinstance(node, ast.ClassDef) and _splittable(node):
+                called += self._split_class(node, imports)
+                continue
             statement = by_line.get(first)
             if statement is None:
-                statement = by_line[first] = Statement(first)
-                self.statements.append(statement)
+                statement = by_line[first] = self._unit(first)
             statement.definition = isinstance(node, _DEFINITIONS)
-            called.append((statement, self._walk(statement, node, imports)))
+            called.append((statement, self._walk(statement, [node], imports)))
         for node in sorted(imports, key=lambda n: (n.lineno, n.col_offset)):
             self._record_import(node)
         for statement, plain_calls in called:  # what imported aliases stand for, now that imports are known
@@ -164,12 +172,44 @@ class FileFacts:
                 tokens.add("call:" + self.imports[name].rsplit(".", 1)[-1])
             tokens.update("name:" + name for name in statement.reads)
         self.tokens = set().union(*(s.tokens for s in self.statements)) if self.statements else set()
+        self._starts = sorted(start for s in self.statements for start in s.starts)
 
-    def _walk(self, statement: Statement, root: ast.stmt, imports: list) -> set[str]:
-        """Record `root`'s facts into `statement`; return the names it calls as plain names."""
+    def _unit(self, first_line: int) -> Statement:
+        unit = Statement(first_line, starts=[first_line])
+        self.statements.append(unit)
+        return unit
+
+    def _split_class(self, node: ast.ClassDef, imports: list) -> list[tuple[Statement, set[str]]]:
+        """A class with methods is screened method by method: a 5,000-line trainer class whose
+        `training_step` holds a `backward()` needs only that method (and what it uses) in a CST."""
+        shell_index = len(self.statements)
+        shell = self._unit(_first_line(node))
+        shell.definition = True
+        shell.defines.add(node.name)
+        self.bound_names.add(node.name)
+        own: list[ast.AST] = [*node.decorator_list, *node.bases, *node.keywords]
+        called = [(shell, set())]
+        for child in node.body:
+            if isinstance(child, _FUNCTIONS):
+                method = self._unit(_first_line(child))
+                method.definition = True
+                method.shell = shell_index
+                shell.methods.append(len(self.statements) - 1)
+                called.append((method, self._walk(method, [child], imports)))
+            else:
+                own.append(child)
+                if _first_line(child) not in shell.starts:
+                    shell.starts.append(_first_line(child))
+        shell.empty_alone = len(shell.starts) == 1
+        called[0][1].update(self._walk(shell, own, imports))
+        return called
+
+    def _walk(self, statement: Statement, roots: list[ast.AST], imports: list) -> set[str]:
+        """Record the facts of `roots` (module-scope nodes) into `statement`; return the names it
+        calls as plain names."""
         tokens, reads, defines, bound = statement.tokens, statement.reads, statement.defines, self.bound_names
         plain_calls: set[str] = set()
-        stack: list[tuple[ast.AST, bool]] = [(root, False)]  # (node, inside a function's body or parameters)
+        stack: list[tuple[ast.AST, bool]] = [(root, False) for root in roots]  # (node, in a function's body)
         while stack:
             node, in_function = stack.pop()
             kind = type(node)
@@ -282,32 +322,50 @@ class FileFacts:
         return found
 
     def closure(self, seeds: set[int]) -> set[int]:
-        """The seeds, and every statement the analyses may consult about them (see the module docstring)."""
-        selected = set(seeds) | {i for i, s in enumerate(self.statements) if s.always}
+        """The seeds, and every unit the analyses may consult about them (see the module docstring);
+        with a method, its class (header and other statements)."""
+        units = self.statements
+        selected: set[int] = set()
         reads: set[str] = set()
         functions: set[str] = set()
-        fresh = set(selected)
+        fresh = set(seeds) | {i for i, s in enumerate(units) if s.always}
         while fresh:
-            for i in fresh:
-                reads |= self.statements[i].reads
-                functions |= self.statements[i].functions
-            fresh = {i for i, s in enumerate(self.statements) if i not in selected
-                     and (s.defines & reads or s.reads & functions)}
+            fresh |= {units[i].shell for i in fresh if units[i].shell is not None} - selected
             selected |= fresh
+            for i in fresh:
+                reads |= units[i].reads
+                functions |= units[i].functions
+            fresh = {i for i, s in enumerate(units) if i not in selected
+                     and (s.defines & reads or s.reads & functions)}
+            if not fresh:  # a class of only methods, none selected, needs one of them to parse
+                fresh = {units[i].methods[0] for i in selected
+                         if units[i].empty_alone and not selected.intersection(units[i].methods)}
         return selected
 
     def source_of(self, lines: list[str], selected: set[int]) -> tuple[str, list[int]]:
-        """The text of the selected statements, and for each of its lines the line in the file (1-based)."""
-        starts = [s.first_line for s in self.statements] + [len(lines) + 1]
+        """The text of the selected units, and for each of its lines the line in the file (1-based)."""
+        ends = dict(zip(self._starts, self._starts[1:] + [len(lines) + 1]))
         pieces: list[str] = []
         line_map: list[int] = []
-        for i in sorted(selected):
-            for line in range(starts[i], starts[i + 1]):
+        for start in sorted(start for i in selected for start in self.statements[i].starts):
+            for line in range(start, ends[start]):
                 pieces.append(lines[line - 1])
                 line_map.append(line)
         if pieces and not pieces[-1].endswith(("\n", "\r")):
             pieces[-1] += "\n"
         return "".join(pieces), line_map
+
+
+def _first_line(node: ast.stmt) -> int:
+    """Where a statement's source starts: its first decorator, if any."""
+    return min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+
+
+def _splittable(node: ast.ClassDef) -> bool:
+    """A class with methods, and no body statement on its header's line (`class A: x = 1; y = 2`).
+    (A selection that does not parse alone makes the linter take the whole file.)"""
+    return any(isinstance(child, _FUNCTIONS) for child in node.body) and all(
+        _first_line(child) > node.lineno for child in node.body)
 
 
 def _as_list(value: object) -> list:
