@@ -66,6 +66,9 @@ def test_every_rule_declares_what_the_screen_needs(rule):
     assert rule.needs.statement, "without statement needs every file and statement would be parsed"
     assert all(valid_token(t, in_file_needs=False) for group in rule.needs.statement for t in group)
     assert all(valid_token(t, in_file_needs=True) for group in rule.needs.file for t in group)
+    # At least one group of calls or names, which the text test can check before any parse.
+    assert any(all(t.startswith(("call:", "name:")) for t in group) for group in (*rule.needs.file,
+                                                                                  *rule.needs.statement))
 
 
 @pytest.mark.parametrize("rule", VISITOR_RULES, ids=lambda r: r.code)
