@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -14,9 +15,11 @@ from rich.console import Console
 from rich.table import Table
 
 from lintloop import __version__
+from lintloop.cache import ResultCache
 from lintloop.config import ConfigError, Settings, load_settings, resolve_selector
 from lintloop.discovery import discover
 from lintloop.finding import Finding
+from lintloop.progress import progress_bar
 from lintloop.reporters import FORMATS, render
 from lintloop.rules import ALL_RULES, lookup
 from lintloop.runner import JobResult, make_jobs, run_jobs
@@ -174,14 +177,26 @@ def _lint(args: argparse.Namespace) -> int:
     for message in missing:
         print(f"lintloop: error: {message}", file=sys.stderr)
     mode = "check" if args.command == "check" else ("diff" if args.diff else "fix")
-    cache_dir = None if args.no_cache or mode != "check" else _cache_dir(settings.root)
+    cache = None if args.no_cache or mode != "check" else ResultCache.open(settings.root)
 
     def ignored(file) -> set[str]:
+        if not settings.per_file_ignores:  # the common case: no path to resolve (~50 µs a file)
+            return set()
         return settings.ignored_for(os.path.relpath(file.path.resolve(), settings.root))
 
     jobs = make_jobs(files, ruleset, mode, per_file_ignores=ignored, unsafe_fixes=settings.unsafe_fixes,
-                     cache_dir=cache_dir)
-    results = run_jobs(jobs, settings.jobs or os.cpu_count() or 1)
+                     cache_dir=None if cache is None else str(cache.directory))
+    # Linting allocates many short-lived tree objects: at the default threshold (700) the cyclic GC
+    # runs constantly (measured: parsing the corpus 2.03 s -> 1.19 s). Workers inherit it.
+    gc.set_threshold(50_000, 20, 100)
+    bar = progress_bar(len(jobs), quiet=args.quiet)
+    try:
+        results = run_jobs(jobs, settings.jobs or os.cpu_count() or 1, on_result=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    if cache is not None and any(r.cache_written for r in results):
+        cache.prune()  # once, here in the parent: bounds the cache to its size
     findings = sorted((f for r in results for f in r.findings), key=Finding.sort_key)
     errors = [e for r in results for e in r.errors]
     if getattr(args, "probe", False):
@@ -195,16 +210,6 @@ def _lint(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     changed = mode == "diff" and any(r.diff for r in results)
     return EXIT_FINDINGS if (findings or changed) and not args.exit_zero else EXIT_CLEAN
-
-
-def _cache_dir(root: Path) -> str | None:
-    directory = root / ".lintloop_cache"
-    try:
-        directory.mkdir(exist_ok=True)
-        (directory / ".gitignore").write_text("# created by lintloop\n*\n")
-    except OSError:
-        return None
-    return str(directory)
 
 
 def _report(args: argparse.Namespace, results: list[JobResult], findings: list[Finding], settings: Settings,

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import difflib
-import hashlib
+import gc
 import json
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lintloop import __version__
+from lintloop.cache import ResultCache
 from lintloop.discovery import SourceFile
 from lintloop.finding import Finding
-from lintloop.linter import FileResult, fix_text, lint_bytes
+from lintloop.linter import fix_text, lint_bytes
 from lintloop.rule import RuleSet
 from lintloop.rules import BY_CODE
 from lintloop.source import SourceText, UndecodableSource, write_atomically
@@ -41,17 +42,55 @@ class JobResult:
     fixed: int = 0
     diff: str = ""
     messages: list[str] = field(default_factory=list)
+    cache_written: bool = False  # a new cache entry was written (the parent then prunes the cache)
 
 
-def run_jobs(jobs: list[Job], workers: int) -> list[JobResult]:
+# Files per task sent to a worker: coarse (most files take under a millisecond, so per-file tasks
+# would cost more in inter-process traffic than the linting), yet small enough that results stream
+# back for the progress display and the last tasks balance across the workers.
+MAX_CHUNK = 64
+CHUNKS_PER_WORKER = 16
+
+
+def chunk_size(jobs: int, workers: int) -> int:
+    return max(1, min(MAX_CHUNK, jobs // (workers * CHUNKS_PER_WORKER)))
+
+
+def run_jobs(jobs: list[Job], workers: int,
+             on_result: Callable[[JobResult], None] | None = None) -> list[JobResult]:
+    """Run the jobs, on `workers` processes where that pays; `on_result` (in this process) sees
+    each result as it completes, in completion order. Returns the results sorted by display path."""
+    results: list[tuple[int, JobResult]] = []  # with the job's index: ties in display keep the job order
     if workers > 1 and len(jobs) > 4:
         # fork: workers inherit the imported engine instead of re-importing it.
         context = multiprocessing.get_context("fork") if os.name == "posix" else None
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            results = list(pool.map(run_job, jobs, chunksize=max(1, len(jobs) // (workers * 8))))
+        size = chunk_size(len(jobs), workers)
+        starts = range(0, len(jobs), size)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=gc.set_threshold,
+                                 initargs=gc.get_threshold()) as pool:
+            # Workers get this process's GC thresholds (inherited under fork; passed for spawn).
+            futures = {pool.submit(_run_chunk, jobs[start:start + size]): start for start in starts}
+            try:
+                for future in as_completed(futures):
+                    for offset, result in enumerate(future.result()):
+                        results.append((futures[future] + offset, result))
+                        if on_result is not None:
+                            on_result(result)
+            except BaseException:  # Ctrl-C or a failed worker: do not wait for the queued chunks
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
     else:
-        results = [run_job(job) for job in jobs]
-    return sorted(results, key=lambda r: r.display)
+        for index, job in enumerate(jobs):
+            result = run_job(job)
+            results.append((index, result))
+            if on_result is not None:
+                on_result(result)
+    results.sort(key=lambda item: (item[1].display, item[0]))
+    return [result for _, result in results]
+
+
+def _run_chunk(jobs: list[Job]) -> list[JobResult]:
+    return [run_job(job) for job in jobs]
 
 
 def run_job(job: Job) -> JobResult:
@@ -64,8 +103,7 @@ def run_job(job: Job) -> JobResult:
         result.errors.append(f"{job.display}: cannot read: {exc.strerror or exc}")
         return result
     if job.mode == "check":
-        lint = _cached_lint(job, data, ruleset)
-        result.findings, result.errors = lint.findings, lint.errors
+        _cached_lint(job, data, ruleset, result)
         return result
     try:
         source = SourceText.from_bytes(data)
@@ -87,27 +125,21 @@ def run_job(job: Job) -> JobResult:
     return result
 
 
-def _cached_lint(job: Job, data: bytes, ruleset: RuleSet) -> FileResult:
+def _cached_lint(job: Job, data: bytes, ruleset: RuleSet, result: JobResult) -> None:
     if job.cache_dir is None:
-        return lint_bytes(job.display, data, ruleset)
-    key = hashlib.sha256("\0".join((__version__, job.display, ",".join(job.codes), job.options)).encode()
-                         + b"\0" + data).hexdigest()
-    entry = Path(job.cache_dir) / key[:2] / f"{key}.json"
-    try:
-        return FileResult([Finding.from_json(f) for f in json.loads(entry.read_text())])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    result = lint_bytes(job.display, data, ruleset)
-    if not result.errors:
-        try:
-            entry.parent.mkdir(parents=True, exist_ok=True)
-            payload = [dict(f.to_json(), suppression_lines=list(f.suppression_lines)) for f in result.findings]
-            tmp = entry.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(payload))
-            os.replace(tmp, entry)
-        except OSError:
-            pass  # a read-only tree just runs uncached
-    return result
+        lint = lint_bytes(job.display, data, ruleset)
+        result.findings, result.errors = lint.findings, lint.errors
+        return
+    cache = ResultCache(job.cache_dir)
+    key = cache.key(job.display, job.codes, job.options, data, job.mode)
+    cached = cache.get(key, job.display)
+    if cached is not None:
+        result.findings = cached
+        return
+    lint = lint_bytes(job.display, data, ruleset)
+    result.findings, result.errors = lint.findings, lint.errors
+    if not lint.errors:  # a crashed rule is reported again next time, not cached away
+        result.cache_written = cache.put(key, lint.findings)
 
 
 def make_jobs(files: list[SourceFile], ruleset: RuleSet, mode: str, *, per_file_ignores, unsafe_fixes: bool,
