@@ -109,7 +109,7 @@ def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: Rule
             if not rules:
                 return []
             selected = facts.closure(seeds)
-            if len(selected) < len(facts.statements):
+            if len(selected) < len(facts.units):
                 source, line_map = facts.source_of(text.splitlines(keepends=True), selected)
     try:
         with timer.stage("cst"):
@@ -129,7 +129,7 @@ def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: Rule
 
 
 def _seeded(facts: FileFacts, rules: list[type[Rule]], text: str) -> tuple[list[type[Rule]], set[int]]:
-    """The rules that may fire on the file, and the statements where they may report."""
+    """The rules that may fire on the file, and the units where they may report."""
     firing, seeds = [], set()
     for rule in rules:
         found = facts.seeds(rule.needs, text) if any(facts.uses_framework(fw) for fw in rule.frameworks) else []

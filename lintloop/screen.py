@@ -10,12 +10,14 @@ Each rule declares its `Needs` in tokens this module understands:
 - `text:TEXT`  TEXT appears anywhere in the file (file needs only: a loose, cheap pre-condition)
 
 `Needs.file` groups must each be matched somewhere in the file; `Needs.statement` groups must all
-be matched in one top-level statement (function, class, or module-level statement): the seeds.
-A CST is built only of the seeds and what the analyses may consult about them: the top-level
-statements that define a name a selected statement reads (functions it calls, values it uses,
-`self.x` it reads), and those that refer to a function defined in a selected statement (its call
-sites, `tf.function(f)`). The file's imports and bound names come from the whole file. So the
-analyses answer as on the whole file, and the findings are the same (tests/test_screen.py).
+be matched in one unit: a top-level function, a method, a class without its methods, or the
+module's other statements together (they share one scope). Those units are the seeds. A CST is
+built only of the seeds and what the analyses may consult about them: the units that define a
+name a selected unit reads (functions it calls, values it uses, `self.x` it reads), those that
+refer to a function defined in a selected unit (its call sites, `tf.function(f)`), and a selected
+method's class. The file's imports and bound names come from the whole file. So the analyses
+answer as on the whole file, and the findings are the same (tests/test_screen.py,
+bench/compare_modes.py).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ _LEGACY_KERAS = "TF_USE_LEGACY_KERAS"
 
 @dataclass(frozen=True)
 class Needs:
-    """What must be in a file, and in the top-level statement a finding is in, for a rule to fire."""
+    """What must be in a file, and in the unit a finding is in, for a rule to fire."""
 
     file: tuple[tuple[str, ...], ...] = ()
     statement: tuple[tuple[str, ...], ...] = ()
@@ -109,7 +111,7 @@ def valid_token(token: str, in_file_needs: bool) -> bool:
 
 
 @dataclass
-class Statement:
+class Unit:
     """Facts about one unit of a file that the screen selects or not: a top-level statement (or
     several on one line, `import a; import b`), or, in a class with methods, one method, or the
     class without its methods (its header and other statements)."""
@@ -143,46 +145,46 @@ def _child_fields(node_type: type) -> tuple[str, ...]:
 
 
 class FileFacts:
-    """One walk over CPython's tree of a file: per top-level statement facts, and whole-file names."""
+    """One walk over CPython's tree of a file: facts per unit, and whole-file names."""
 
     def __init__(self, tree: ast.Module) -> None:
         self.imports: dict[str, str] = {}
         self.bound_names: set[str] = set()
-        self.statements: list[Statement] = []
+        self.units: list[Unit] = []
         imports: list[ast.Import | ast.ImportFrom] = []
-        called: list[tuple[Statement, set[str]]] = []  # per unit: names called as plain names
-        by_line: dict[int, Statement] = {}
+        called: list[tuple[Unit, set[str]]] = []  # per unit: names called as plain names
+        by_line: dict[int, Unit] = {}
         for node in tree.body:
             first = _first_line(node)
             if isinstance(node, ast.ClassDef) and _splittable(node):
                 called += self._split_class(node, imports)
                 continue
-            statement = by_line.get(first)
-            if statement is None:
-                statement = by_line[first] = self._unit(first)
-            statement.definition = isinstance(node, _DEFINITIONS)
-            called.append((statement, self._walk(statement, [node], imports)))
+            unit = by_line.get(first)
+            if unit is None:
+                unit = by_line[first] = self._unit(first)
+            unit.definition = isinstance(node, _DEFINITIONS)
+            called.append((unit, self._walk(unit, [node], imports)))
         for node in sorted(imports, key=lambda n: (n.lineno, n.col_offset)):
             self._record_import(node)
-        for statement, plain_calls in called:  # what imported aliases stand for, now that imports are known
-            tokens = statement.tokens
-            for name in statement.reads & self.imports.keys():
+        for unit, plain_calls in called:  # what imported aliases stand for, now that imports are known
+            tokens = unit.tokens
+            for name in unit.reads & self.imports.keys():
                 tokens.update("name:" + part for part in self.imports[name].split("."))
             for name in plain_calls & self.imports.keys():
                 tokens.add("call:" + self.imports[name].rsplit(".", 1)[-1])
-            tokens.update("name:" + name for name in statement.reads)
-        self.tokens = set().union(*(s.tokens for s in self.statements)) if self.statements else set()
-        self._starts = sorted(start for s in self.statements for start in s.starts)
+            tokens.update("name:" + name for name in unit.reads)
+        self.tokens = set().union(*(s.tokens for s in self.units)) if self.units else set()
+        self._starts = sorted(start for s in self.units for start in s.starts)
 
-    def _unit(self, first_line: int) -> Statement:
-        unit = Statement(first_line, starts=[first_line])
-        self.statements.append(unit)
+    def _unit(self, first_line: int) -> Unit:
+        unit = Unit(first_line, starts=[first_line])
+        self.units.append(unit)
         return unit
 
-    def _split_class(self, node: ast.ClassDef, imports: list) -> list[tuple[Statement, set[str]]]:
+    def _split_class(self, node: ast.ClassDef, imports: list) -> list[tuple[Unit, set[str]]]:
         """A class with methods is screened method by method: a 5,000-line trainer class whose
         `training_step` holds a `backward()` needs only that method (and what it uses) in a CST."""
-        shell_index = len(self.statements)
+        shell_index = len(self.units)
         shell = self._unit(_first_line(node))
         shell.definition = True
         shell.defines.add(node.name)
@@ -194,7 +196,7 @@ class FileFacts:
                 method = self._unit(_first_line(child))
                 method.definition = True
                 method.shell = shell_index
-                shell.methods.append(len(self.statements) - 1)
+                shell.methods.append(len(self.units) - 1)
                 called.append((method, self._walk(method, [child], imports)))
             else:
                 own.append(child)
@@ -204,10 +206,10 @@ class FileFacts:
         called[0][1].update(self._walk(shell, own, imports))
         return called
 
-    def _walk(self, statement: Statement, roots: list[ast.AST], imports: list) -> set[str]:
-        """Record the facts of `roots` (module-scope nodes) into `statement`; return the names it
+    def _walk(self, unit: Unit, roots: list[ast.AST], imports: list) -> set[str]:
+        """Record the facts of `roots` (module-scope nodes) into `unit`; return the names it
         calls as plain names."""
-        tokens, reads, defines, bound = statement.tokens, statement.reads, statement.defines, self.bound_names
+        tokens, reads, defines, bound = unit.tokens, unit.reads, unit.defines, self.bound_names
         plain_calls: set[str] = set()
         stack: list[tuple[ast.AST, bool]] = [(root, False) for root in roots]  # (node, in a function's body)
         while stack:
@@ -227,7 +229,7 @@ class FileFacts:
                     plain_calls.add(func.id)
             elif kind is ast.Constant:
                 if node.value == _LEGACY_KERAS:
-                    statement.always = True
+                    unit.always = True
                 continue
             elif kind is ast.arg:
                 bound.add(node.arg)
@@ -251,7 +253,7 @@ class FileFacts:
                 bound.add(node.name)
                 defines.add(node.name)
                 if kind is not ast.ClassDef:
-                    statement.functions.add(node.name)
+                    unit.functions.add(node.name)
                     if not in_function:  # its name and decorators belong to the enclosing scope
                         stack.extend((d, False) for d in node.decorator_list)
                         stack.extend((child, True) for f in ("args", "body", "returns")
@@ -307,24 +309,24 @@ class FileFacts:
 
     # ----- selection ---------------------------------------------------------------------------
     def seeds(self, needs: Needs, text: str) -> list[int]:
-        """Indexes of the statements where a rule with these needs may report, [] if none.
+        """Indexes of the units where a rule with these needs may report, [] if none.
 
-        A function or class is matched alone; the module's other statements together, since
-        they share one scope (a tape opened in one statement, its `gradient` taken in the next)."""
+        A function, class or method is matched alone; the module's other statements together,
+        since they share one scope (a tape opened in one statement, its `gradient` taken in the next)."""
         if not all(any(t in self.tokens or (t.startswith("text:") and t[5:] in text) for t in group)
                    for group in needs.file):
             return []
         matches = lambda tokens: all(any(t in tokens for t in group) for group in needs.statement)  # noqa: E731
-        found = [i for i, s in enumerate(self.statements) if s.definition and matches(s.tokens)]
-        module_code = [i for i, s in enumerate(self.statements) if not s.definition]
-        if module_code and matches(set().union(*(self.statements[i].tokens for i in module_code))):
+        found = [i for i, s in enumerate(self.units) if s.definition and matches(s.tokens)]
+        module_code = [i for i, s in enumerate(self.units) if not s.definition]
+        if module_code and matches(set().union(*(self.units[i].tokens for i in module_code))):
             found += module_code
         return found
 
     def closure(self, seeds: set[int]) -> set[int]:
         """The seeds, and every unit the analyses may consult about them (see the module docstring);
         with a method, its class (header and other statements)."""
-        units = self.statements
+        units = self.units
         selected: set[int] = set()
         reads: set[str] = set()
         functions: set[str] = set()
@@ -347,7 +349,7 @@ class FileFacts:
         ends = dict(zip(self._starts, self._starts[1:] + [len(lines) + 1]))
         pieces: list[str] = []
         line_map: list[int] = []
-        for start in sorted(start for i in selected for start in self.statements[i].starts):
+        for start in sorted(start for i in selected for start in self.units[i].starts):
             for line in range(start, ends[start]):
                 pieces.append(lines[line - 1])
                 line_map.append(line)

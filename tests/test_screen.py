@@ -112,7 +112,7 @@ def test_only_the_selected_statements_and_what_they_use_are_parsed():
     for rule in VISITOR_RULES:
         seeds.update(facts.seeds(rule.needs, code))
     selected = facts.closure(seeds)
-    firsts = sorted(facts.statements[i].first_line for i in selected)
+    firsts = sorted(facts.units[i].first_line for i in selected)
     assert firsts == [7, 13]  # train and the step it calls; not the import, HELPER or unrelated
     found = lint_text("m.py", code, RuleSet(list(VISITOR_RULES)))
     assert [(f.code, f.line, f.column) for f in found.findings] == [("LL301", 11, 9)]
