@@ -210,20 +210,12 @@ def _canonical(findings: list[dict[str, Any]]) -> bytes:
 
 
 def finding_to_json(finding: Finding) -> dict[str, Any]:
-    """Every field of a finding, fix description and suppression lines included."""
-    fix = finding.fix
-    return {
-        "path": finding.path,
-        **{name: getattr(finding, name) for name in _INT_FIELDS + _STR_FIELDS},
-        "fix": None if fix is None else {
-            "applicability": fix.applicability,
-            "description": fix.description,
-            "edits": [{"line": e.line, "column": e.column, "end_line": e.end_line, "end_column": e.end_column,
-                       "content": e.content} for e in fix.edits],
-        },
-        "probe": finding.probe,
-        "suppression_lines": list(finding.suppression_lines),
-    }
+    """The JSON output's fields, and what it leaves out: the fix description and suppression lines."""
+    data = finding.to_json()
+    if finding.fix is not None:
+        data["fix"]["description"] = finding.fix.description
+    data["suppression_lines"] = list(finding.suppression_lines)
+    return data
 
 
 def encode_entry(key: str, findings: list[Finding]) -> bytes:

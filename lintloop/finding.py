@@ -65,14 +65,3 @@ class Finding:
             "fix": self.fix.to_json() if self.fix else None,
             "probe": self.probe,
         }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Finding:
-        fix = data.get("fix")
-        return cls(
-            **{k: data[k] for k in ("path", "line", "column", "end_line", "end_column", "code",
-                                    "name", "message", "kind", "severity")},
-            fix=Fix(fix["applicability"], tuple(Edit(**e) for e in fix["edits"])) if fix else None,
-            probe=data.get("probe"),
-            suppression_lines=tuple(data.get("suppression_lines", ())),
-        )

@@ -95,22 +95,21 @@ def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: Rule
                  errors: list[str]) -> list[Finding]:
     """Screen the file with CPython's tree, build a CST of what the screen selects, run the rules."""
     facts = None
+    line_map: list[int] | None = None
+    source = text
     if ruleset.screen:
         with timer.stage("screen"):
             try:
                 facts = FileFacts(ast.parse(text))
             except (SyntaxError, ValueError, RecursionError, MemoryError):
-                facts = None  # the CST decides (newer syntax than the host's, or a real error)
-    line_map: list[int] | None = None
-    source = text
-    if facts is not None:
-        with timer.stage("screen"):
-            rules, seeds = _seeded(facts, rules, text)
-            if not rules:
-                return []
-            selected = facts.closure(seeds)
-            if len(selected) < len(facts.units):
-                source, line_map = facts.source_of(text.splitlines(keepends=True), selected)
+                pass  # the CST decides (newer syntax than the host's, or a real error)
+            if facts is not None:
+                rules, seeds = _seeded(facts, rules, text)
+                if not rules:
+                    return []
+                selected = facts.closure(seeds)
+                if len(selected) < len(facts.units):
+                    source, line_map = facts.source_of(text.splitlines(keepends=True), selected)
     try:
         with timer.stage("cst"):
             try:
@@ -124,15 +123,15 @@ def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: Rule
         return [_libcst_syntax_finding(display, text, exc)]
     except (RecursionError, MemoryError) as exc:
         return [_syntax_finding(display, exc)]
-    names = Names(facts.imports, facts.bound_names) if facts is not None else None
-    return _run_rules(display, source, module, rules, ruleset, errors, timer, names, line_map)
+    return _run_rules(display, source, module, rules, ruleset, errors, timer,
+                      facts.names if facts is not None else None, line_map)
 
 
 def _seeded(facts: FileFacts, rules: list[type[Rule]], text: str) -> tuple[list[type[Rule]], set[int]]:
     """The rules that may fire on the file, and the units where they may report."""
     firing, seeds = [], set()
     for rule in rules:
-        found = facts.seeds(rule.needs, text) if any(facts.uses_framework(fw) for fw in rule.frameworks) else []
+        found = facts.seeds(rule.needs, text) if any(facts.names.uses_framework(fw) for fw in rule.frameworks) else []
         if found:
             firing.append(rule)
             seeds.update(found)

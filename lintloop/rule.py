@@ -76,9 +76,9 @@ class Rule:
     flagged: ClassVar[tuple[Example, ...]] = ()
     not_flagged: ClassVar[tuple[Example, ...]] = ()
     options: ClassVar[dict[str, RuleOption]] = {}
-    # What a file and the top-level statement holding a finding must contain for the rule to fire,
-    # in the screen's tokens (lintloop.screen). Files and statements where no enabled rule may
-    # fire are never parsed into a CST: a token missing here is a missed finding.
+    # What a file, and the unit (function, method, class header, module code) holding a finding,
+    # must contain for the rule to fire, in the screen's tokens (lintloop.screen). Files and units
+    # where no enabled rule may fire are never parsed into a CST: a token missing here is a missed finding.
     needs: ClassVar[Needs] = Needs()
 
     def __init__(self, ctx: FileContext, settings: dict[str, Any] | None = None) -> None:

@@ -41,9 +41,6 @@ class Needs:
     file: tuple[tuple[str, ...], ...] = ()
     statement: tuple[tuple[str, ...], ...] = ()
 
-    def tokens(self) -> set[str]:
-        return {token for group in (*self.file, *self.statement) for token in group}
-
     def possible_in(self, text: SourceScreen) -> bool:
         """Cheap text test: False when no statement of the file can hold these tokens."""
         return all(any(text.may_hold(t) for t in group) for group in (*self.file, *self.statement))
@@ -116,17 +113,20 @@ class Unit:
     several on one line, `import a; import b`), or, in a class with methods, one method, or the
     class without its methods (its header and other statements)."""
 
-    first_line: int
+    starts: list[int]  # first lines of its pieces of source
     tokens: set[str] = field(default_factory=set)
     reads: set[str] = field(default_factory=set)  # names and attribute names it mentions
     defines: set[str] = field(default_factory=set)  # names, attributes, functions and classes it binds
     functions: set[str] = field(default_factory=set)  # functions defined in it, at any depth
     always: bool = False  # holds a fact every analysis may need (TF_USE_LEGACY_KERAS)
     definition: bool = False  # a function, class or method (a scope of its own), not module code
-    starts: list[int] = field(default_factory=list)  # first lines of its pieces of source
     shell: int | None = None  # a method: the index of its class's unit
     methods: list[int] = field(default_factory=list)  # a class: the indexes of its methods' units
     empty_alone: bool = False  # a class whose body is only methods: it parses only with one of them
+
+    @property
+    def first_line(self) -> int:
+        return self.starts[0]
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -173,11 +173,12 @@ class FileFacts:
             for name in plain_calls & self.imports.keys():
                 tokens.add("call:" + self.imports[name].rsplit(".", 1)[-1])
             tokens.update("name:" + name for name in unit.reads)
+        self.names = Names(self.imports, self.bound_names)
         self.tokens = set().union(*(s.tokens for s in self.units)) if self.units else set()
         self._starts = sorted(start for s in self.units for start in s.starts)
 
     def _unit(self, first_line: int) -> Unit:
-        unit = Unit(first_line, starts=[first_line])
+        unit = Unit([first_line])
         self.units.append(unit)
         return unit
 
@@ -303,9 +304,6 @@ class FileFacts:
                 targets.append(target.value)
             elif kind is ast.Attribute:
                 defines.add(target.attr)
-
-    def uses_framework(self, framework: str) -> bool:
-        return Names(self.imports, self.bound_names).uses_framework(framework)
 
     # ----- selection ---------------------------------------------------------------------------
     def seeds(self, needs: Needs, text: str) -> list[int]:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
 
 from lintloop.analysis.base import Analysis
+
+if TYPE_CHECKING:
+    from lintloop.analysis.context import FileContext
 
 
 @dataclass(frozen=True)
@@ -22,7 +25,7 @@ class WithContext:
 class WithBlocks(Analysis):
     """The with-items whose context manager (a call, or a name bound to one) `matches`."""
 
-    def __init__(self, ctx, kind: str, matches: Callable[[cst.Call], bool]) -> None:
+    def __init__(self, ctx: FileContext, kind: str, matches: Callable[[cst.Call], bool]) -> None:
         super().__init__(ctx)
         self.kind = kind
         self.contexts: list[WithContext] = []
