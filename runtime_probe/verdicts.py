@@ -114,6 +114,11 @@ class Summary:
     per_replica_means: list[dict[str, Any]] = field(default_factory=list)
     live_objects: list[dict[str, Any]] = field(default_factory=list)
     params_unchanged: list[dict[str, Any]] = field(default_factory=list)
+    # Every event by its type, for the verdicts that read event types not summarised above.
+    by_type: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def of_type(self, kind: str) -> list[dict[str, Any]]:
+        return self.by_type.get(kind, [])
 
     @classmethod
     def from_events(cls, events: list[dict[str, Any]], returncode: int | None, timed_out: bool) -> Summary:
@@ -121,6 +126,7 @@ class Summary:
         series: dict[Any, list[tuple[int, int]]] = {}  # per process: workers count their own steps
         for event in events:
             kind = event.get("type")
+            summary.by_type.setdefault(str(kind), []).append(event)
             if kind == "step":
                 summary.steps = max(summary.steps, int(event.get("n", 0)))
                 if event.get("mem") is not None:
@@ -265,7 +271,16 @@ def verdict(code: str, summary: Summary, differential: Summary | None = None) ->
         if summary.strategy is not None and count <= 1:
             looked += f" (the run had {count} replica: the scaling does not show on one device)"
         return _not_confirmed(summary, looked)
+    decide = _family_verdicts().get(code)
+    if decide is not None:
+        return decide(summary, differential)
     return {"status": "skipped", "evidence": {"reason": f"{code} has no runtime signal"}}
+
+
+def _family_verdicts() -> dict[str, Any]:
+    """Verdicts kept beside the probe hooks of their family: code -> fn(summary, differential)."""
+    from lintloop.runtime_probe import torch_model_verdicts, torch_step_verdicts
+    return {**torch_step_verdicts.VERDICTS, **torch_model_verdicts.VERDICTS}
 
 
 def _trace_only_print(summary: Summary, differential: Summary | None) -> dict[str, Any]:
@@ -328,6 +343,8 @@ def describe(probe: dict[str, Any] | None) -> str:
     elif signal == "per_replica_mean":
         text = (f"reduce_mean of per-example {evidence.get('loss')} losses under {evidence.get('replicas')} "
                 f"replicas: gradients {evidence.get('gradient_scale')} too large{where}")
+    elif "text" in evidence:
+        text = f"{evidence['text']}{where}"
     else:
         text = str(evidence)
     fixed = evidence.get("fixed_program")

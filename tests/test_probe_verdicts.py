@@ -7,13 +7,15 @@ import pytest
 
 from conftest import FIXTURES
 from lintloop.runtime_probe.runner import run_probe
+from lintloop.rules import lookup
 from lintloop.runtime_probe.verdicts import Summary, verdict
 
 pytestmark = pytest.mark.framework
 
-# (rule, fixture stem); every rule whose catalog probe column is not "—".
-CASES = [("LL101", "LL101"), ("LL102", "LL102"), ("LL102", "LL102_torch"), ("LL103", "LL103"),
-         ("LL201", "LL201"), ("LL301", "LL301"), ("LL301", "LL301_tf"), ("LL401", "LL401"), ("LL402", "LL402")]
+# (rule, fixture stem) for every `<code>[_variant]_bad.py` / `_good.py` pair of a rule whose catalog
+# probe column is not "—".
+CASES = sorted((stem[:5], stem) for stem in (p.name[: -len("_bad.py")] for p in FIXTURES.glob("LL*_bad.py"))
+               if (FIXTURES / f"{stem}_good.py").exists() and lookup(stem[:5]).probe != "—")
 STEPS = 60
 
 
