@@ -11,6 +11,7 @@ from lintloop.analysis.calls import CallGraph
 from lintloop.analysis.dataflow import DataFlow
 from lintloop.analysis.distribution import Strategies
 from lintloop.analysis.index import Binding, Scope, TreeIndex
+from lintloop.analysis.iteration import Iterations
 from lintloop.analysis.losses import Losses
 from lintloop.analysis.names import Names
 from lintloop.analysis.pytorch import PyTorch
@@ -24,7 +25,7 @@ class FileContext:
 
     Tree questions (parents, scopes, statements) are answered here; every other concern lives in
     its own analysis, reached as an attribute (`ctx.flow`, `ctx.calls`, `ctx.training`, `ctx.tf`,
-    `ctx.strategies`, `ctx.torch`, `ctx.losses`) and built the first time a rule asks.
+    `ctx.strategies`, `ctx.torch`, `ctx.losses`, `ctx.iteration`) and built the first time a rule asks.
     """
 
     def __init__(self, module: cst.Module, timer: StageTimer | None = None, names: Names | None = None) -> None:
@@ -67,6 +68,10 @@ class FileContext:
     @cached_property
     def losses(self) -> Losses:
         return Losses(self)
+
+    @cached_property
+    def iteration(self) -> Iterations:
+        return Iterations(self)
 
     # ----- the tree --------------------------------------------------------------------------
     def nodes(self, node_type: type) -> list:

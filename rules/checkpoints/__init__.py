@@ -1,0 +1,1 @@
+"""LL8xx: checkpoints and logging."""

@@ -1,0 +1,1 @@
+"""LL6xx: mixed precision — autocast, loss scaling, float16 outputs."""

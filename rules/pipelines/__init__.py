@@ -1,0 +1,1 @@
+"""LL5xx: input pipelines — how data reaches the training loop."""

@@ -1,0 +1,198 @@
+"""LL702 accumulation-without-loss-scaling: the rule, its documentation and its examples."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from lintloop.analysis.iteration import Event, Iteration
+from lintloop.analysis.syntax import call_name, dotted, positional_args, receiver, walk
+from lintloop.rule import Example, Rule
+from lintloop.screen import Needs
+
+
+def counter_guard(test: cst.BaseExpression) -> bool:
+    """`(i + 1) % k == 0`, `step % accum != 0`, `not step % k`, possibly within `or`/`and`."""
+    for node in walk(test):
+        if isinstance(node, cst.Comparison) and isinstance(node.left, cst.BinaryOperation) \
+                and isinstance(node.left.operator, cst.Modulo):
+            return True
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not) \
+                and isinstance(node.expression, cst.BinaryOperation) and isinstance(node.expression.operator, cst.Modulo):
+            return True
+    return False
+
+
+class AccumulationWithoutLossScaling(Rule):
+    code = "LL702"
+    name = "accumulation-without-loss-scaling"
+    frameworks = ("pt",)
+    needs = Needs(file=(("call:backward",),), statement=(("loop",), ("call:step",)))
+    probe = "effect"
+    summary = ("Gradient accumulation: `backward()` on every iteration, `optimizer.step()` only every k-th "
+               "(under `% k == 0` or another counter guard), and neither the loss is divided by k (the number of "
+               "micro-batches) before `backward()` nor the gradients before the step.")
+    why = ("Gradients add up over the k backward passes, so the step applies k times the average gradient: the "
+           "effective learning rate is k times the configured one, and it changes whenever k does.")
+    symptom = ("tests/fixtures/LL702_bad.py: the gradient norm at each step is about k times the norm after one "
+               "micro-batch (the probe measures the ratio); training is unstable or diverges at a learning rate "
+               "that works without accumulation.")
+    remedy = ("Divide the loss by the number of accumulation steps before `backward()` "
+              "(`(loss / accum_steps).backward()`), or use `accelerator.accumulate(model)` with "
+              "`accelerator.backward(loss)`, which scale for you.")
+    flagged = (
+        Example("""
+import torch
+for i, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y)
+    loss.backward()
+    if (i + 1) % accumulation_steps == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+"""),
+        Example("""
+import torch
+scaler = torch.amp.GradScaler("cuda")
+for step, batch in enumerate(train_dataloader):
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = model(**batch).loss
+    scaler.scale(loss).backward()
+    if step % args.gradient_accumulation_steps == 0 or step == len(train_dataloader) - 1:
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+"""),
+        Example("""
+import torch
+class Trainer:
+    def train_step(self, batch):
+        loss = self.compute_loss(batch)
+        loss.backward()
+        return loss
+
+    def fit(self, loader):
+        for i, batch in enumerate(loader):
+            self.train_step(batch)
+            if i % self.accum == 0:
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+"""),
+    )
+    not_flagged = (
+        Example("""
+import torch
+for i, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y) / accumulation_steps
+    loss.backward()
+    if (i + 1) % accumulation_steps == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+"""),
+        Example("""
+import torch
+for step, batch in enumerate(train_dataloader):
+    with accelerator.accumulate(model):
+        loss = model(**batch).loss
+        accelerator.backward(loss)
+        optimizer.step()
+        optimizer.zero_grad()
+"""),
+        Example("""
+import torch
+for step, batch in enumerate(train_dataloader):
+    loss = model(**batch).loss
+    loss = loss / args.gradient_accumulation_steps
+    accelerator.backward(loss)
+    if step % args.gradient_accumulation_steps == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+"""),
+        Example("""
+import torch
+for i, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y)
+    loss.backward()
+    if (i + 1) % accum == 0:
+        for p in model.parameters():
+            p.grad /= accum
+        optimizer.step()
+        optimizer.zero_grad()
+"""),
+        Example("""
+import torch
+for i, (x, y) in enumerate(loader):
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+    if i % 100 == 0:
+        scheduler.step()
+"""),
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._reported: set[int] = set()
+
+    def visit_For(self, node: cst.For) -> None:
+        self._check(self.ctx.iteration.of(node))
+
+    def visit_While(self, node: cst.While) -> None:
+        self._check(self.ctx.iteration.of(node))
+
+    def _check(self, iteration: Iteration) -> None:
+        events = [e for e in iteration.events if not e.loops]
+        for step in (e for e in events if e.kind in ("step", "scaler_step")):
+            guard = next((g for g, in_else in step.guards
+                          if not in_else and isinstance(g, cst.If) and counter_guard(g.test)), None)
+            if guard is None or id(step.node) in self._reported:
+                continue
+            backwards = [e for e in events if e.kind == "backward" and all(g is not guard for g, _ in e.guards)]
+            if not backwards or any(b.via == "accelerator" or self._scaled(b) for b in backwards) \
+                    or self._grads_divided(iteration):
+                continue
+            self._reported.add(id(step.node))
+            self.report(step.node, f"`{self.ctx.snippet(step.node)}` runs only when `{self.ctx.snippet(guard.test)}`, "
+                                   f"but `{self.ctx.snippet(backwards[0].node)}` runs every iteration and its loss is "
+                                   "not divided by the number of accumulated micro-batches: the step applies the sum "
+                                   "of their gradients (k times the mean); divide the loss by the accumulation steps "
+                                   "before `backward()`")
+
+    def _scaled(self, backward: Event) -> bool:
+        """Is the backpropagated loss divided (or multiplied by a factor) before `backward()`?"""
+        call = backward.node
+        if not isinstance(call, cst.Call):
+            return True
+        if backward.via is None and call_name(call) == "backward" and isinstance(call.func, cst.Attribute):
+            loss = call.func.value  # `loss.backward()`, `scaler.scale(loss).backward()`
+        else:  # `accelerator.backward(loss)`, `torch.autograd.backward(loss)`
+            loss = positional_args(call)[0] if positional_args(call) else None
+        if isinstance(loss, cst.Call) and call_name(loss) == "scale" and positional_args(loss):
+            loss = positional_args(loss)[0]  # `scaler.scale(loss)`
+        if loss is None:
+            return True  # cannot tell
+        values: list[cst.CSTNode] = [loss]
+        for binding in self.ctx.flow.feeding_bindings(loss, call):
+            if binding.augmented and isinstance(binding.node, cst.AugAssign) \
+                    and isinstance(binding.node.operator, (cst.DivideAssign, cst.MultiplyAssign)):
+                return True
+            if binding.value is not None:
+                values.append(binding.value)
+        for value in values:
+            for node in walk(value):
+                if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Divide, cst.Multiply)):
+                    return True
+                if isinstance(node, cst.Call) and (call_name(node) in ("div", "div_", "mul", "mul_")
+                                                   or self.ctx.calls.targets(node)):
+                    return True  # a same-file function computes it: it may divide
+        return False
+
+    def _grads_divided(self, iteration: Iteration) -> bool:
+        """`p.grad /= k`, `p.grad.div_(k)`, `p.grad.data.mul_(1 / k)` in the iteration."""
+        for node in walk(iteration.loop.body):
+            if isinstance(node, cst.AugAssign) and ".grad" in f"{dotted(node.target)}." \
+                    and isinstance(node.operator, (cst.DivideAssign, cst.MultiplyAssign)):
+                return True
+            if isinstance(node, cst.Call) and call_name(node) in ("div_", "mul_") and receiver(node) is not None \
+                    and ".grad" in f"{dotted(receiver(node))}.":
+                return True
+        return False

@@ -1,0 +1,197 @@
+"""LL704 missing-train-mode: the rule, its documentation and its examples."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from lintloop.analysis.iteration import Event, Iteration, loop_header
+from lintloop.analysis.syntax import call_name, dotted, receiver, walk
+from lintloop.rule import Example, Rule
+from lintloop.screen import Needs
+
+
+class MissingTrainMode(Rule):
+    code = "LL704"
+    name = "missing-train-mode"
+    frameworks = ("pt",)
+    needs = Needs(file=(("call:eval",), ("call:backward", "call:manual_backward")), statement=(("loop",),))
+    probe = "effect"
+    summary = ("A training loop in which `model.eval()` runs (directly or in a same-file helper) and a later "
+               "training step can run before `model.train()`: validation inside the epoch loop with no `train()` "
+               "in it, or validation every N steps while `train()` is only called at the epoch's start.")
+    why = ("`eval()` switches dropout off and makes batch norm use (and stop updating) its running statistics. "
+           "Training steps after it, until `train()`, train a different network: no dropout regularisation, "
+           "frozen batch-norm statistics.")
+    symptom = ("tests/fixtures/LL704_bad.py: after the first validation, every training forward runs with its "
+               "Dropout and BatchNorm modules in eval mode (the probe sees `training == False` during steps); "
+               "nothing warns, the model just generalises worse.")
+    remedy = "Call `model.train()` after each evaluation, before the next training step (or at the top of the epoch's training function)."
+    flagged = (
+        Example("""
+import torch
+model.train()
+for epoch in range(epochs):
+    for x, y in train_loader:
+        optimizer.zero_grad()
+        criterion(model(x), y).backward()
+        optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        val_loss = sum(criterion(model(x), y).item() for x, y in val_loader)
+"""),
+        Example("""
+import torch
+def evaluate(model, loader):
+    model.eval()
+    with torch.no_grad():
+        return sum(criterion(model(x), y).item() for x, y in loader)
+
+for epoch in range(epochs):
+    net.train()
+    for step, (x, y) in enumerate(train_loader):
+        optimizer.zero_grad()
+        criterion(net(x), y).backward()
+        optimizer.step()
+        if step % 500 == 0:
+            evaluate(net, val_loader)
+"""),
+        Example("""
+import torch
+class Trainer:
+    def validate(self):
+        self.model.eval()
+        with torch.no_grad():
+            for batch in self.val_loader:
+                self.model(batch)
+
+    def fit(self):
+        self.model.train()
+        for epoch in range(self.epochs):
+            for batch in self.train_loader:
+                self.optimizer.zero_grad()
+                self.model(batch).loss.backward()
+                self.optimizer.step()
+            self.validate()
+"""),
+    )
+    not_flagged = (
+        Example("""
+import torch
+for epoch in range(epochs):
+    model.train()
+    for x, y in train_loader:
+        optimizer.zero_grad()
+        criterion(model(x), y).backward()
+        optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        val_loss = sum(criterion(model(x), y).item() for x, y in val_loader)
+"""),
+        Example("""
+import torch
+def evaluate(model, loader):
+    model.eval()
+    with torch.no_grad():
+        total = sum(criterion(model(x), y).item() for x, y in loader)
+    model.train()
+    return total
+
+for epoch in range(epochs):
+    for step, (x, y) in enumerate(train_loader):
+        optimizer.zero_grad()
+        criterion(model(x), y).backward()
+        optimizer.step()
+        if step % 500 == 0:
+            evaluate(model, val_loader)
+"""),
+        Example("""
+import torch
+for epoch in range(epochs):
+    for phase in ["train", "val"]:
+        if phase == "train":
+            model.train()
+        else:
+            model.eval()
+        for x, y in loaders[phase]:
+            optimizer.zero_grad()
+            with torch.set_grad_enabled(phase == "train"):
+                loss = criterion(model(x), y)
+                if phase == "train":
+                    loss.backward()
+                    optimizer.step()
+"""),
+        Example("""
+import torch
+teacher.eval()
+for epoch in range(epochs):
+    for x, y in loader:
+        teacher.eval()
+        with torch.no_grad():
+            soft = teacher(x)
+        optimizer.zero_grad()
+        distill_loss(student(x), soft).backward()
+        optimizer.step()
+"""),
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._reported: set[int] = set()
+
+    def visit_For(self, node: cst.For) -> None:
+        self._check(self.ctx.iteration.of(node))
+
+    def visit_While(self, node: cst.While) -> None:
+        self._check(self.ctx.iteration.of(node))
+
+    def _check(self, iteration: Iteration) -> None:
+        events = iteration.events
+        modes = [e for e in events if e.kind in ("train_mode", "eval_mode")]
+        if not any(e.kind == "eval_mode" for e in modes) or not any(e.kind == "backward" for e in events):
+            return
+        trained = self._trained_models()
+        # Two passes: the second is the next iteration, which starts in the mode the first left.
+        in_eval: dict[str, Event] = {}
+        for event in (*events, *events):
+            if event.kind in ("train_mode", "eval_mode") and event.target in trained:
+                if event.kind == "train_mode" or self._paired(event, modes):
+                    in_eval.pop(event.target, None)
+                else:
+                    in_eval[event.target] = event
+            elif event.kind == "backward" and in_eval:
+                target, evaluation = next(iter(in_eval.items()))
+                self._report(evaluation, event, target, iteration)
+                return
+
+    def _paired(self, event: Event, modes: list[Event]) -> bool:
+        """`if phase == "train": model.train() else: model.eval()`: the mode follows a condition."""
+        return any(other.kind == "train_mode" and other.target == event.target and other.is_exclusive_with(event)
+                   for other in modes)
+
+    def _trained_models(self) -> set[str]:
+        """Objects this file switches to training mode, or whose parameters an optimizer gets."""
+        found = set()
+        for call in self.ctx.nodes(cst.Call):
+            owner = receiver(call)
+            if call_name(call) == "train" and not call.args and owner is not None:
+                found.add(dotted(owner))
+            elif (self.ctx.names.callee(call) or "").startswith("torch.optim."):
+                found.update(dotted(receiver(inner)) for inner in walk(call) if isinstance(inner, cst.Call)
+                             and call_name(inner) in ("parameters", "named_parameters") and receiver(inner) is not None)
+        for iteration in self.ctx.iteration.training_loops:
+            found.update(e.target for e in iteration.events if e.kind == "train_mode")
+        found.discard(None)
+        return found
+
+    def _report(self, evaluation: Event, backward: Event, target: str, iteration: Iteration) -> None:
+        site = evaluation.site  # the call in this loop that leads to `eval()`
+        if id(site) in self._reported:
+            return
+        self._reported.add(id(site))
+        through = f" (through `{self.ctx.snippet(evaluation.node)}`)" if site is not evaluation.node else ""
+        self.report(site, f"`{self.ctx.snippet(site)}`{through} leaves `{target}` in eval mode, and the "
+                                     f"next training step (`{self.ctx.snippet(backward.node)}`) in "
+                                     f"`{loop_header(self.ctx, iteration.loop)}` can run before any `{target}.train()`: "
+                                     "dropout stays off and batch norm stops updating its statistics; call "
+                                     f"`{target}.train()` after evaluating")
+

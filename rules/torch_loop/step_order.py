@@ -1,0 +1,159 @@
+"""LL706 step-order: the rule, its documentation and its examples."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from lintloop.analysis.iteration import Event, Iteration, events_between, loop_header
+from lintloop.rule import Example, Rule
+from lintloop.screen import Needs
+
+
+class StepOrder(Rule):
+    code = "LL706"
+    name = "step-order"
+    frameworks = ("pt",)
+    needs = Needs(file=(("call:backward", "call:manual_backward"),), statement=(("loop", "call:step"),))
+    probe = "effect"
+    summary = ("In one iteration: `zero_grad()` between `backward()` and `step()` (the step sees zeroed or "
+               "missing gradients), or `step()` before any `backward()` (the step applies the previous "
+               "iteration's gradients, or none).")
+    why = ("`optimizer.step()` applies whatever is in `.grad` at that moment. Zeroing between `backward()` and "
+           "`step()` throws the fresh gradients away; stepping before `backward()` applies last iteration's "
+           "gradients (and nothing at the first step).")
+    symptom = ("tests/fixtures/LL706_bad.py: with `zero_grad()` between `backward()` and `step()`, SGD, Adam and "
+               "AdamW leave every parameter unchanged (measured in torch 2.13); the loss never moves and "
+               "nothing warns.")
+    remedy = "Order each iteration as `zero_grad()` → forward → loss → `backward()` → `step()`."
+    flagged = (
+        Example("""
+import torch
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.zero_grad()
+    optimizer.step()
+"""),
+        Example("""
+import torch
+for x, y in loader:
+    optimizer.zero_grad()
+    optimizer.step()
+    loss = criterion(model(x), y)
+    loss.backward()
+"""),
+        Example("""
+import torch
+def update(policy, optimizer, batch):
+    loss = policy.loss(batch)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(policy.parameters(), 0.5)
+    policy.zero_grad()
+    optimizer.step()
+
+for epoch in range(n_epochs):
+    for batch in buffer.sample():
+        update(policy, optimizer, batch)
+"""),
+    )
+    not_flagged = (
+        Example("""
+import torch
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+"""),
+        Example("""
+import torch
+for i, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y) / accum
+    loss.backward()
+    if (i + 1) % accum == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+"""),
+        Example("""
+import torch
+for real, _ in loader:
+    optimizer_d.zero_grad()
+    loss_d = d_loss(netD(real), netD(netG(noise).detach()))
+    loss_d.backward()
+    optimizer_d.step()
+    optimizer_g.zero_grad()
+    loss_g = g_loss(netD(netG(noise)))
+    loss_g.backward()
+    optimizer_g.step()
+"""),
+        Example("""
+import torch
+for x, y in loader:
+    loss_g.backward()
+    optimizer_d.zero_grad()
+    optimizer_g.step()
+"""),
+        Example("""
+import torch
+for i, batch in enumerate(loader):
+    if i > 0 and i % accum == 0:
+        optimizer.step()
+        optimizer.zero_grad()
+    loss = model(batch).loss
+    loss.backward()
+"""),
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._reported: set[int] = set()
+
+    def visit_For(self, node: cst.For) -> None:
+        self._check(self.ctx.iteration.of(node))
+
+    def visit_While(self, node: cst.While) -> None:
+        self._check(self.ctx.iteration.of(node))
+
+    def _check(self, iteration: Iteration) -> None:
+        events = [e for e in iteration.events if not e.loops]
+        steps = [e for e in events if e.kind in ("step", "scaler_step")]
+        if not steps:
+            return
+        for step in steps:
+            before = events[: events.index(step)]
+            backwards = [e for e in before if e.kind == "backward" and not e.is_exclusive_with(step)]
+            if backwards:
+                zeroing = self._zeroing_after(iteration, events, backwards[-1], step,
+                                              len({_optimizer(s) for s in steps}) == 1)
+                if zeroing is not None:
+                    self._report(zeroing, f"`{self.ctx.snippet(zeroing.node)}` runs between "
+                                          f"`{self.ctx.snippet(backwards[-1].node)}` and `{self.ctx.snippet(step.node)}`: "
+                                          "the step sees zeroed (or None) gradients and the parameters do not move; "
+                                          "zero the gradients before the forward pass or after the step")
+            elif not step.guards and any(e.kind == "backward" for e in events[events.index(step):]):
+                self._report(step, f"`{self.ctx.snippet(step.node)}` runs before any `backward()` in the loop "
+                                   f"`{loop_header(self.ctx, iteration.loop)}`: it applies the previous iteration's "
+                                   "gradients (none at the first step); call it after `backward()`")
+
+    def _zeroing_after(self, iteration: Iteration, events: list[Event], backward: Event, step: Event,
+                       one_optimizer: bool) -> Event | None:
+        """A `zero_grad` of the stepped optimizer (or of a model, with one optimizer) between the two."""
+        optimizer = _optimizer(step)
+        for event in events_between(events, backward, step):
+            if event.kind == "backward":
+                return None
+            if event.kind != "zero_grad" or event.is_exclusive_with(step) \
+                    or self.ctx.iteration.ends_iteration(event, iteration):
+                continue  # e.g. `except OOM: optimizer.zero_grad(); continue`
+            if event.target == optimizer or (one_optimizer and self.ctx.iteration.role_of_name(event.target) != "optimizer"):
+                return event
+        return None
+
+    def _report(self, event: Event, message: str) -> None:
+        if id(event.node) not in self._reported:
+            self._reported.add(id(event.node))
+            self.report(event.node, message)
+
+
+def _optimizer(step: Event) -> str | None:
+    return step.argument if step.kind == "scaler_step" else step.target
