@@ -259,7 +259,9 @@ class Iterations(Analysis):
             return Event("backward", call, None)
         if owner is None or name is None:
             return None
-        target = dotted(owner)
+        if callee is not None and name in ("backward", "step"):
+            return None  # a module's function, e.g. `torch.distributed.autograd.backward(context_id, [loss])`
+        target = dotted(_module_of_chain(owner))
         if name == "zero_grad" or name in ("zero_", "detach_") and target is not None and ".grad" in f"{target}.":
             return Event("zero_grad", call, target if name == "zero_grad" else None)
         if name == "backward":
@@ -370,6 +372,17 @@ def loop_header(ctx: FileContext, loop: Loop) -> str:
     if isinstance(loop, cst.For):
         return f"for {ctx.snippet(loop.target, 30)} in {ctx.snippet(loop.iter, 40)}"
     return f"while {ctx.snippet(loop.test, 40)}"
+
+
+# nn.Module methods that return the module itself: `model.to(device).train()` trains `model`.
+_RETURNS_MODULE = {"to", "cpu", "cuda", "float", "half", "double", "bfloat16", "train", "eval", "requires_grad_",
+                   "to_empty", "xpu"}
+
+
+def _module_of_chain(expr: cst.BaseExpression) -> cst.BaseExpression:
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _RETURNS_MODULE:
+        expr = expr.func.value
+    return expr
 
 
 def _jumps(statement: cst.BaseStatement, own_scope: bool) -> bool:
