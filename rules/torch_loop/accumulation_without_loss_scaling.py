@@ -127,6 +127,19 @@ for i, (x, y) in enumerate(loader):
     if i % 100 == 0:
         scheduler.step()
 """),
+        Example("""
+import torch
+from torchtune import training
+for idx, batch in enumerate(dataloader):
+    current_num_tokens = (batch["labels"] != ignore_index).sum()
+    num_tokens += current_num_tokens
+    current_loss = loss_step(batch)
+    current_loss.backward()
+    if (idx + 1) % gradient_accumulation_steps == 0:
+        training.scale_grads(model, 1 / num_tokens)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+"""),
     )
 
     def __init__(self, *args, **kwargs) -> None:
@@ -187,8 +200,12 @@ for i, (x, y) in enumerate(loader):
         return False
 
     def _grads_divided(self, iteration: Iteration) -> bool:
-        """`p.grad /= k`, `p.grad.div_(k)`, `p.grad.data.mul_(1 / k)` in the iteration."""
+        """`p.grad /= k`, `p.grad.div_(k)`, `p.grad.data.mul_(1 / k)` in the iteration, or a call this file
+        cannot see into that says it scales gradients (`training.scale_grads(model, 1 / num_tokens)`)."""
         for node in walk(iteration.loop.body):
+            if isinstance(node, cst.Call) and not self.ctx.calls.targets(node) \
+                    and "grad" in (call_name(node) or "") and any(w in (call_name(node) or "") for w in ("scale", "div")):
+                return True
             if isinstance(node, cst.AugAssign) and ".grad" in f"{dotted(node.target)}." \
                     and isinstance(node.operator, (cst.DivideAssign, cst.MultiplyAssign)):
                 return True
