@@ -14,8 +14,8 @@ class GradScalerMisuse(Rule):
     code = "LL604"
     name = "grad-scaler-misuse"
     frameworks = ("pt",)
-    needs = Needs(file=(("call:scale",),), statement=(("loop",), ("call:step", "call:clip_grad_norm_",
-                                                                 "call:clip_grad_value_")))
+    needs = Needs(file=(("call:scale",),), statement=(("call:step", "call:clip_grad_norm_",
+                                                      "call:clip_grad_value_", "call:clip_grad_norm", "call:clip_grad_value"),))
     probe = "error/effect"
     summary = ("With a GradScaler: `optimizer.step()` called directly after `scaler.scale(loss).backward()` "
                "(instead of `scaler.step(optimizer)`); `scaler.step(...)` with no `scaler.update()` in the "

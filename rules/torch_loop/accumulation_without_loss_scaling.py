@@ -26,7 +26,7 @@ class AccumulationWithoutLossScaling(Rule):
     code = "LL702"
     name = "accumulation-without-loss-scaling"
     frameworks = ("pt",)
-    needs = Needs(file=(("call:backward",),), statement=(("loop",), ("call:step",)))
+    needs = Needs(file=(("call:backward",),), statement=(("call:step",),))
     probe = "effect"
     summary = ("Gradient accumulation: `backward()` on every iteration, `optimizer.step()` only every k-th "
                "(under `% k == 0` or another counter guard), and neither the loss is divided by k (the number of "

@@ -15,7 +15,7 @@ class MissingZeroGrad(Rule):
     name = "missing-zero-grad"
     frameworks = ("pt",)
     needs = Needs(file=(("call:backward", "call:manual_backward"),),
-                  statement=(("loop", "call:step"),))
+                  statement=(("call:step",),))
     probe = "effect"
     summary = ("A training loop calls `.backward()` and `optimizer.step()` but never `zero_grad()` (on the "
                "optimizer or the model) nor `p.grad = None` in the loop: every step applies the sum of all "

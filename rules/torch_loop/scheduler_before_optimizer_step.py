@@ -17,7 +17,7 @@ class SchedulerBeforeOptimizerStep(Rule):
     code = "LL707"
     name = "scheduler-before-optimizer-step"
     frameworks = ("pt",)
-    needs = Needs(file=(("call:backward", "call:manual_backward"),), statement=(("loop",), ("call:step",)))
+    needs = Needs(file=(("call:backward", "call:manual_backward"),), statement=(("call:step",),))
     probe = "error (warning)"
     summary = ("`scheduler.step()` runs before `optimizer.step()` in the same iteration (a `torch.optim.lr_scheduler` "
                "scheduler, or one from `transformers.get_*_schedule*`): the first learning rate of the schedule is "

@@ -13,7 +13,7 @@ class StepOrder(Rule):
     code = "LL706"
     name = "step-order"
     frameworks = ("pt",)
-    needs = Needs(file=(("call:backward", "call:manual_backward"),), statement=(("loop", "call:step"),))
+    needs = Needs(file=(("call:backward", "call:manual_backward"),), statement=(("call:step", "call:zero_grad"),))
     probe = "effect"
     summary = ("In one iteration: `zero_grad()` between `backward()` and `step()` (the step sees zeroed or "
                "missing gradients), or `step()` before any `backward()` (the step applies the previous "
