@@ -14,10 +14,10 @@ be matched in one unit: a top-level function, a method, a class without its meth
 module's other statements together (they share one scope). Those units are the seeds. A CST is
 built only of the seeds and what the analyses may consult about them: the units that define a
 name a selected unit reads (functions it calls, values it uses, `self.x` it reads), those that
-refer to a function defined in a selected unit (its call sites, `tf.function(f)`), and a selected
-method's class. The file's imports and bound names come from the whole file. So the analyses
-answer as on the whole file, and the findings are the same (tests/test_screen.py,
-bench/compare_modes.py).
+refer to a function defined in a selected unit (its call sites, `tf.function(f)`), a selected
+method's class, and a selected module class's `__init__`, `forward` and `__call__`. The file's
+imports and bound names come from the whole file. So the analyses answer as on the whole file,
+and the findings are the same (tests/test_screen.py, bench/compare_modes.py).
 """
 
 from __future__ import annotations
@@ -122,6 +122,9 @@ class Unit:
     definition: bool = False  # a function, class or method (a scope of its own), not module code
     shell: int | None = None  # a method: the index of its class's unit
     methods: list[int] = field(default_factory=list)  # a class: the indexes of its methods' units
+    # A class with a `forward` (a module): its `__init__`, `forward` and `__call__`, selected with the class,
+    # since calling an instance (`net(x)`) runs them without naming them.
+    call_path: list[int] = field(default_factory=list)
     empty_alone: bool = False  # a class whose body is only methods: it parses only with one of them
 
     @property
@@ -198,12 +201,16 @@ class FileFacts:
                 method.definition = True
                 method.shell = shell_index
                 shell.methods.append(len(self.units) - 1)
+                if child.name in ("__init__", "forward", "__call__"):
+                    shell.call_path.append(len(self.units) - 1)
                 called.append((method, self._walk(method, [child], imports)))
             else:
                 own.append(child)
                 if _first_line(child) not in shell.starts:
                     shell.starts.append(_first_line(child))
         shell.empty_alone = len(shell.starts) == 1
+        if not any(isinstance(c, _FUNCTIONS) and c.name == "forward" for c in node.body):
+            shell.call_path = []
         called[0][1].update(self._walk(shell, own, imports))
         return called
 
@@ -331,6 +338,7 @@ class FileFacts:
         fresh = set(seeds) | {i for i, s in enumerate(units) if s.always}
         while fresh:
             fresh |= {units[i].shell for i in fresh if units[i].shell is not None} - selected
+            fresh |= {m for i in fresh for m in units[i].call_path} - selected
             selected |= fresh
             for i in fresh:
                 reads |= units[i].reads

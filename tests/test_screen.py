@@ -118,6 +118,16 @@ def test_only_the_selected_statements_and_what_they_use_are_parsed():
     assert [(f.code, f.line, f.column) for f in found.findings] == [("LL301", 11, 9)]
 
 
+def test_a_selected_module_class_brings_what_calling_an_instance_runs():
+    import ast
+    code = ("import torch\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        self.fc = 1\n\n"
+            "    def forward(self, x):\n        return self.fc(x)\n\n    def extra(self):\n        return 2\n\n"
+            "def train(loader):\n    net = Net()\n    for x in loader:\n        net(x).backward()\n")
+    facts = FileFacts(ast.parse(code))
+    selected = facts.closure({next(i for i, u in enumerate(facts.units) if u.first_line == 13)})
+    assert sorted(facts.units[i].first_line for i in selected) == [3, 4, 7, 13]  # not `extra`
+
+
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="the host parses PEP 695 itself")
 def test_syntax_newer_than_the_host_is_not_a_syntax_error():
     code = "import torch\ntype Vector = list[float]\n\ndef first[T](xs: list[T]) -> T:\n    return xs[0]\n"

@@ -13,6 +13,7 @@ from lintloop.analysis.distribution import Strategies
 from lintloop.analysis.index import Binding, Scope, TreeIndex
 from lintloop.analysis.iteration import Iterations
 from lintloop.analysis.losses import Losses
+from lintloop.analysis.modules import TorchModules
 from lintloop.analysis.names import Names
 from lintloop.analysis.pytorch import PyTorch
 from lintloop.analysis.tensorflow import TensorFlow
@@ -25,7 +26,8 @@ class FileContext:
 
     Tree questions (parents, scopes, statements) are answered here; every other concern lives in
     its own analysis, reached as an attribute (`ctx.flow`, `ctx.calls`, `ctx.training`, `ctx.tf`,
-    `ctx.strategies`, `ctx.torch`, `ctx.losses`, `ctx.iteration`) and built the first time a rule asks.
+    `ctx.strategies`, `ctx.torch`, `ctx.losses`, `ctx.modules`, `ctx.iteration`) and built the first
+    time a rule asks.
     """
 
     def __init__(self, module: cst.Module, timer: StageTimer | None = None, names: Names | None = None) -> None:
@@ -68,6 +70,10 @@ class FileContext:
     @cached_property
     def losses(self) -> Losses:
         return Losses(self)
+
+    @cached_property
+    def modules(self) -> TorchModules:
+        return TorchModules(self)
 
     @cached_property
     def iteration(self) -> Iterations:

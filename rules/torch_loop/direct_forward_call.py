@@ -1,0 +1,118 @@
+"""LL705 direct-forward-call: the rule, its documentation and its examples."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from lintloop.rule import Example, FixSpec, Replacement, Rule
+from lintloop.screen import Needs
+
+
+class DirectForwardCall(Rule):
+    code = "LL705"
+    name = "direct-forward-call"
+    frameworks = ("pt",)
+    kind = "hygiene"
+    fix_kind = "unsafe"
+    needs = Needs(statement=(("call:forward",),))
+    summary = ("`model.forward(x)` on an `nn.Module` from outside its own class: the call skips the "
+               "module's hooks. A receiver is a module when it is an instance of a class deriving from "
+               "`nn.Module`, built by torch or a known model library, a module attribute assigned in "
+               "`__init__`, or a parameter every same-file call site passes a module.")
+    why = ("`nn.Module.__call__` runs the forward pre-hooks and hooks, and the backward hooks, around "
+           "`forward`. Calling `forward` directly skips all of them: hooks registered by the user, and "
+           "those that tools install (DistributedDataParallel's gradient synchronisation when called on "
+           "the wrapper's `.module`, FSDP's parameter gathering, quantization observers, "
+           "`torch.utils.hooks`-based profilers and feature extractors, pruning masks).")
+    symptom = ("Nothing fails and the output is the same; the hooks just do not run. tests/fixtures/LL705_bad.py "
+               "registers a forward hook on the model that records the logits' scale, then trains with "
+               "`model.forward(xb)`: it prints `hook calls: 0 of 3 steps` (`3 of 3` with `model(xb)`).")
+    remedy = "Call the module: `model(x)`."
+    fix_safety = ("Unsafe: hooks registered on the module start running, which changes behaviour when a "
+                  "hook has side effects or modifies the output.")
+    flagged = (
+        Example("""
+import torch.nn as nn
+model = nn.Sequential(nn.Linear(10, 2))
+for x, y in loader:
+    out = model.forward(x)
+    loss = criterion(out, y)
+    loss.backward()
+"""),
+        Example("""
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+class Net(torch.nn.Module):
+    def forward(self, x):
+        return x
+model = DDP(Net().to(device))
+logits = model.module.forward(images)
+"""),
+        Example("""
+import pytorch_lightning as pl
+import timm
+import torch
+class Classifier(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.backbone = timm.create_model("resnet18", num_classes=10)
+    def forward(self, x):
+        return self.backbone.forward(x)
+"""),
+        Example("""
+import torch.nn as nn
+def evaluate(model, loader):
+    return [model.forward(x) for x, _ in loader]
+evaluate(nn.Linear(4, 2), val_loader)
+"""),
+    )
+    not_flagged = (
+        Example("""
+import torch.nn as nn
+class Block(nn.Linear):
+    def forward(self, x):
+        return super().forward(x).relu()
+    def run(self, x):
+        return self.forward(x)
+"""),
+        Example("""
+import torch
+class Clamp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clamp(0, 1)
+y = Clamp.forward(None, x)
+"""),
+        Example("""
+import torch
+class Scaler:
+    def forward(self, x):
+        return x * 2
+op = Scaler()
+out = op.forward(torch.ones(3))
+"""),
+        Example("""
+import torch.nn as nn
+class Net(nn.Module):
+    def forward(self, x):
+        return x
+model = Net()
+out = model(x)
+handle = model.forward
+"""),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "forward"):
+            return
+        owner = func.value
+        if isinstance(owner, cst.Name) and owner.value == "self":
+            return  # `self.forward(x)` inside the class: its own business
+        if self.ctx.modules.forward_of(node) is None:
+            return
+        code = self.ctx.snippet(owner)
+        self.report(node, f"`{code}.forward(...)` skips the module's hooks (forward/backward hooks, and those "
+                          f"that DDP, FSDP, quantization and profilers install); call `{code}(...)`",
+                    fix=FixSpec("unsafe", [Replacement(func, self.ctx.module.code_for_node(owner))],
+                                f"call `{code}(...)`"))
