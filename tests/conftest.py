@@ -46,6 +46,7 @@ for x, y in loader:
     loss.backward()
     optimizer.step()
     total += loss
+    optimizer.zero_grad()
 """
 
 TF_PRINT = """\
