@@ -120,3 +120,17 @@ def test_a_recursive_function_is_walked_once():
             train(net, 3)
     """)
     assert _kinds(ctx.iteration.of(_loop(ctx, "for epoch"))) == [("zero_grad", "net")]
+
+
+def test_forward_passes_of_known_modules_and_losses():
+    ctx = _context("""
+        import torch
+        import torch.nn.functional as F
+        model = torch.nn.Linear(4, 1)
+        for x, y in loader:
+            out = model(x)
+            loss = F.mse_loss(out, y)
+            helper(x)
+    """)
+    events = ctx.iteration.of(_loop(ctx, "for x, y")).events
+    assert [(e.kind, e.target) for e in events] == [("forward", "model"), ("loss", None)]

@@ -3,9 +3,9 @@
 An event is a call that matters to a training step — `zero_grad`, `backward` (plain,
 `scaler.scale(loss).backward()`, `accelerator.backward(loss)`), an optimizer `step` (plain or
 `scaler.step(opt)`), `scaler.update()` / `unscale_`, a scheduler step, gradient clipping,
-`model.train()` / `model.eval()`, `sampler.set_epoch(...)`, a loss computation — with the `if`s
-around it, the loops between the iteration's loop and it, and the same-file calls that lead to
-it. Calls of same-file functions and methods are followed (`train_one_epoch(model, loader, opt)`
+`model.train()` / `model.eval()`, `sampler.set_epoch(...)`, a module's forward pass, a loss
+computation, a `for` over a loader — with the `if`s around it, the loops between the iteration's
+loop and it, and the same-file calls that lead to it. Calls of same-file functions and methods are followed (`train_one_epoch(model, loader, opt)`
 from the epoch loop; `self.optimizer` in a Trainer), with their parameters renamed to the
 caller's arguments, so a rule sees `optimizer.step()` inside `train_one_epoch` as a step of the
 caller's `opt`. Rules ask this model; none walks a loop itself.
@@ -47,7 +47,8 @@ class Event:
     """One thing an iteration does, where it does it, and to which object."""
 
     kind: str  # zero_grad | backward | step | scaler_step | scaler_update | unscale | scheduler_step
-    #            | clip | train_mode | eval_mode | set_epoch | loss | iterate (a `for` over `target`)
+    #            | clip | train_mode | eval_mode | set_epoch | loss | forward (a module's)
+    #            | iterate (a `for` over `target`)
     node: cst.CSTNode  # the call (or `p.grad = None` assignment) in the source
     target: str | None  # the object acted on, in the iteration's own names: `opt`, `self.scaler`, `model`
     argument: str | None = None  # `scaler.step(opt)` / `unscale_(opt)`: `opt`; `set_epoch(e)`: `e`
@@ -258,7 +259,7 @@ class Iterations(Analysis):
         if callee == "torch.autograd.backward":
             return Event("backward", call, None)
         if owner is None or name is None:
-            return None
+            return self._forward(call)
         if callee is not None and name in ("backward", "step"):
             return None  # a module's function, e.g. `torch.distributed.autograd.backward(context_id, [loss])`
         target = dotted(_module_of_chain(owner))
@@ -289,7 +290,15 @@ class Iterations(Analysis):
             return Event("set_epoch", call, target, argument=self.ctx.snippet(first), argument_node=first)
         if self.ctx.losses.prediction(call) is not None:
             return Event("loss", call, None)
-        return None
+        return self._forward(call)
+
+    def _forward(self, call: cst.Call) -> Event | None:
+        """`model(x)` / `model.forward(x)` on a known `nn.Module`: a forward pass."""
+        if self.ctx.modules.forward_of(call) is None:
+            return None
+        owner = call.func.value if isinstance(call.func, cst.Attribute) and call.func.attr.value == "forward" \
+            else call.func
+        return Event("forward", call, dotted(owner))
 
     def _backward(self, call: cst.Call, owner: cst.BaseExpression, target: str | None) -> Event:
         if isinstance(owner, cst.Call) and call_name(owner) == "scale" and receiver(owner) is not None:
