@@ -68,6 +68,7 @@ def test_check_probe_skips_what_it_cannot_run(run_cli, write):
         def train(loader, model, criterion, optimizer):
             total = 0
             for x, y in loader:
+                optimizer.zero_grad()
                 loss = criterion(model(x), y)
                 loss.backward()
                 optimizer.step()

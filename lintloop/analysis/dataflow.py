@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import libcst as cst
 
 from lintloop.analysis.base import Analysis
 from lintloop.analysis.index import Binding
 from lintloop.analysis.syntax import dotted, names_in
+
+# How many same-file calls a node may sit below the training loop that runs it.
+_MAX_CALL_DEPTH = 3
+
+
+@dataclass(frozen=True)
+class StepSite:
+    """A training loop that runs a node once per iteration, and the same-file calls that lead there."""
+
+    loop: cst.For | cst.While
+    path: tuple[cst.Call, ...] = ()  # calls from the loop's body down to the node's function, outermost first
 
 
 class DataFlow(Analysis):
@@ -83,3 +96,32 @@ class DataFlow(Analysis):
             if name:
                 return value, name
         return None
+
+    def source_value(self, binding: Binding) -> cst.BaseExpression | None:
+        """What a binding takes its value from: the assigned value; for a name unpacked from a tuple
+        (`out, hidden = model(x, hidden)`) the whole right side; for a `for` target, the iterable."""
+        if binding.value is not None:
+            return binding.value
+        node = binding.node
+        if isinstance(node, cst.Assign):
+            return node.value
+        if isinstance(node, cst.For):
+            return node.iter
+        return None
+
+    def training_steps(self, node: cst.CSTNode, depth: int = 0) -> list[StepSite]:
+        """The training loops that run `node` on each of their iterations: the innermost loop around it
+        when that loop trains, else — for a node of a function outside any loop — the training loops
+        that call that function (through up to three same-file calls). A node in a loop that does not
+        train (validation inside the epoch loop) has none."""
+        ctx = self.ctx
+        loop = ctx.innermost_loop(node)
+        if loop is not None:
+            return [StepSite(loop)] if ctx.training.is_training_loop(loop) else []
+        scope = ctx.scope_of(node)
+        if depth >= _MAX_CALL_DEPTH or not isinstance(scope, cst.FunctionDef):
+            return []
+        found: list[StepSite] = []
+        for site in ctx.calls.call_sites.get(scope, ()):
+            found.extend(StepSite(s.loop, s.path + (site,)) for s in self.training_steps(site, depth + 1))
+        return found

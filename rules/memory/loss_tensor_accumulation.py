@@ -33,15 +33,17 @@ class LossTensorAccumulation(Rule):
     code = "LL301"
     name = "loss-tensor-accumulation"
     frameworks = ("tf", "pt")
-    # The training functions a loop calls are selected with the loop.
+    # The accumulation may sit in a train-step function without a loop of its own: the screen selects
+    # the loop that calls it along with it.
     needs = Needs(file=(("call:backward", "call:gradient", "call:step", "call:minimize", "call:apply_gradients",
-                         "call:grad", "call:value_and_grad"),),
-                  statement=(("loop",), ("augassign", "call:append")))
+                         "call:grad", "call:value_and_grad"), ("loop",)),
+                  statement=(("augassign", "call:append"),))
     fix_kind = "unsafe"
     probe = "mem"
-    summary = ("In a training loop, a loss tensor (the value a gradient is taken of, or the result of a "
-               "train-step function returning it) is appended to a list or `+=`-accumulated into a "
-               "variable that outlives the iteration, without `.item()`, `.detach()`, `.numpy()` or `float()`.")
+    summary = ("In a training loop, or a train-step function called from one, a loss tensor (the value a "
+               "gradient is taken of, or the result of a train-step function returning it) is appended to a list "
+               "or `+=`-accumulated into a variable, container entry or attribute (`total`, `history[\"loss\"]`, "
+               "`self.losses`) that outlives the iteration, without `.item()`, `.detach()`, `.numpy()` or `float()`.")
     why = ("PyTorch: each loss tensor references the autograd graph of its step, so every step's graph "
            "stays alive as long as the accumulator does. TensorFlow: each eager loss tensor stays alive "
            "(on a GPU, in device memory).")
@@ -103,8 +105,59 @@ for x, y in loader:
     loss.backward()
     history["loss"].append(loss)
 """, count=2),
+        Example("""
+import torch
+import torch.nn.functional as F
+class Trainer:
+    def __init__(self, model, loader):
+        self.model = model
+        self.loader = loader
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+        self.losses = []
+        self.total_loss = 0.0
+    def train_step(self, x, y):
+        self.optimizer.zero_grad()
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
+        self.optimizer.step()
+        self.losses.append(loss)
+        self.total_loss += loss
+    def fit(self, epochs):
+        for epoch in range(epochs):
+            for x, y in self.loader:
+                self.train_step(x, y)
+""", count=2),
+        Example("""
+import torch
+from collections import defaultdict
+def fit(model, loader, optimizer, criterion, epochs):
+    history = defaultdict(list)
+    metrics = {"loss": 0.0}
+    for epoch in range(epochs):
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            history["train_loss"].append(loss)
+            metrics["loss"] += loss
+    return history, metrics
+""", count=2),
     )
     not_flagged = (
+        Example("""
+import torch
+running_loss = 0
+for idx, batch in enumerate(dataloader):
+    current_loss = loss_step(batch) * num_tokens
+    running_loss += current_loss
+    current_loss.backward()
+    if (idx + 1) % gradient_accumulation_steps == 0:
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        log(running_loss.item())
+        running_loss = 0
+"""),
         Example("""
 import torch
 total_loss = 0.0
@@ -149,6 +202,26 @@ for x, y in loader:
     batch_losses.append(loss)
     losses.append(loss.detach())
 """),
+        Example("""
+import torch
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        self.losses = []
+    def train_step(self, x, y):
+        parts = []
+        self.optimizer.zero_grad()
+        loss = self.model.loss(x, y)
+        loss.backward()
+        self.optimizer.step()
+        parts.append(loss)
+        self.losses.append(loss.item())
+        return sum(parts)
+    def fit(self, loader):
+        for x, y in loader:
+            self.train_step(x, y)
+"""),
     )
 
     def __init__(self, *args, **kwargs) -> None:
@@ -165,12 +238,13 @@ for x, y in loader:
             self._check(node, owner, positional_args(node)[0])
 
     def _check(self, node: cst.CSTNode, accumulator: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        loop = self.ctx.innermost_loop(node)
-        if loop is None or not self.ctx.training.is_training_loop(loop) or self.ctx.tf.compiled_function_of(node) is not None:
+        if not self.ctx.flow.training_steps(node) or self.ctx.tf.compiled_function_of(node) is not None:
             return  # e.g. a validation loop nested in the epoch loop; a graph-mode loop
-        found = self._unconverted(value, self._loss_names(loop), node)
+        # The code one training step runs: the loop's body, or a train-step function called from the loop.
+        region = self.ctx.innermost_loop(node) or self.ctx.scope_of(node)
+        found = self._unconverted(value, self._loss_names(region), node)
         root = _root(accumulator)
-        if found is None or root is None or self._fresh_in_iteration(root, loop, node):
+        if found is None or root is None or self._fresh_in_iteration(root, region, node):
             return
         held, framework = found
         code = self.ctx.snippet(held)
@@ -188,13 +262,13 @@ for x, y in loader:
                     fix=FixSpec("unsafe", [Replacement(held, self.ctx.module.code_for_node(held) + method)],
                                 f"use `{converted}`"))
 
-    def _loss_names(self, loop: cst.CSTNode) -> dict[str, str]:
-        """Names holding a loss tensor in this loop's iterations, with the framework that computed it."""
+    def _loss_names(self, region: cst.CSTNode) -> dict[str, str]:
+        """Names holding a loss tensor in one step (`region`), with the framework that computed it."""
         names: dict[str, str] = {}
         for target, call in self.ctx.training.differentiated:
-            if isinstance(target, cst.Name) and self.ctx.is_inside(call, loop):
+            if isinstance(target, cst.Name) and self.ctx.is_inside(call, region):
                 names[target.value] = _framework(call)
-        for call in self.ctx.calls.calls_in(loop):
+        for call in self.ctx.calls.calls_in(region):
             framework = self._returned_loss_framework(call)
             assign = self.ctx.parents.get(call)
             if framework and isinstance(assign, cst.Assign):
@@ -243,6 +317,9 @@ for x, y in loader:
                 self.ctx.names.is_builtin(expr.func, b) for b in _CONVERTING_BUILTINS)
         return isinstance(expr, cst.Attribute) and expr.attr.value == "data"
 
-    def _fresh_in_iteration(self, name: str, loop: cst.CSTNode, at: cst.CSTNode) -> bool:
-        """Is the accumulator re-created inside this loop's body before `at` (so it dies with the iteration)?"""
-        return any(not b.augmented and self.ctx.is_inside(b.node, loop) for b in self.ctx.flow.bindings_of(name, at))
+    def _fresh_in_iteration(self, name: str, region: cst.CSTNode, at: cst.CSTNode) -> bool:
+        """Is the accumulator re-created in this step (so it holds at most the graphs of the steps since:
+        `running_loss = 0` after each accumulated optimizer step keeps a bounded few)? A parameter of a
+        train-step function is the caller's: it outlives the call."""
+        return any(not b.augmented and not isinstance(b.node, cst.Param) and self.ctx.is_inside(b.node, region)
+                   for b in self.ctx.flow.bindings_of(name, at, before=False))
