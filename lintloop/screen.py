@@ -3,7 +3,8 @@
 Each rule declares its `Needs` in tokens this module understands:
 
 - `call:NAME`  a call of something whose last name is NAME (`x.backward()`, `tf.function(f)`, or an
-               imported alias of it: `from tensorflow import function as tfn; tfn(f)`)
+               imported alias of it: `from tensorflow import function as tfn; tfn(f)`), not a
+               `super().NAME(...)` call (a class extending its base's method)
 - `name:NAME`  an identifier NAME: a name, an attribute, or a part of an imported name
                (`from tensorflow.distribute import MirroredStrategy` gives `distribute`)
 - `loop`, `augassign`, `return`: a `for`/`while` loop, an augmented assignment, a return statement
@@ -231,7 +232,9 @@ class FileFacts:
             elif kind is ast.Call:
                 func = node.func
                 if type(func) is ast.Attribute:
-                    tokens.add("call:" + func.attr)
+                    value = func.value
+                    if not (type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "super"):
+                        tokens.add("call:" + func.attr)
                 elif type(func) is ast.Name:
                     tokens.add("call:" + func.id)
                     plain_calls.add(func.id)
