@@ -59,6 +59,56 @@ probe, with autograph-generated code mapped back to the user's source):
 - ``replica_values``: ``values`` (per-replica scalars of an eager ``strategy.run``), ``step``.
 - ``live_objects``: ``step``, ``at`` (warmup|last), ``tf_eager_tensors``,
   ``torch_tensors``, ``torch_tensors_with_grad_fn``, ``cost_s``.
+- ``eval_forward`` (torch): an outermost call (not from inside another module's forward) of a
+  module in eval mode: ``module`` (class), ``key`` (names the module within the process),
+  ``n`` (its eval-mode calls so far: the "step" of this memory series), ``grad`` (autograd
+  enabled), ``mem``, ``mem_source``, ``host_mem``; ``file``/``line`` on the first.  Every call
+  up to 100 per module, then every 10th.  ``eval_forwards`` (at the end): ``calls``,
+  ``with_grad`` per module.
+- ``eval_mode_step`` (torch): the first optimizer step whose model (parameters in that
+  optimizer) ran its last outermost forward before it with autograd on, in eval mode, with
+  Dropout (p > 0) / BatchNorm (tracking statistics) submodules in eval mode: ``step``,
+  ``optimizer``, ``module``, ``eval_submodules`` ({class: count}), ``file``/``line`` of that
+  forward, ``step_line``.  ``eval_mode_steps`` (at the end): ``steps``, ``of_steps``,
+  ``first_step``.
+- ``ddp_bypass`` (torch): the first optimizer step after an outermost, grad-enabled forward of
+  a module wrapped by ``DistributedDataParallel`` (or of one of its submodules) with no
+  forward of the wrapper since the previous step: ``step``, ``module``, ``rank``,
+  ``ddp_forwards`` (wrapper forwards so far), ``file``/``line`` of that forward.
+  ``ddp_forwards`` (at the end, where a wrapper was built): ``wrappers``, ``ddp_forwards``,
+  ``bypassed_forwards``, ``bypass_steps``, ``steps``, ``rank``.
+- ``sampler_epoch`` (torch): one pass over a ``DistributedSampler``: ``sampler`` (names it
+  within the process), ``sampler_class``, ``iteration`` (its passes so far), ``epoch``,
+  ``shuffle``, ``seed``, ``rank``, ``num_replicas``, ``samples``, ``first`` (first 5
+  indices), ``digest`` (of the whole order).
+- ``cross_entropy_input`` (torch): a checked ``F.cross_entropy`` input (calls 1-5, then every
+  50th), the first of each kind per call site: ``probabilities`` (every value in [0, 1] and
+  rows summing to 1 within 1e-3 along the class dimension), ``call``, ``shape``, ``min``,
+  ``max``, ``row_sum_error``, ``requires_grad``.  ``cross_entropy_inputs`` (at the end):
+  ``calls``, ``checked``, ``probabilities``.
+- ``device`` (torch, with ``device="cuda"`` only): ``requested``, ``cuda_available``,
+  ``devices``, ``name``.  On CUDA, ``step`` events of torch also carry ``peak`` (the
+  allocator's peak since the previous sample, which the probe then resets).
+- ``grads_carried`` (torch): the gradients applied at optimizer step ``from_step`` were still in
+  ``.grad``, never reset, when a later ``backward()`` added to them before ``step``: ``params``,
+  ``total``, ``optimizer``, ``grad_norm``, ``backwards``, ``backward_file``/``backward_line``.
+- ``accumulation`` (torch): ``backwards`` (>= 2) backward passes before optimizer step ``step``:
+  ``loss_scales`` (each backwarded loss over the loss function's own output), ``backward_lines``,
+  ``norms`` (gradient norm after each), ``grad_norm`` (at the step), ``reset_between``.
+- ``step_order`` (torch): ``order`` (step_before_backward|reset_between_backward_and_step),
+  ``step``, ``optimizer``; for a reset: ``reset``, ``reset_file``/``reset_line``,
+  ``backward_file``/``backward_line``.
+- ``retain_graph`` (torch): one checked ``backward(retain_graph=True)`` call: ``call``, ``step``,
+  ``nodes``, ``saved_bytes``, ``reused`` (a later backward ran through the graph),
+  ``freed_at_step``, ``resolved_by``.  ``retain_graph_calls`` (at the end): ``calls``,
+  ``checked`` per line.
+- ``fp16_underflow`` (torch): a sampled backward under float16 autocast whose float32 gradients
+  became 0 or subnormal when cast to float16: ``step``, ``scaled``, ``casts``, ``nonzero``,
+  ``to_zero``, ``subnormal``.
+- ``scaled_step`` (torch): an optimizer step outside ``scaler.step()`` on gradients still
+  multiplied by the loss scale: ``step``, ``optimizer``, ``scale``, ``grad_norm``.
+  ``scaled_clip``: ``clip_grad_norm_`` on scaled gradients: ``step``, ``max_norm``,
+  ``total_norm``, ``scale``.
 - ``stop``: ``reason`` (step_limit|exit|error), ``steps``, ``kinds`` (steps by kind),
   ``checks`` (gradient checks by kind).
 - ``probe_error``: ``where``, ``message``: a hook failed (the program was not affected).
@@ -277,7 +327,9 @@ def run_probe(script: Path, argv: list[str], *, steps: int = 50, timeout: float 
     """Run `python SCRIPT ARGV` under the probe and return its events and outcome.
 
     steps: stop the program cleanly after this many training steps (0: no cap).
-    device: "cpu" hides GPUs (CUDA_VISIBLE_DEVICES=""); "cuda"/"auto" leave them visible.
+    device: "cpu" hides GPUs (CUDA_VISIBLE_DEVICES=""); "auto" leaves the environment as it is;
+        "cuda" makes GPUs visible (an empty CUDA_VISIBLE_DEVICES inherited from the caller is
+        dropped), and the child reports whether it sees CUDA (a `device` event).
     python: the interpreter to run (default: this one); it needs the frameworks, not lintloop.
     memory_limit_mb: kill the process tree when its memory goes over this (None: no limit).
     sample_every: emit a `step` event (memory sample) every this many steps.
@@ -304,6 +356,8 @@ def run_probe(script: Path, argv: list[str], *, steps: int = 50, timeout: float 
     env.setdefault("PYTHONUNBUFFERED", "1")
     if device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""
+    elif device == "cuda" and not env.get("CUDA_VISIBLE_DEVICES", "x").strip():
+        env.pop("CUDA_VISIBLE_DEVICES")
     command = [python or sys.executable, str(script), *[str(a) for a in argv]]
 
     start = time.monotonic()

@@ -104,6 +104,8 @@ class Summary:
     steps: int = 0
     stop_reason: str | None = None
     memory: GrowthStats | None = None
+    # With a device memory source (CUDA): the host heap beside it, where autograd's graph nodes live.
+    host_memory: GrowthStats | None = None
     mem_source: str | None = None
     none_gradients: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
@@ -124,6 +126,7 @@ class Summary:
     def from_events(cls, events: list[dict[str, Any]], returncode: int | None, timed_out: bool) -> Summary:
         summary = cls(returncode, timed_out)
         series: dict[Any, list[tuple[int, int]]] = {}  # per process: workers count their own steps
+        host_series: dict[Any, list[tuple[int, int]]] = {}
         for event in events:
             kind = event.get("type")
             summary.by_type.setdefault(str(kind), []).append(event)
@@ -131,6 +134,9 @@ class Summary:
                 summary.steps = max(summary.steps, int(event.get("n", 0)))
                 if event.get("mem") is not None:
                     series.setdefault(event.get("pid"), []).append((int(event.get("n", 0)), int(event["mem"])))
+                    if event.get("host_mem") is not None:
+                        host_series.setdefault(event.get("pid"), []).append(
+                            (int(event.get("n", 0)), int(event["host_mem"])))
                     summary.mem_source = event.get("mem_source")
             elif kind == "none_gradients":
                 summary.none_gradients.append(event)
@@ -160,6 +166,7 @@ class Summary:
                 summary.stop_reason = event.get("reason")
                 summary.steps = max(summary.steps, int(event.get("steps", 0)))
         summary.memory = growth(max(series.values(), key=len)) if series else None
+        summary.host_memory = growth(max(host_series.values(), key=len)) if host_series else None
         return summary
 
     @property
@@ -180,6 +187,7 @@ class Summary:
             "steps": self.steps,
             "stop_reason": self.stop_reason,
             "memory": self.memory.to_json() if self.memory else None,
+            "host_memory": self.host_memory.to_json() if self.host_memory else None,
             "mem_source": self.mem_source,
             "none_gradients": self.none_gradients,
             "errors": self.errors,
@@ -299,11 +307,15 @@ def _trace_only_print(summary: Summary, differential: Summary | None) -> dict[st
 
 
 def _memory_growth(summary: Summary, differential: Summary | None) -> dict[str, Any]:
-    if summary.memory is not None and summary.memory.grows:
-        evidence = {"memory": summary.memory.to_json(), "mem_source": summary.mem_source}
-        if differential is not None and differential.memory is not None:
-            evidence["fixed_program_memory"] = differential.memory.to_json()
-        return _confirmed("memory_growth", **evidence)
+    # On CUDA a kept autograd graph grows the host heap (graph nodes), a kept activation the device's.
+    for memory, source in ((summary.memory, summary.mem_source), (summary.host_memory, "host")):
+        if memory is not None and memory.grows:
+            evidence = {"memory": memory.to_json(), "mem_source": source}
+            fixed = (differential.memory if source == summary.mem_source else differential.host_memory) \
+                if differential is not None else None
+            if fixed is not None:
+                evidence["fixed_program_memory"] = fixed.to_json()
+            return _confirmed("memory_growth", **evidence)
     live = summary.live_tensor_growth()
     if live is not None and live[1] > 0 and live[0] >= LIVE_TENSORS_PER_STEP * live[1]:
         evidence = {"extra_live_tensors": live[0], "over_steps": live[1],

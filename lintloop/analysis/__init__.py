@@ -9,7 +9,9 @@
 - `training`: what is differentiated, training functions and loops
 - `tensorflow`: tapes, `gradient` calls, `tf.function`-traced code, Keras versions
 - `distribution`: `tf.distribute` strategies, scopes and step functions
-- `pytorch`: `no_grad` / `inference_mode` code
+- `pytorch`: `no_grad` / `inference_mode` code, autocast regions, GradScalers
+- `modules`: which values are `nn.Module`s, their forward calls and last layers
+- `iteration`: the ordered events of a PyTorch loop's iteration (zero_grad, backward, step, modes, ...)
 - `losses`: loss objects and functions of both frameworks
 - `context`: `FileContext`, which holds the tree and builds each analysis on first use
 """

@@ -1,15 +1,141 @@
-"""PyTorch contexts: code under `torch.no_grad()` / `torch.inference_mode()`."""
+"""PyTorch contexts: code under `torch.no_grad()` / `torch.inference_mode()`, autocast regions, optimizer steps."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import libcst as cst
+
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.contexts import WithBlocks
+from lintloop.analysis.syntax import argument, call_name, dotted, receiver, string_value
 
-_NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"}
+# Context managers (and decorators) under which nothing computed holds an autograd graph.
+NO_GRAD_CALLS = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"}
+
+# Autocast constructors, by the device type they fix (None: the first argument, `device_type`, names it).
+AUTOCAST_DEVICES: dict[str, str | None] = {
+    "torch.autocast": None,
+    "torch.amp.autocast": None,
+    "torch.amp.autocast_mode.autocast": None,
+    "torch.cuda.amp.autocast": "cuda",
+    "torch.cuda.amp.autocast_mode.autocast": "cuda",
+    "torch.cpu.amp.autocast": "cpu",
+    "torch.cpu.amp.autocast_mode.autocast": "cpu",
+}
+# The deprecated spellings (torch 2.4+: FutureWarning at every call) and the device they stand for.
+DEPRECATED_AMP = {
+    "torch.cuda.amp.autocast": ("autocast", "cuda"),
+    "torch.cuda.amp.autocast_mode.autocast": ("autocast", "cuda"),
+    "torch.cpu.amp.autocast": ("autocast", "cpu"),
+    "torch.cpu.amp.autocast_mode.autocast": ("autocast", "cpu"),
+    "torch.cuda.amp.GradScaler": ("GradScaler", "cuda"),
+    "torch.cuda.amp.grad_scaler.GradScaler": ("GradScaler", "cuda"),
+    "torch.cpu.amp.GradScaler": ("GradScaler", "cpu"),
+    "torch.cpu.amp.grad_scaler.GradScaler": ("GradScaler", "cpu"),
+}
+# Their replacements: a file that uses one of these beside a deprecated spelling keeps the old one as a fallback.
+NEW_AMP = {"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast", "torch.amp.GradScaler",
+           "torch.amp.grad_scaler.GradScaler", "torch.GradScaler"}
+# What autocast runs in when `dtype` is not given (torch.get_autocast_dtype, measured on torch 2.13).
+_DEFAULT_DTYPE = {"cuda": "float16", "cpu": "bfloat16"}
+_DTYPES = {"torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16",
+           "torch.float32": "float32", "torch.float": "float32"}
+
+
+def _is_optimizer_like(expr: cst.BaseExpression | None) -> bool:
+    """`optimizer`, `self.opt`, `opt_g`, `scaler` (whose `step` steps the optimizer it is given)."""
+    label = (dotted(expr) or "").lower() if expr is not None else ""
+    last = label.rsplit(".", 1)[-1]
+    return "optim" in label or "scaler" in last or last in ("opt", "optimizer") or (
+        last.startswith("opt_") or last.endswith("_opt"))
+
+
+@dataclass(frozen=True)
+class Autocast:
+    """One autocast call and the code it covers."""
+
+    call: cst.Call
+    qualname: str
+    device: str | None  # "cuda", "cpu", ... when known
+    dtype: str | None  # "float16", "bfloat16", "float32" when known (given, or the device's default)
+    enabled: bool | None  # False only when literally disabled; None when not a literal
+    region: cst.With | cst.FunctionDef  # the `with` statement whose body it covers, or the function it decorates
+    anchor: cst.CSTNode  # where to report it: the call, or the name a `with` uses for it
+
+    @property
+    def float16(self) -> bool:
+        return self.dtype == "float16" and self.enabled is not False
 
 
 class PyTorch(Analysis):
     @computed
     def no_grad(self) -> WithBlocks:
         """`with torch.no_grad():` / `torch.inference_mode()` blocks: nothing computed there holds a graph."""
-        return WithBlocks(self.ctx, "no_grad", lambda call: self.ctx.names.callee(call) in _NO_GRAD)
+        return WithBlocks(self.ctx, "no_grad", lambda call: self.ctx.names.callee(call) in NO_GRAD_CALLS)
+
+    @computed
+    def autocasts(self) -> list[Autocast]:
+        """Every autocast used as a `with` item or a decorator (any spelling, also through
+        `amp_autocast = functools.partial(torch.autocast, ...)`), with its device and dtype."""
+        found: list[Autocast] = []
+        blocks = WithBlocks(self.ctx, "autocast", lambda call: self._constructor(call) is not None)
+        for context in blocks.contexts:
+            item = context.item.item
+            manager = item if isinstance(item, cst.Call) else self.ctx.flow.resolve_value(item, item)
+            call = self._constructor(manager) if isinstance(manager, cst.Call) else None
+            if call is not None:
+                found.append(self._autocast(call, context.block, item))
+        for fn in self.ctx.nodes(cst.FunctionDef):
+            for decorator in fn.decorators:
+                call = self._constructor(decorator.decorator) if isinstance(decorator.decorator, cst.Call) else None
+                if call is not None:
+                    found.append(self._autocast(call, fn, decorator.decorator))
+        return found
+
+    def steps_optimizer(self, node: cst.CSTNode) -> bool:
+        """Does `node` (a loop or function) step an optimizer — directly, through a GradScaler, or in a
+        same-file function it calls?"""
+        calls = self.ctx.calls
+        bodies = [node, *calls.called_functions(node)]
+        return any(call_name(call) == "step" and _is_optimizer_like(receiver(call))
+                   for body in bodies for call in calls.calls_in(body))
+
+    def _constructor(self, call: cst.Call) -> cst.Call | None:
+        """The autocast call `call` makes: itself, or for `amp_autocast()` with `amp_autocast =
+        partial(torch.autocast, ...)`, a call (outside the tree) with the partial's arguments, then its own."""
+        if self.ctx.names.callee(call) in AUTOCAST_DEVICES:
+            return call
+        made = self.ctx.flow.resolve_value(call.func, call)
+        if isinstance(made, cst.Call) and self.ctx.names.callee(made) == "functools.partial" and made.args:
+            wrapped = made.args[0]
+            if (wrapped.keyword is None and not wrapped.star
+                    and self.ctx.names.qualname(wrapped.value) in AUTOCAST_DEVICES):
+                return cst.Call(func=wrapped.value, args=[*made.args[1:], *call.args])
+        return None
+
+    def _autocast(self, call: cst.Call, region: cst.With | cst.FunctionDef, anchor: cst.CSTNode) -> Autocast:
+        qualname = self.ctx.names.callee(call) or ""
+        fixed_device = AUTOCAST_DEVICES[qualname]
+        if fixed_device is None:
+            device = string_value(self._value(argument(call, 0, "device_type")))
+            dtype_arg = argument(call, 1, "dtype")
+            enabled_arg = argument(call, 2, "enabled")
+        else:  # the deprecated constructors: (enabled, dtype, cache_enabled)
+            device = fixed_device
+            dtype_arg = argument(call, 1, "dtype")
+            enabled_arg = argument(call, 0, "enabled")
+        if dtype_arg is None:
+            dtype = _DEFAULT_DTYPE.get(device or "")
+        else:
+            dtype = _DTYPES.get(self.ctx.names.qualname(self._value(dtype_arg)) or "")
+        enabled: bool | None = True
+        if enabled_arg is not None:
+            value = self._value(enabled_arg)
+            literal = isinstance(value, cst.Name) and value.value in ("True", "False")
+            enabled = value.value == "True" if literal else None
+        return Autocast(call, qualname, device, dtype, enabled, region, anchor)
+
+    def _value(self, expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
+        """A name followed to the value it was last assigned (`amp_dtype = torch.float16`)."""
+        return self.ctx.flow.resolve_value(expr) if expr is not None else None

@@ -2,8 +2,10 @@
 
 On the host: the heap in use from glibc's mallinfo2 (mallinfo, whose int fields wrap past
 4 GiB, on older glibc; mstats on macOS; else the resident set).  On a GPU (unless the run
-is `--device cpu`): the CUDA allocator's figure for PyTorch, TensorFlow's GPU:0 memory
-info for TensorFlow, with the host figure alongside.
+is `--device cpu`): the CUDA allocator's figure for PyTorch (`torch.cuda.memory_allocated`,
+and the peak since the previous sample, `max_memory_allocated`, after which the peak is
+reset: a program that prints its own peak sees per-step peaks under the probe),
+TensorFlow's GPU:0 memory info for TensorFlow, with the host figure alongside.
 """
 import gc
 import os
@@ -99,6 +101,35 @@ def sample(fw, on_cuda=False):
             probe_error("device_memory", err)
     mem, source = _host_mem()
     return mem, source, None
+
+
+def cuda_peak():
+    """The CUDA allocator's peak since the previous call (bytes), resetting it; None on failure."""
+    try:
+        cuda = sys.modules["torch"].cuda
+        peak = cuda.max_memory_allocated()
+        cuda.reset_peak_memory_stats()
+        return peak
+    except Exception as err:
+        probe_error("cuda_peak", err)
+        return None
+
+
+def torch_device_event(torch):
+    """With `--device cuda`: a `device` event saying whether this process sees CUDA (asked only then:
+    the question initialises the CUDA driver)."""
+    if S.device != "cuda":
+        return []
+    try:
+        available = bool(torch.cuda.is_available())
+        ev = {"type": "device", "framework": "torch", "requested": "cuda", "cuda_available": available,
+              "devices": torch.cuda.device_count() if available else 0}
+        if available:
+            ev["name"] = torch.cuda.get_device_name(0)
+        emit(ev, site=False)
+    except Exception as err:
+        probe_error("torch_device", err)
+    return ["device"]
 
 
 def count_live(at):

@@ -9,7 +9,7 @@ import threading
 import time
 
 from .events import emit, flush
-from .memory import count_live, sample
+from .memory import count_live, cuda_peak, sample
 from .state import S
 
 _EAGER_RANK = {"tape_gradient": 1, "apply_gradients": 2, "optimizer_step": 2}
@@ -46,6 +46,8 @@ def count_step(kind, fw, extra=None, on_cuda=False):
         ev = {"type": "step", "n": n, "kind": kind, "mem": mem, "mem_source": source}
         if host is not None:
             ev["host_mem"] = host
+        if source == "cuda":
+            ev["peak"] = cuda_peak()
         if extra:
             ev.update(extra)
         emit(ev, buffered=True)

@@ -6,6 +6,8 @@ import functools
 import sys
 import traceback
 
+from . import torch_amp, torch_autograd
+from . import memory, torch_data, torch_losses, torch_modules
 from .errors import record_exception
 from .frames import add_nonuser_dir
 from .imports import framework_event
@@ -22,6 +24,10 @@ def install(torch):
     hooks.append("Tensor.backward")
     torch.autograd.backward = _record_backward_errors(torch.autograd.backward)
     hooks.append("autograd.backward")
+    hooks += torch_autograd.install(torch)
+    hooks += torch_amp.install(torch)
+    hooks += torch_modules.install(torch) + torch_data.install(torch) + torch_losses.install(torch)
+    hooks += memory.torch_device_event(torch)
 
     spawn_mod = sys.modules.get("torch.multiprocessing.spawn")
     if spawn_mod is not None and hasattr(spawn_mod, "_wrap"):

@@ -1,9 +1,12 @@
 """PyTorch optimizer steps (global optimizer step hooks): which steps count as training
 steps, gradient checks (None / all-zero / non-finite gradients, the global norm), and
-whether a step changed any parameter (`params_unchanged`).
+whether a step changed any parameter (`params_unchanged`).  Before each step, the order of
+backward passes and resets since the last one (`torch_autograd`) and unscaled GradScaler
+gradients (`torch_amp`) are checked.
 """
 import sys
 
+from . import torch_amp, torch_autograd
 from .events import emit, probe_error
 from .frames import user_site
 from .state import S, at_fork_in_child
@@ -120,6 +123,11 @@ def _pre_hook(opt, args, kwargs):
                           "file": site[0], "line": site[1]})
         if counts and sampled:  # did this step change any parameter? (post hook)
             _snapshot(opt, params, n_next)
+        # backward / reset order and loss scaling since this optimizer's last step
+        positional = args[1:] if args and args[0] is opt else args  # torch passes (self, closure?)
+        closure = bool(positional and callable(positional[0])) or callable(kwargs.get("closure"))
+        torch_autograd.before_step(opt, params, n_next, sampled, extra.get("grad_norm"), counts, closure)
+        torch_amp.before_step(opt, n_next, extra.get("grad_norm"))
     except Exception as err:
         probe_error("torch_pre_hook", err)
         counts, extra, on_cuda = False, None, False

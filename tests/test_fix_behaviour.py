@@ -1,0 +1,54 @@
+"""A safe fix keeps the program's behaviour: each bad fixture of a rule with a safe fix, fixed by `lintloop fix`,
+prints the same as before except the symptom, which is gone (real frameworks, CPU)."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES
+from lintloop.rules import ALL_RULES
+
+pytestmark = pytest.mark.framework
+
+# Per rule: the arguments to run its bad fixture with, and the text of the symptom the fix removes.
+SYMPTOMS = {
+    "LL201": (["--steps", "6"], 'loss Tensor("'),
+    "LL603": (["--steps", "20"], "FutureWarning"),
+}
+CASES = [rule.code for rule in ALL_RULES
+         if rule.fix_kind.startswith("safe") and (FIXTURES / f"{rule.code}_bad.py").exists()]
+
+
+def _run(path, argv):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
+    return subprocess.run([sys.executable, str(path), *argv], capture_output=True, text=True, timeout=180,
+                          env=env, cwd=str(path.parent))
+
+
+def test_every_safe_fix_with_a_fixture_has_a_symptom():
+    assert set(CASES) <= set(SYMPTOMS), f"add to SYMPTOMS: {sorted(set(CASES) - set(SYMPTOMS))}"
+
+
+@pytest.mark.parametrize("code", CASES)
+def test_safe_fix_keeps_the_output_and_removes_the_symptom(code, run_cli, tmp_path):
+    source = FIXTURES / f"{code}_bad.py"
+    framework = "torch" if "import torch" in source.read_text() else "tensorflow"
+    if importlib.util.find_spec(framework) is None:
+        pytest.skip(f"{framework} is not installed")
+    argv, symptom = SYMPTOMS[code]
+    fixed = tmp_path / source.name
+    fixed.write_bytes(source.read_bytes())
+    run_cli("fix", fixed, "--select", code, "--no-cache")
+    assert fixed.read_bytes() != source.read_bytes()
+    _, out, _ = run_cli("check", fixed, "--select", code, "--format", "json", "--no-cache")
+    assert json.loads(out) == []
+
+    before, after = _run(source, argv), _run(fixed, argv)
+    assert before.returncode == after.returncode == 0, after.stderr[-3000:]
+    assert symptom in before.stdout + before.stderr
+    assert symptom not in after.stdout + after.stderr, after.stderr[-3000:]
+    assert after.stdout.splitlines() == [line for line in before.stdout.splitlines() if symptom not in line]
