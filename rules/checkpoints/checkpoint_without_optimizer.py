@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from lintloop.analysis.syntax import argument, call_name, dotted, receiver, string_value, walk
+from lintloop.analysis.syntax import (argument, call_name, dotted, keyword_arg, positional_args, receiver,
+                                     string_value, walk)
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 
@@ -25,6 +26,10 @@ def _holds_state_dict(node: cst.CSTNode) -> bool:
     return any(isinstance(n, cst.Call) and call_name(n) == "state_dict" for n in walk(node))
 
 
+def _literal_zero_or_absent(expr: cst.BaseExpression | None) -> bool:
+    return expr is None or isinstance(expr, (cst.Integer, cst.Float)) and float(expr.value) == 0
+
+
 def _is_auxiliary(expr: cst.BaseExpression | None) -> bool:
     """A learning-rate scheduler or a GradScaler: its state is not the model's."""
     last = (dotted(expr) or "").lower().rsplit(".", 1)[-1] if expr is not None else ""
@@ -39,7 +44,10 @@ class CheckpointWithoutOptimizer(Rule):
     frameworks = ("pt",)
     # Every unit that may save an optimizer's state is selected too: one anywhere in the file clears every finding.
     needs = Needs(file=(("call:save",), ("call:state_dict",)),
-                  statement=(("call:save", "call:state_dict", "call:save_state", "call:save_checkpoint"),))
+                  # Every unit that may save an optimizer's state or build an optimizer is parsed: both are
+                  # file-wide questions.
+                  statement=(("call:save", "call:state_dict", "call:save_state", "call:save_checkpoint",
+                              "name:optim", "name:SGD"),))
     summary = ("`torch.save(model.state_dict(), ...)` — or a dict of state dicts without the optimizer's — "
                "inside a training loop that steps an optimizer (or a function called from one), when nothing "
                "in the file saves the optimizer's state (`optimizer.state_dict()`, `accelerator.save_state`, "
@@ -133,6 +141,21 @@ for epoch in range(epochs):
         optimizer.step()
 torch.save(model.state_dict(), "final.pt")
 """),
+        Example("""
+import torch
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def train(self, loader, epochs):
+        for epoch in range(epochs):
+            for x, y in loader:
+                self.optimizer.zero_grad()
+                torch.nn.functional.mse_loss(self.model(x), y).backward()
+                self.optimizer.step()
+            torch.save({"MODEL_STATE": self.model.state_dict(), "EPOCHS_RUN": epoch}, "snapshot.pt")
+"""),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -150,7 +173,7 @@ torch.save(model.state_dict(), "final.pt")
         model_states = [c for c in states if not _is_auxiliary(receiver(c))]
         if not model_states or not self._in_training_loop(call, depth=0):
             return
-        if self._optimizer_state_saved():
+        if self._optimizer_state_saved() or self._optimizers_keep_no_state():
             return
         self.report(call, f"this checkpoint, written in a training loop, saves `{self.ctx.snippet(model_states[0])}` "
                           "but not the optimizer's state, and nothing in this file saves it: a run resumed from it "
@@ -166,6 +189,16 @@ torch.save(model.state_dict(), "final.pt")
                 return depth < 3 and any(self._in_training_loop(site, depth + 1)
                                          for site in self.ctx.calls.call_sites.get(ancestor, ()))
         return False
+
+    def _optimizers_keep_no_state(self) -> bool:
+        """Every optimizer the file builds is plain SGD (no momentum) and no scheduler is built: resuming
+        from the model alone loses nothing (the ddp-tutorial-series `SGD(params, lr=1e-3)`)."""
+        built = [self.ctx.names.callee(c) or "" for c in self.ctx.nodes(cst.Call)]
+        optimizers = [(c, name) for c, name in zip(self.ctx.nodes(cst.Call), built) if name.startswith("torch.optim.")]
+        if not optimizers or any(name.startswith("torch.optim.lr_scheduler.") for _, name in optimizers):
+            return False
+        return all(name == "torch.optim.SGD" and len(positional_args(c)) <= 2 and _literal_zero_or_absent(
+            keyword_arg(c, "momentum")) for c, name in optimizers)
 
     def _optimizer_state_saved(self) -> bool:
         """Anywhere in the file: an optimizer's `state_dict()`, a full-state save, a trainer that checkpoints,
