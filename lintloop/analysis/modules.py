@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
+from lintloop.analysis.pytorch import NO_GRAD_CALLS
 from lintloop.analysis.syntax import call_name, positional_args, receiver
 
 if TYPE_CHECKING:
@@ -76,8 +77,6 @@ _PARAMETERLESS_LAYERS = {"Softmax", "Softmax2d", "LogSoftmax", "Sigmoid", "ReLU"
                          "Dropout2d", "Identity", "Flatten", "Unflatten", "MaxPool1d", "MaxPool2d",
                          "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d"}
 _MAX_DEPTH = 12
-_NO_GRAD_DECORATORS = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
-                       "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"}
 
 
 @dataclass(frozen=True)
@@ -368,7 +367,7 @@ class TorchModules(Analysis):
         function decorated with one?"""
         if self.ctx.torch.no_grad.enclosing(node):
             return True
-        return any(isinstance(d.decorator, cst.Call) and self.ctx.names.callee(d.decorator) in _NO_GRAD_DECORATORS
+        return any(isinstance(d.decorator, cst.Call) and self.ctx.names.callee(d.decorator) in NO_GRAD_CALLS
                    for fn in self.ctx.ancestors(node) if isinstance(fn, cst.FunctionDef) for d in fn.decorators)
 
     @computed

@@ -11,7 +11,8 @@ from lintloop.analysis.contexts import WithBlocks
 from lintloop.analysis.syntax import argument, call_name, dotted, receiver, string_value
 
 # Context managers (and decorators) under which nothing computed holds an autograd graph.
-NO_GRAD_CALLS = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad"}
+NO_GRAD_CALLS = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
+                 "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode"}
 
 # Autocast constructors, by the device type they fix (None: the first argument, `device_type`, names it).
 AUTOCAST_DEVICES: dict[str, str | None] = {
