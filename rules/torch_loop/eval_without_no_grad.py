@@ -5,15 +5,14 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis.iteration import loop_header
+from lintloop.analysis.pytorch import NO_GRAD_CALLS
 from lintloop.analysis.syntax import call_name, dotted, receiver
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 
 # Contexts and decorators under which autograd records nothing (or, for `set_grad_enabled(cond)`,
 # records only when the code says so).
-_GRAD_OFF = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.set_grad_enabled",
-             "torch.autograd.grad_mode.no_grad", "torch.autograd.grad_mode.inference_mode",
-             "torch.autograd.set_grad_enabled"}
+_GRAD_OFF = NO_GRAD_CALLS | {"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"}
 
 # Decorators known not to change autograd's mode.
 _PLAIN_DECORATORS = {"staticmethod", "classmethod", "property", "functools.wraps", "functools.cache",
