@@ -24,14 +24,19 @@ class SoftmaxIntoCrossEntropy(Rule):
     name = "softmax-into-cross-entropy"
     frameworks = ("pt",)
     # The unit computing the loss (a model's `forward` and `__init__` come with its class: lintloop.screen).
-    needs = Needs(file=(("text:softmax", "text:Softmax"), ("call:cross_entropy", "name:CrossEntropyLoss")),
+    # Only files that train (a backward, an optimizer step, a Lightning `training_step`): model libraries
+    # compute a loss beside every attention softmax, and parsing all of them cost more than the rest of
+    # the catalog together (bench/README.md).
+    needs = Needs(file=(("text:softmax", "text:Softmax"), ("call:cross_entropy", "name:CrossEntropyLoss"),
+                        ("call:backward", "call:manual_backward", "call:step", "name:training_step")),
                   statement=(("call:cross_entropy", "name:CrossEntropyLoss", "call:backward", "name:criterion",
                               "name:loss_fn"),))
     probe = "effect"
     summary = ("`nn.CrossEntropyLoss` / `F.cross_entropy` (any spelling) applied to softmax output: a "
                "`softmax` call (`F.softmax`, `torch.softmax`, `x.softmax(dim)`, `nn.Softmax()(x)`) whose "
                "result is the loss's input, or the output of a model whose last layer is `nn.Softmax` or "
-               "whose `forward` returns a softmax (same file).")
+               "whose `forward` returns a softmax (same file), in a file that trains (a backward, an optimizer "
+               "step or a Lightning `training_step`).")
     why = ("`CrossEntropyLoss` expects logits: it applies `log_softmax` itself. Given probabilities, it "
            "computes the cross-entropy of softmax(softmax(logits)): the inputs lie in [0, 1], so the "
            "loss can never get near 0 and its gradients are squashed.")
@@ -59,6 +64,7 @@ import torch.nn.functional as F
 logits = model(x)
 probs = F.softmax(logits, dim=-1)
 loss = F.cross_entropy(probs, y)
+loss.backward()
 """),
         Example("""
 import torch
@@ -73,11 +79,14 @@ net = Net().to(device)
 loss_fn = torch.nn.modules.loss.CrossEntropyLoss()
 out = net(inputs)
 loss = loss_fn(out.view(-1, 3), targets)
+loss.backward()
+optimizer.step()
 """),
         Example("""
 import torch
 from torch.nn.functional import cross_entropy
 loss = cross_entropy(torch.nn.Softmax(dim=1)(model(x)), y) + cross_entropy(logits.softmax(1), y)
+loss.backward()
 """, count=2),
         Example("""
 import torch
