@@ -14,7 +14,7 @@ class DirectForwardCall(Rule):
     frameworks = ("pt",)
     kind = "hygiene"
     fix_kind = "unsafe"
-    needs = Needs(statement=(("call:forward",),))
+    needs = Needs(file=(("text:.forward",),), statement=(("call:forward",),))
     summary = ("`model.forward(x)` on an `nn.Module` from outside its own class: the call skips the "
                "module's hooks. A receiver is a module when it is an instance of a class deriving from "
                "`nn.Module`, built by torch or a known model library, a module attribute assigned in "
