@@ -13,7 +13,6 @@ import io
 import json
 import sys
 import time
-from pathlib import Path
 
 from lintloop.config import load_settings
 from lintloop.discovery import discover
