@@ -5,6 +5,9 @@ Thresholds are written next to the measurements that justify them (see MEMORY_RU
 
 from __future__ import annotations
 
+import functools
+import importlib
+import pkgutil
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -285,10 +288,16 @@ def verdict(code: str, summary: Summary, differential: Summary | None = None) ->
     return {"status": "skipped", "evidence": {"reason": f"{code} has no runtime signal"}}
 
 
+@functools.cache
 def _family_verdicts() -> dict[str, Any]:
-    """Verdicts kept beside the probe hooks of their family: code -> fn(summary, differential)."""
-    from lintloop.runtime_probe import torch_model_verdicts, torch_step_verdicts
-    return {**torch_step_verdicts.VERDICTS, **torch_model_verdicts.VERDICTS}
+    """Verdicts kept beside the probe hooks of their family, one `<family>_verdicts` module each
+    with a `VERDICTS` table: code -> fn(summary, differential)."""
+    from lintloop import runtime_probe
+    table: dict[str, Any] = {}
+    for info in sorted(pkgutil.iter_modules(runtime_probe.__path__), key=lambda i: i.name):
+        if info.name.endswith("_verdicts"):
+            table.update(importlib.import_module(f"{runtime_probe.__name__}.{info.name}").VERDICTS)
+    return table
 
 
 def _trace_only_print(summary: Summary, differential: Summary | None) -> dict[str, Any]:
