@@ -10,6 +10,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from lintloop.analysis import FileContext
+from lintloop.analysis.context import LINE_REF
 from lintloop.analysis.names import Names
 from lintloop.finding import Edit, Finding, Fix
 from lintloop.rule import Report, Rule, RuleSet
@@ -181,6 +182,7 @@ def _locate(display: str, text: str, module: cst.Module, ctx: FileContext,
     wanted = [r.node for _, r in reports]
     wanted += [ctx.statement_of(node) for node in wanted]
     wanted += [rep.node for _, r in reports if r.fix for rep in r.fix.replacements]
+    wanted += ctx.line_refs
     positions = _positions(module, text, ctx, wanted)
     if line_map is not None:
         def in_file(line: int) -> int:  # an end past the selection's last line lies as far past its file line
@@ -203,10 +205,17 @@ def _locate(display: str, text: str, module: cst.Module, ctx: FileContext,
             fix = Fix(report.fix.applicability, edits, report.fix.description)
         findings.append(Finding(
             display, where.start.line, where.start.column + 1, where.end.line, where.end.column + 1,
-            rule.code, rule.name, report.message, rule.kind, rule.severity(), fix,
+            rule.code, rule.name, _with_lines(report.message, ctx, positions), rule.kind, rule.severity(), fix,
             suppression_lines=tuple(sorted({where.start.line, statement.start.line, header_end})),
         ))
     return findings
+
+
+def _with_lines(message: str, ctx: FileContext, positions: dict[cst.CSTNode, CodeRange]) -> str:
+    """`message` with each `ctx.line_of` placeholder replaced by its node's line in the file."""
+    parts = message.split(LINE_REF)
+    parts[1::2] = [str(positions[ctx.line_refs[int(ref)]].start.line) for ref in parts[1::2]]
+    return "".join(parts)
 
 
 def _positions(module: cst.Module, text: str, ctx: FileContext,

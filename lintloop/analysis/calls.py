@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Iterator
+from typing import Callable, Iterator
 
 import libcst as cst
 
@@ -12,6 +12,13 @@ from lintloop.analysis.syntax import argument, call_name, positional_args
 
 # Calls that return (a compiled version of) the function passed first: `tf.function(f)`.
 FUNCTION_WRAPPERS = {"tensorflow.function"}
+
+# How far `through_callers` follows callers of callers: deep enough for helper-of-helper code,
+# shallow enough that a question never walks a whole file's call graph.
+CALLER_DEPTH = 4
+
+# The call sites that carry a question from a helper out to where it holds, innermost first.
+CallChain = tuple[cst.Call, ...]
 
 
 class CallGraph(Analysis):
@@ -98,3 +105,41 @@ class CallGraph(Analysis):
             for fn in self.local_functions(call.func):
                 sites[fn].append(call)
         return sites
+
+    def through_callers(self, node: cst.CSTNode, holds: Callable[[cst.CSTNode], bool],
+                        every: bool = True) -> CallChain | None:
+        """Does `holds` hold at `node` itself, or at the call sites of the same-file function that
+        contains it (transitively: callers of callers, `CALLER_DEPTH` deep, cycles cut)?
+
+        `every`: at every call site (a helper "called only from" a tf.function, only inside a
+        strategy scope); else at one. Returns `()` when `holds(node)`, the call sites through which
+        it holds (innermost first, the shortest such chain), or None — also for a function with
+        no call site in the file, whose callers cannot be seen."""
+        return self._through_callers(node, holds, every, CALLER_DEPTH, frozenset())
+
+    def _through_callers(self, node: cst.CSTNode, holds: Callable[[cst.CSTNode], bool], every: bool,
+                         depth: int, seen: frozenset[cst.FunctionDef]) -> CallChain | None:
+        if holds(node):
+            return ()
+        function = next((a for a in self.ctx.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+        sites = self.call_sites.get(function, []) if function is not None else []
+        if depth == 0 or function in seen or not sites:
+            return None
+        chains = []
+        for site in sites:
+            chain = self._through_callers(site, holds, every, depth - 1, seen | {function})
+            if chain is None and every:
+                return None
+            if chain is not None:
+                chains.append((site, *chain))
+        return min(chains, key=len) if chains else None
+
+    def describe_chain(self, chain: CallChain, outermost: str) -> str:
+        """", called from `log_metrics` at line 7, called from the tf.function `train_step` at line 12"
+        for a chain of call sites (innermost first); `outermost` names where the last call is."""
+        parts = []
+        for i, site in enumerate(chain):
+            caller = next((a for a in self.ctx.ancestors(site) if isinstance(a, cst.FunctionDef)), None)
+            label = outermost if i == len(chain) - 1 else f"`{caller.name.value}`" if caller else "module code"
+            parts.append(f", called from {label} at line {self.ctx.line_of(site)}")
+        return "".join(parts)

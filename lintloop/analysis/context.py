@@ -20,6 +20,9 @@ from lintloop.analysis.tensorflow import TensorFlow
 from lintloop.analysis.training import Training
 from lintloop.timing import NO_TIMER, StageTimer
 
+# Brackets a `line_of` placeholder in a message; never in source text a message quotes.
+LINE_REF = "\x00"
+
 
 class FileContext:
     """Everything rules may ask about one parsed file.
@@ -41,6 +44,7 @@ class FileContext:
         self.by_type = index.by_type
         self.bindings = index.bindings
         self.names = names or Names(index.imports, index.bound_names)
+        self.line_refs: list[cst.CSTNode] = []
 
     # ----- the analyses, by concern --------------------------------------------------------
     @cached_property
@@ -124,6 +128,12 @@ class FileContext:
         """`node`'s code on one line, for messages: whitespace collapsed, shortened past `limit`."""
         text = " ".join(self.module.code_for_node(node).split())
         return text if len(text) <= limit else text[: limit - 1] + "…"
+
+    def line_of(self, node: cst.CSTNode) -> str:
+        """A placeholder for `node`'s line number in the file, for messages ("called at line 40"):
+        the linter replaces it once positions are known (the parsed module may be a selection)."""
+        self.line_refs.append(node)
+        return f"{LINE_REF}{len(self.line_refs) - 1}{LINE_REF}"
 
     def bindings_in(self, scope: Scope, name: str) -> list[Binding]:
         return self.bindings.get(scope, {}).get(name, [])

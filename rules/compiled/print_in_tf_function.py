@@ -20,7 +20,8 @@ class PrintInTfFunction(Rule):
     fix_kind = "safe for plain positional args, else unsafe"
     probe = "trace"
     summary = ("Builtin `print(...)` in a function decorated by `tf.function` (any spelling, with or "
-               "without arguments) or wrapped as `f = tf.function(g)`.")
+               "without arguments) or wrapped as `f = tf.function(g)`, or in a same-file helper called "
+               "only from such functions.")
     why = ("A `tf.function` runs its Python body only while tracing a graph (the first call, and again "
            "for each new input signature); later calls run the graph, which contains no Python `print`.")
     symptom = ("tests/fixtures/LL201_bad.py calls its `@tf.function` train step 6 times; the `print` ran once "
@@ -55,6 +56,16 @@ def step(x):
     return x + 1
 fast_step = tf.function(step)
 """),
+        Example("""
+import tensorflow as tf
+def log_metrics(loss):
+    print("loss", loss)
+@tf.function
+def train_step(model, x, y):
+    loss = tf.reduce_mean((model(x) - y) ** 2)
+    log_metrics(loss)
+    return loss
+"""),
     )
     not_flagged = (
         Example("""
@@ -82,17 +93,35 @@ def step(x):
         return v
     return tf.py_function(log, [x], tf.float32)
 """),
+        Example("""
+import tensorflow as tf
+def log_metrics(loss):
+    print("loss", loss)
+@tf.function
+def train_step(x):
+    loss = tf.reduce_mean(x)
+    log_metrics(loss)
+    return loss
+for x in batches:
+    log_metrics(train_step(x))
+"""),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
         if not self.ctx.names.is_builtin(node.func, "print"):
             return
-        compiled = self.ctx.tf.compiled_function_of(node)
-        if compiled is None:
+        tf = self.ctx.tf
+        chain = self.ctx.calls.through_callers(node, lambda n: tf.compiled_function_of(n) is not None)
+        if chain is None:
             return
-        self.report(node, f"builtin `print` inside tf.function `{compiled.name.value}` runs only while "
-                          "TensorFlow traces it (first call and each retrace) and prints symbolic tensors; "
-                          "use `tf.print` to print on every call", fix=self._fix(node))
+        compiled = tf.compiled_function_of(chain[-1] if chain else node)
+        where = f"tf.function `{compiled.name.value}`"
+        if chain:
+            helper = next(a for a in self.ctx.ancestors(node) if isinstance(a, cst.FunctionDef))
+            where = f"`{helper.name.value}`{self.ctx.calls.describe_chain(chain, 'the ' + where)},"
+        self.report(node, f"builtin `print` inside {where} runs only while TensorFlow traces it (first call "
+                          "and each retrace) and prints symbolic tensors; use `tf.print` to print on every "
+                          "call", fix=self._fix(node))
 
     def _fix(self, node: cst.Call) -> FixSpec | None:
         alias = self.ctx.names.alias_of("tensorflow")
