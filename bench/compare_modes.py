@@ -4,7 +4,8 @@ with 1 and N worker processes, with and without the cache.
     python bench/compare_modes.py [--select ALL] [--jobs N] [--inject] PATH ...
 
 `--inject` also lints, for every flagged example of every rule, a copy of each linted file with
-the example appended (so the rules fire inside real code) — with the screen on and off. Prints
+the example appended (so the rules fire inside real code) — with the screen on and off;
+`--hosts K` appends each example to K of the files only (in rotation). Prints
 the differences and exits 1 if there are any. tests/test_screen.py runs it on a sample of the
 installed PyTorch and TensorFlow sources; run it by hand on the benchmark corpus.
 """
@@ -39,21 +40,27 @@ def findings_in_process(display: str, data: bytes, ruleset: RuleSet) -> list[dic
     return [f.to_json() for f in result.findings]
 
 
-def screen_differences(files: list[Path], rules: list, inject: bool) -> list[str]:
-    """Files whose findings differ between the screen on and off (optionally with each flagged example appended)."""
+def screen_differences(files: list[Path], rules: list, inject: bool, hosts: int | None = None) -> list[str]:
+    """Files whose findings differ between the screen on and off, each also with flagged examples appended.
+
+    `hosts`: append each example to only that many of the files (a rotation: every file gets its
+    share, every example lands in different code) instead of to every file; the work then grows
+    with the catalog, not with catalog x files."""
     screened, unscreened = RuleSet(rules), RuleSet(rules, screen=False)
     examples = [(r.code, i, textwrap.dedent(e.code).lstrip()) for r in rules for i, e in enumerate(r.flagged)]
+    data = {path: path.read_bytes() for path in files}
+    variants = [(str(path), data[path]) for path in files]
+    if inject:
+        for k, (code, i, code_text) in enumerate(examples):
+            count = len(files) if hosts is None else min(hosts, len(files))
+            for j in range(count):
+                path = files[(k * count + j) % len(files)]
+                variants.append((f"{path}+{code}[{i}]", data[path].rstrip(b"\n") + b"\n\n" + code_text.encode()))
     differences = []
-    for path in files:
-        data = path.read_bytes()
-        variants = [(str(path), data)]
-        if inject:
-            variants += [(f"{path}+{code}[{i}]", data.rstrip(b"\n") + b"\n\n" + code_text.encode())
-                         for code, i, code_text in examples]
-        for display, variant in variants:
-            on, off = findings_in_process(display, variant, screened), findings_in_process(display, variant, unscreened)
-            if on != off:
-                differences.append(f"{display}: screen on {_codes(on)} != off {_codes(off)}")
+    for display, variant in variants:
+        on, off = findings_in_process(display, variant, screened), findings_in_process(display, variant, unscreened)
+        if on != off:
+            differences.append(f"{display}: screen on {_codes(on)} != off {_codes(off)}")
     return differences
 
 
@@ -87,10 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--select", default="ALL")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--inject", action="store_true")
+    parser.add_argument("--hosts", type=int, help="with --inject: append each example to this many files, not all")
     args = parser.parse_args(argv)
     files = python_files(args.paths)
     rules = sorted({r for selector in args.select.split(",") for r in resolve_selector(selector)}, key=lambda r: r.code)
-    differences = screen_differences(files, rules, args.inject) + run_differences(files, args.select, args.jobs)
+    differences = screen_differences(files, rules, args.inject, args.hosts) + run_differences(files, args.select, args.jobs)
     print("\n".join(differences) or f"identical: {len(files)} files, screen on/off, jobs 1/{args.jobs}, cache on/off")
     return 1 if differences else 0
 
