@@ -1,10 +1,10 @@
-"""Precision report: what lintloop flags on real, published PyTorch training code.
+"""Precision report: what lintloop flags on real, published training code.
 
 lintloop must not cry wolf: its users turn a linter off after its second false alarm. This script
 runs the installed `lintloop check` CLI (as a subprocess, exactly as a user would) on every
-package folder of a corpus, such as the one bench/README.md ("Precision corpus") says how to build
-in /tmp/ptcorpus, and prints per package: the files and non-blank lines lintloop lints, its
-findings (total, per code, per 1,000 lines), its LL001 syntax errors, and its internal errors (a
+package folder of a corpus, such as the ones bench/README.md ("Precision corpus") says how to
+build in /tmp/ptcorpus and /tmp/tfcorpus/src, and prints per package: the files and non-blank
+lines lintloop lints, its findings (total, per code, per 1,000 lines), its LL001 syntax errors, and its internal errors (a
 crashed rule, a traceback on stderr, an exit status other than 0/1, an LL001 on a file Python
 itself parses). Every finding is written, with its source line, to the --out JSON for a person to
 review: each one is either a true positive or a precision bug.
