@@ -16,7 +16,8 @@ module's other statements together (they share one scope). Those units are the s
 built only of the seeds and what the analyses may consult about them: the units that define a
 name a selected unit reads (functions it calls, values it uses, `self.x` it reads), those that
 refer to a function defined in a selected unit (its call sites, `tf.function(f)`), a selected
-method's class, and a selected module class's `__init__`, `forward` and `__call__`. The file's
+method's class, and a selected model class's `__init__`, `build`, `forward`/`call` and `__call__`
+(a torch module or Keras model: calling an instance runs them without naming them). The file's
 imports and bound names come from the whole file. So the analyses answer as on the whole file,
 and the findings are the same (tests/test_screen.py, bench/compare_modes.py).
 """
@@ -31,8 +32,13 @@ from functools import lru_cache
 from lintloop.analysis.names import Names
 
 STRUCTURAL_TOKENS = frozenset({"loop", "augassign", "return"})
-# A string whose presence in a statement changes what Keras version the analyses assume.
-_LEGACY_KERAS = "TF_USE_LEGACY_KERAS"
+# Statements holding a fact about the whole file that the analyses may need wherever a rule reports:
+# the Keras version (TF_USE_LEGACY_KERAS) and a global mixed-precision policy (set at module level,
+# or by a setup function, while the training step is elsewhere).
+_FILE_FACT_STRINGS = frozenset({"TF_USE_LEGACY_KERAS", "mixed_float16"})
+_FILE_FACT_CALLS = frozenset({"set_global_policy", "set_dtype_policy", "set_policy"})
+# What calling an instance of a model class runs (torch `forward`, Keras `build`/`call`).
+_INSTANCE_CALL_PATH = frozenset({"__init__", "build", "forward", "call", "__call__"})
 
 
 @dataclass(frozen=True)
@@ -119,12 +125,12 @@ class Unit:
     reads: set[str] = field(default_factory=set)  # names and attribute names it mentions
     defines: set[str] = field(default_factory=set)  # names, attributes, functions and classes it binds
     functions: set[str] = field(default_factory=set)  # functions defined in it, at any depth
-    always: bool = False  # holds a fact every analysis may need (TF_USE_LEGACY_KERAS)
+    always: bool = False  # holds a fact every analysis may need (_FILE_FACT_STRINGS, _FILE_FACT_CALLS)
     definition: bool = False  # a function, class or method (a scope of its own), not module code
     shell: int | None = None  # a method: the index of its class's unit
     methods: list[int] = field(default_factory=list)  # a class: the indexes of its methods' units
-    # A class with a `forward` (a module): its `__init__`, `forward` and `__call__`, selected with the class,
-    # since calling an instance (`net(x)`) runs them without naming them.
+    # A class with a `forward` (torch module) or `call` (Keras model): its `__init__`, `build`, `forward`/`call`
+    # and `__call__`, selected with the class, since calling an instance (`net(x)`) runs them without naming them.
     call_path: list[int] = field(default_factory=list)
     empty_alone: bool = False  # a class whose body is only methods: it parses only with one of them
 
@@ -202,7 +208,7 @@ class FileFacts:
                 method.definition = True
                 method.shell = shell_index
                 shell.methods.append(len(self.units) - 1)
-                if child.name in ("__init__", "forward", "__call__"):
+                if child.name in _INSTANCE_CALL_PATH:
                     shell.call_path.append(len(self.units) - 1)
                 called.append((method, self._walk(method, [child], imports)))
             else:
@@ -210,7 +216,7 @@ class FileFacts:
                 if _first_line(child) not in shell.starts:
                     shell.starts.append(_first_line(child))
         shell.empty_alone = len(shell.starts) == 1
-        if not any(isinstance(c, _FUNCTIONS) and c.name == "forward" for c in node.body):
+        if not any(isinstance(c, _FUNCTIONS) and c.name in ("forward", "call") for c in node.body):
             shell.call_path = []
         called[0][1].update(self._walk(shell, own, imports))
         return called
@@ -235,11 +241,15 @@ class FileFacts:
                     value = func.value
                     if not (type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "super"):
                         tokens.add("call:" + func.attr)
+                    if func.attr in _FILE_FACT_CALLS:
+                        unit.always = True
                 elif type(func) is ast.Name:
                     tokens.add("call:" + func.id)
                     plain_calls.add(func.id)
+                    if func.id in _FILE_FACT_CALLS:
+                        unit.always = True
             elif kind is ast.Constant:
-                if node.value == _LEGACY_KERAS:
+                if node.value in _FILE_FACT_STRINGS:
                     unit.always = True
                 continue
             elif kind is ast.arg:

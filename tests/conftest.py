@@ -8,6 +8,18 @@ from lintloop.cli import main
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+def source_line(path, text):
+    """The one line of `path` that starts with `text` (stripped), 1-based."""
+    lines = [i for i, line in enumerate(Path(path).read_text().splitlines(), 1) if line.strip().startswith(text)]
+    assert len(lines) == 1, (text, lines)
+    return lines[0]
+
+
+def events_of(run, kind):
+    """The probe events of one type from a `run_probe` result."""
+    return [e for e in run.events if e.get("type") == kind]
+
+
 @pytest.fixture
 def run_cli(capsys, monkeypatch):
     """Run `lintloop ARGS` in-process from a directory; returns (exit code, stdout, stderr)."""

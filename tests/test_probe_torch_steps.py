@@ -11,6 +11,7 @@ import pytest
 
 from lintloop.runtime_probe.runner import run_probe
 from lintloop.runtime_probe.verdicts import Summary, verdict
+from conftest import events_of as _events, source_line as _line
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -46,16 +47,6 @@ def _script(tmp_path, body, steps=6):
     path = tmp_path / "train.py"
     path.write_text(textwrap.dedent(HEADER).lstrip() + textwrap.dedent(body))
     return path, run_probe(path, [], steps=steps, device="cpu", timeout=300)
-
-
-def _line(path, text):
-    lines = [i for i, line in enumerate(Path(path).read_text().splitlines(), 1) if line.strip().startswith(text)]
-    assert len(lines) == 1, (text, lines)
-    return lines[0]
-
-
-def _events(run, kind):
-    return [e for e in run.events if e.get("type") == kind]
 
 
 def _no_probe_errors(run):

@@ -66,7 +66,9 @@ def watch(installers):
     """Run each installer when its module is imported ({module name: "submodule:function"});
     now for modules already imported."""
     _INSTALLERS.update(installers)
-    for name in list(_INSTALLERS):
+    # Only the new ones: an earlier watched module may be half-imported now (a hook installed while
+    # `keras` imports `tensorflow` calls this), and its installer runs when its import finishes.
+    for name in list(installers):
         if name in sys.modules:
             _run_installer(name, sys.modules[name])
     sys.meta_path.insert(0, _PostImportFinder)
