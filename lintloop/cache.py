@@ -2,7 +2,10 @@
 
 One JSON file per (file content, lintloop version, Python implementation, libcst version, the
 engine's source files (size and mtime: an edited rule in a source checkout invalidates the cache),
-rule selection, per-rule options, display path, mode): everything that can change a file's findings. Entries
+rule selection, per-rule options, display path, mode): everything in the file that can change its findings.
+A finding may also depend on other modules of the linted project (a helper imported from
+`losses.py`): the entry records each module consulted with its content digest, and is a miss
+when one of them changed, appeared or disappeared. Entries
 are JSON only — never pickle, never `eval` — and each is checked before use:
 
 * it stores its own key, which must match the key it was looked up by;
@@ -35,10 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from lintloop import __version__
+from lintloop.analysis.project import file_digest
 from lintloop.finding import Edit, Finding, Fix
 
 CACHE_DIR_NAME = ".lintloop_cache"
-FORMAT = 1  # bump when the entry layout changes
+FORMAT = 2  # bump when the entry layout changes
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 LOW_WATER = 0.8  # prune down to this fraction of the bound, so that the next runs need not prune again
 TOUCH_AFTER_S = 3600.0  # a hit refreshes an entry's mtime (for LRU pruning) at most hourly: warm runs write nothing
@@ -144,12 +148,14 @@ class ResultCache:
                 pass  # pruned meanwhile, or read-only: the entry is still good
         return findings
 
-    def put(self, key: str, findings: list[Finding]) -> bool:
-        """Store the findings; False where they could not be written (the run goes on uncached)."""
+    def put(self, key: str, findings: list[Finding], dependencies: dict[str, str] | None = None) -> bool:
+        """Store the findings, and the other files they depend on (path -> content digest, "" for a
+        file that was looked for and is absent); False where they could not be written (the run goes
+        on uncached)."""
         entry = self.entry_path(key)
         try:
             entry.parent.mkdir(exist_ok=True)
-            _write_atomically(entry, encode_entry(key, findings))
+            _write_atomically(entry, encode_entry(key, findings, dependencies or {}))
         except OSError:
             return False
         return True
@@ -205,8 +211,10 @@ class ResultCache:
 
 # -- entry format -------------------------------------------------------------------------------
 
-def _canonical(findings: list[dict[str, Any]]) -> bytes:
-    return json.dumps(findings, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+def _canonical(findings: list[dict[str, Any]], depends: list[list[str]] | None = None) -> bytes:
+    """What the digest covers: the findings, and the files they depend on (where there are any)."""
+    covered: Any = [findings, depends] if depends else findings
+    return json.dumps(covered, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
 
 
 def finding_to_json(finding: Finding) -> dict[str, Any]:
@@ -218,10 +226,11 @@ def finding_to_json(finding: Finding) -> dict[str, Any]:
     return data
 
 
-def encode_entry(key: str, findings: list[Finding]) -> bytes:
+def encode_entry(key: str, findings: list[Finding], dependencies: dict[str, str] | None = None) -> bytes:
     payload = [finding_to_json(f) for f in findings]
-    digest = hashlib.sha256(_canonical(payload)).hexdigest()
-    return json.dumps({"format": FORMAT, "key": key, "sha256": digest, "findings": payload},
+    depends = sorted([path, digest] for path, digest in (dependencies or {}).items())
+    digest = hashlib.sha256(_canonical(payload, depends)).hexdigest()
+    return json.dumps({"format": FORMAT, "key": key, "sha256": digest, "findings": payload, "depends": depends},
                       separators=(",", ":")).encode("ascii")
 
 
@@ -233,14 +242,19 @@ def decode_entry(raw: bytes, key: str, display: str) -> list[Finding] | None:
         return None
     if not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("key") != key:
         return None
-    payload = entry.get("findings")
+    payload, depends = entry.get("findings"), entry.get("depends")
     if not isinstance(payload, list) or not isinstance(entry.get("sha256"), str):
         return None
+    if not isinstance(depends, list) or not all(
+            isinstance(d, list) and len(d) == 2 and all(isinstance(part, str) for part in d) for d in depends):
+        return None
     try:
-        if hashlib.sha256(_canonical(payload)).hexdigest() != entry["sha256"]:
+        if hashlib.sha256(_canonical(payload, depends)).hexdigest() != entry["sha256"]:
             return None
     except (ValueError, RecursionError):
         return None
+    if any(file_digest(path) != digest for path, digest in depends):
+        return None  # a module the findings depend on changed
     findings = []
     for item in payload:
         finding = _finding_from_json(item, display)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import warnings
 from dataclasses import dataclass, field
 
@@ -12,6 +13,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from lintloop.analysis import FileContext
 from lintloop.analysis.context import LINE_REF
 from lintloop.analysis.names import Names
+from lintloop.analysis.project import LintedFile
 from lintloop.finding import Edit, Finding, Fix
 from lintloop.rule import Report, Rule, RuleSet
 from lintloop.rules import BY_CODE, lookup
@@ -26,6 +28,9 @@ class FileResult:
     findings: list[Finding] = field(default_factory=list)
     # Internal errors (a rule crashed): reported on stderr, and the run exits 2.
     errors: list[str] = field(default_factory=list)
+    # Other files of the project the findings depend on: path -> content digest ("" for a file
+    # looked for and absent); the result cache checks them before reusing the findings.
+    dependencies: dict[str, str] = field(default_factory=dict)
 
 
 def engine_finding(display: str, rule: type[Rule], message: str, line: int = 1, column: int = 1,
@@ -34,16 +39,20 @@ def engine_finding(display: str, rule: type[Rule], message: str, line: int = 1, 
                    message, rule.kind, rule.severity(), suppression_lines=(line,))
 
 
-def lint_bytes(display: str, data: bytes, ruleset: RuleSet, timer: StageTimer | None = None) -> FileResult:
+def lint_bytes(display: str, data: bytes, ruleset: RuleSet, timer: StageTimer | None = None,
+               path: str | os.PathLike[str] | None = None) -> FileResult:
+    """`path`: where the file is on disk, for questions about the other modules of its project."""
     try:
         source = SourceText.from_bytes(data)
     except UndecodableSource as exc:
         return FileResult(_enabled([engine_finding(display, BY_CODE["LL001"], str(exc))], ruleset))
-    return lint_text(display, source.text, ruleset, timer)
+    return lint_text(display, source.text, ruleset, timer, path)
 
 
-def lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | None = None) -> FileResult:
+def lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | None = None,
+              path: str | os.PathLike[str] | None = None) -> FileResult:
     timer = timer or NO_TIMER
+    file = LintedFile(os.path.abspath(path), text) if path is not None else None
     result = FileResult()
     with timer.stage("screen"):
         source = SourceScreen(text)
@@ -55,7 +64,7 @@ def lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | Non
         if error is not None:
             result.findings.append(_syntax_finding(display, error))
     else:
-        result.findings.extend(_lint_parsed(display, text, rules, ruleset, timer, result.errors))
+        result.findings.extend(_lint_parsed(display, text, rules, ruleset, timer, result, file))
     with timer.stage("suppress"):
         # Comments are tokenized only where they can matter: to hide a finding, or to be reported.
         suppressions = (Suppressions.scan(text) if result.findings or Suppressions.may_report(text)
@@ -93,7 +102,7 @@ def _from_libcst_if_it_parses(text: str, exc: BaseException) -> BaseException | 
 
 
 def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: RuleSet, timer: StageTimer,
-                 errors: list[str]) -> list[Finding]:
+                 result: FileResult, file: LintedFile | None) -> list[Finding]:
     """Screen the file with CPython's tree, build a CST of what the screen selects, run the rules."""
     facts = None
     line_map: list[int] | None = None
@@ -124,8 +133,8 @@ def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: Rule
         return [_libcst_syntax_finding(display, text, exc)]
     except (RecursionError, MemoryError) as exc:
         return [_syntax_finding(display, exc)]
-    return _run_rules(display, source, module, rules, ruleset, errors, timer,
-                      facts.names if facts is not None else None, line_map)
+    return _run_rules(display, source, module, rules, ruleset, result, timer,
+                      facts.names if facts is not None else None, line_map, file)
 
 
 def _seeded(facts: FileFacts, rules: list[type[Rule]], text: str) -> tuple[list[type[Rule]], set[int]]:
@@ -157,11 +166,12 @@ def _syntax_finding(display: str, exc: BaseException) -> Finding:
 
 
 def _run_rules(display: str, text: str, module: cst.Module, rules: list[type[Rule]], ruleset: RuleSet,
-               errors: list[str], timer: StageTimer, names: Names | None, line_map: list[int] | None
-               ) -> list[Finding]:
+               result: FileResult, timer: StageTimer, names: Names | None, line_map: list[int] | None,
+               file: LintedFile | None) -> list[Finding]:
     """Run `rules` on `module` (the file's `text`, or only the statements the screen selected: then
     `line_map` gives each line's number in the file, and `names` the whole file's imports)."""
-    ctx = FileContext(module, timer, names)
+    ctx = FileContext(module, timer, names, file)
+    errors = result.errors
     reports: list[tuple[type[Rule], Report]] = []
     for rule in rules:
         if not any(ctx.names.uses_framework(fw) for fw in rule.frameworks):
@@ -171,6 +181,8 @@ def _run_rules(display: str, text: str, module: cst.Module, rules: list[type[Rul
                 reports.extend((rule, r) for r in rule(ctx, ruleset.settings.get(rule.code)).run())
         except Exception as exc:  # a crashing rule must not stop the run; it is reported as an internal error
             errors.append(f"{display}: internal error in {rule.code} ({rule.name}): {type(exc).__name__}: {exc}")
+    if "project" in ctx.__dict__:  # a rule asked about other modules: the findings depend on them
+        result.dependencies.update(ctx.project.consulted)
     if not reports:
         return []
     with timer.stage("positions"):
@@ -310,11 +322,12 @@ class FixOutcome:
     refused: list[str] = field(default_factory=list)
 
 
-def fix_text(display: str, text: str, ruleset: RuleSet, unsafe: bool, max_passes: int = 10) -> FixOutcome:
+def fix_text(display: str, text: str, ruleset: RuleSet, unsafe: bool, max_passes: int = 10,
+             path: str | os.PathLike[str] | None = None) -> FixOutcome:
     """Apply fixes until none applies; a pass whose result does not parse is refused and undone."""
     applied = 0
     refused: list[str] = []
-    result = lint_text(display, text, ruleset)
+    result = lint_text(display, text, ruleset, path=path)
     for _ in range(max_passes):
         chosen: list[Finding] = []
         taken: list[tuple[tuple[int, int], tuple[int, int]]] = []
@@ -337,5 +350,5 @@ def fix_text(display: str, text: str, ruleset: RuleSet, unsafe: bool, max_passes
             break
         text = candidate
         applied += len(chosen)
-        result = lint_text(display, text, ruleset)
+        result = lint_text(display, text, ruleset, path=path)
     return FixOutcome(text, applied, result, refused)

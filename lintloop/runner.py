@@ -108,10 +108,10 @@ def run_job(job: Job) -> JobResult:
     try:
         source = SourceText.from_bytes(data)
     except UndecodableSource:
-        lint = lint_bytes(job.display, data, ruleset)  # LL001; such a file is never touched
+        lint = lint_bytes(job.display, data, ruleset, path=job.path)  # LL001; such a file is never touched
         result.findings, result.errors = lint.findings, lint.errors
         return result
-    outcome = fix_text(job.display, source.text, ruleset, job.unsafe_fixes)
+    outcome = fix_text(job.display, source.text, ruleset, job.unsafe_fixes, path=job.path)
     result.findings, result.errors = outcome.remaining.findings, outcome.remaining.errors
     result.messages = outcome.refused
     if outcome.applied and outcome.text != source.text:
@@ -127,7 +127,7 @@ def run_job(job: Job) -> JobResult:
 
 def _cached_lint(job: Job, data: bytes, ruleset: RuleSet, result: JobResult) -> None:
     if job.cache_dir is None:
-        lint = lint_bytes(job.display, data, ruleset)
+        lint = lint_bytes(job.display, data, ruleset, path=job.path)
         result.findings, result.errors = lint.findings, lint.errors
         return
     cache = ResultCache(job.cache_dir)
@@ -136,10 +136,10 @@ def _cached_lint(job: Job, data: bytes, ruleset: RuleSet, result: JobResult) -> 
     if cached is not None:
         result.findings = cached
         return
-    lint = lint_bytes(job.display, data, ruleset)
+    lint = lint_bytes(job.display, data, ruleset, path=job.path)
     result.findings, result.errors = lint.findings, lint.errors
     if not lint.errors:  # a crashed rule is reported again next time, not cached away
-        result.cache_written = cache.put(key, lint.findings)
+        result.cache_written = cache.put(key, lint.findings, lint.dependencies)
 
 
 def make_jobs(files: list[SourceFile], ruleset: RuleSet, mode: str, *, per_file_ignores, unsafe_fixes: bool,

@@ -265,13 +265,6 @@ def verdict(code: str, summary: Summary, differential: Summary | None = None) ->
         return _trace_only_print(summary, differential)
     if code == "LL301":
         return _memory_growth(summary, differential)
-    if code == "LL401":
-        error = _error_matching(summary, "Mixing different tf.distribute.Strategy", "colocate_vars_with",
-                                "AssertionError")
-        if error is not None:
-            return _confirmed("framework_error", error=f"{error.get('exc_type')}: {error.get('message')}",
-                              **_where(error))
-        return _not_confirmed(summary, "a distribution error at the first distributed step")
     if code == "LL402":
         count = replicas(summary.strategy)
         if summary.per_replica_means and count > 1:

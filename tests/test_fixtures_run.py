@@ -40,6 +40,14 @@ CASES = [
     ("LL401_bad", "tensorflow", ["--steps", "2"], 1,
      ["RuntimeError: Mixing different tf.distribute.Strategy objects"]),
     ("LL401_good", "tensorflow", ["--steps", "2"], 0, ["replicas in sync: 2"]),
+    ("LL401_module_strategy_bad", "tensorflow", ["--steps", "2"], 1, ["AssertionError"]),
+    ("LL401_module_strategy_good", "tensorflow", ["--steps", "2"], 0, ["replicas in sync: 2"]),
+    # The two-module package: run as `python -m crossmodule.<script>` (relative imports).
+    ("crossmodule.train_numpy_bad", "tensorflow", ["--steps", "3"], 1,
+     ["None gradients: 4/4", "No gradients provided for any variable"]),
+    ("crossmodule.train_numpy_good", "tensorflow", ["--steps", "3"], 0, ["None gradients: 0/4"]),
+    ("crossmodule.train_scope_bad", "tensorflow", ["--steps", "3"], 1, ["AssertionError"]),
+    ("crossmodule.train_scope_good", "tensorflow", ["--steps", "3"], 0, ["replicas in sync: 2"]),
     ("LL402_bad", "tensorflow", ["--steps", "2"], 0, ["replicas=2 update/single-device ratio=2.00"]),
     ("LL402_good", "tensorflow", ["--steps", "2"], 0, ["replicas=2 update/single-device ratio=1.00"]),
     ("LL105_bad", "torch", ["--steps", "3"], 1,
@@ -110,8 +118,9 @@ def _require(framework):
 
 def _run(fixture, argv):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="", PYTHONUNBUFFERED="1")
+    program = ["-m", fixture] if "." in fixture else [str(FIXTURES / f"{fixture}.py")]  # a package's module
     return subprocess.run(
-        [sys.executable, str(FIXTURES / f"{fixture}.py"), *argv],
+        [sys.executable, *program, *argv],
         capture_output=True, text=True, timeout=180, env=env, cwd=str(FIXTURES),
     )
 
@@ -122,6 +131,8 @@ def _describe(proc):
 
 def test_every_fixture_is_in_the_table():
     on_disk = {p.stem for p in FIXTURES.glob("LL*.py")}
+    on_disk |= {f"{p.parent.name}.{p.stem}" for p in FIXTURES.glob("*/*_bad.py")}
+    on_disk |= {f"{p.parent.name}.{p.stem}" for p in FIXTURES.glob("*/*_good.py")}
     in_table = {case[0] for case in CASES}
     assert not on_disk - in_table, f"add these fixtures to CASES: {sorted(on_disk - in_table)}"
     assert not in_table - on_disk, f"fixtures listed in CASES but missing: {sorted(in_table - on_disk)}"

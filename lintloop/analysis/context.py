@@ -15,6 +15,7 @@ from lintloop.analysis.iteration import Iterations
 from lintloop.analysis.losses import Losses
 from lintloop.analysis.modules import TorchModules
 from lintloop.analysis.names import Names
+from lintloop.analysis.project import LintedFile, Project
 from lintloop.analysis.pytorch import PyTorch
 from lintloop.analysis.tensorflow import TensorFlow
 from lintloop.analysis.training import Training
@@ -29,13 +30,16 @@ class FileContext:
 
     Tree questions (parents, scopes, statements) are answered here; every other concern lives in
     its own analysis, reached as an attribute (`ctx.flow`, `ctx.calls`, `ctx.training`, `ctx.tf`,
-    `ctx.strategies`, `ctx.torch`, `ctx.losses`, `ctx.modules`, `ctx.iteration`) and built the first
-    time a rule asks.
+    `ctx.strategies`, `ctx.torch`, `ctx.losses`, `ctx.modules`, `ctx.iteration`, `ctx.project` (the
+    other modules of the linted project)) and built the first time a rule asks.
     """
 
-    def __init__(self, module: cst.Module, timer: StageTimer | None = None, names: Names | None = None) -> None:
-        """`names`: the whole file's imports and bound names, when `module` holds only part of the file."""
+    def __init__(self, module: cst.Module, timer: StageTimer | None = None, names: Names | None = None,
+                 file: LintedFile | None = None) -> None:
+        """`names`: the whole file's imports and bound names, when `module` holds only part of the file;
+        `file`: where the file is on disk and its whole text (None for text without a file)."""
         self.module = module
+        self.file = file
         self.timer = timer or NO_TIMER
         with self.timer.stage("index"):
             index = TreeIndex(module)
@@ -50,6 +54,10 @@ class FileContext:
     @cached_property
     def flow(self) -> DataFlow:
         return DataFlow(self)
+
+    @cached_property
+    def project(self) -> Project:
+        return Project(self)
 
     @cached_property
     def calls(self) -> CallGraph:

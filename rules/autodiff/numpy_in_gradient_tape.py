@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import libcst as cst
 
 from lintloop.analysis.syntax import argument, call_name, calls_within, dotted, names_in, positional_args, receiver, walk
@@ -19,14 +21,19 @@ _VARIABLE_ATTRIBUTES = {"kernel", "bias", "trainable_variables", "trainable_weig
 
 
 _SHAPE_QUERIES = {"tensorflow.shape", "tensorflow.size", "tensorflow.rank", "keras.ops.shape"}
+# A tensor's metadata, not its values: converting it cuts no gradient path.
+_METADATA_ATTRIBUTES = {"shape", "ndim", "dtype"}
+
+# How many same-file helpers of helpers a tape's call is followed into.
+HELPER_DEPTH = 2
 
 
 def _shape_only(expr: cst.BaseExpression, ctx) -> bool:
-    """A shape, size or length: `tf.shape(x)[0]`, `x.shape[1]`, `len(x)`."""
-    while isinstance(expr, cst.Subscript):
+    """A shape, size, length or dtype: `tf.shape(x)[0]`, `x.shape[1]`, `len(x)`, `x.dtype.as_numpy_dtype`."""
+    while isinstance(expr, (cst.Subscript, cst.Attribute)):
+        if isinstance(expr, cst.Attribute) and expr.attr.value in _METADATA_ATTRIBUTES:
+            return True
         expr = expr.value
-    if isinstance(expr, cst.Attribute):
-        return expr.attr.value in ("shape", "ndim")
     if isinstance(expr, cst.Call):
         if any(ctx.names.is_builtin(expr.func, b) for b in ("int", "float")) and expr.args:
             return _shape_only(expr.args[0].value, ctx)
@@ -39,19 +46,23 @@ class NumpyInGradientTape(Rule):
     code = "LL101"
     name = "numpy-in-gradient-tape"
     frameworks = ("tf",)
-    needs = Needs(file=(("text:GradientTape",),),
-                  statement=(("call:gradient",), ("call:numpy", "call:float", "call:int", "call:bool",
-                                                  "call:make_ndarray", "name:numpy")))
+    # The unit with the tape needs only its `gradient` call: the conversion may be in a helper it
+    # calls (selected with it), or in another module of the project (no token of it in this file).
+    needs = Needs(file=(("text:GradientTape",),), statement=(("call:gradient",),))
     probe = "grad"
     summary = ("Inside `with tf.GradientTape() as t:`, a value that reaches the target of a later "
                "`t.gradient(...)` goes through `.numpy()`, a NumPy function, `float()`/`int()`/`bool()` "
-               "of a tensor, or `tf.make_ndarray`.")
+               "of a tensor, or `tf.make_ndarray` — in the tape's block, or in a helper called there with "
+               "a tensor of the tape and returning the converted value (a function of the same file, "
+               "followed two helpers deep, or one imported from another module of the project).")
     why = ("The tape records TensorFlow operations only. A NumPy array or Python number is a constant to "
            "it, so everything computed before the conversion is cut off from the loss and its gradient "
            "is None.")
     symptom = ("Running tests/fixtures/LL101_bad.py (TF 2.21, Keras 3): `tape.gradient` returned None for "
                "4 of 4 variables, then `optimizer.apply_gradients` raised `ValueError: No gradients provided "
-               "for any variable.` When only some gradients are None, Keras 3 only warns. Inside "
+               "for any variable.` tests/fixtures/crossmodule/train_numpy_bad.py (the `.numpy()` in "
+               "losses.py) prints `step 0: loss=... None gradients: 4/4` and fails the same way. "
+               "When only some gradients are None, Keras 3 only warns. Inside "
                "`tf.function` it fails at trace time: `Cannot convert a symbolic tf.Tensor to a numpy array`.")
     remedy = ("Keep the computation in TensorFlow ops (`tf.reduce_mean`, `tf.math.*`) inside the tape; "
               "call `.numpy()` after the `with` block, for logging only.")
@@ -92,8 +103,68 @@ with GradientTape() as tape:
     loss = tf.square(float(tf.reduce_mean(out)) - 1.0)
 grads = tape.gradient(loss, model.trainable_variables)
 """),
+        Example("""
+import tensorflow as tf
+import numpy as np
+def to_probabilities(logits):
+    return np.exp(logits.numpy())
+def compute_loss(labels, logits):
+    probs = to_probabilities(logits)
+    return tf.reduce_mean(tf.square(probs - labels))
+def train_step(model, optimizer, x, y):
+    with tf.GradientTape() as tape:
+        loss = compute_loss(y, model(x, training=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+"""),
+        Example("""
+import tensorflow as tf
+class Trainer:
+    def _loss(self, labels, predictions):
+        return tf.reduce_mean(tf.square(labels - float(tf.reduce_mean(predictions))))
+    def step(self, x, y):
+        with tf.GradientTape() as tape:
+            loss = self._loss(y, self.model(x))
+        return tape.gradient(loss, self.model.trainable_variables)
+"""),
     )
     not_flagged = (
+        Example("""
+import tensorflow as tf
+import numpy as np
+def standardize(values):
+    mean, var = tf.nn.moments(x=values, axes=[0], keepdims=True)
+    epsilon = np.finfo(values.dtype.as_numpy_dtype).eps
+    return (values - mean) / (tf.sqrt(var) + epsilon)
+def train_step(model, x, y):
+    with tf.GradientTape() as tape:
+        advantages = standardize(model(x))
+        loss = -tf.reduce_mean(advantages * y)
+    return tape.gradient(loss, model.trainable_variables)
+"""),
+        Example("""
+import tensorflow as tf
+import numpy as np
+def batch_accuracy(labels, logits):
+    return float(np.mean(np.argmax(logits.numpy(), axis=-1) == labels.numpy()))
+def train_step(model, x, y):
+    with tf.GradientTape() as tape:
+        logits = model(x, training=True)
+        loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True))
+        accuracy = batch_accuracy(y, logits)
+    return tape.gradient(loss, model.trainable_variables), accuracy
+"""),
+        Example("""
+import tensorflow as tf
+import numpy as np
+def smooth_labels(labels, classes):
+    return labels.numpy() * 0.9 + 0.1 / classes
+def train_step(model, x, y):
+    with tf.GradientTape() as tape:
+        targets = smooth_labels(y, 10)
+        loss = tf.reduce_mean(tf.square(targets - model(x)))
+    return tape.gradient(loss, model.trainable_variables)
+"""),
         Example("""
 import tensorflow as tf
 import numpy as np
@@ -141,21 +212,130 @@ grads = tape.gradient(loss, params)
 
     def visit_Call(self, node: cst.Call) -> None:
         tapes = self.ctx.tf.tapes.enclosing(node)
-        if not tapes or not self._leaves_tensorflow(node, tapes[0]):
+        if not tapes:
             return
-        if any(inner is not node and self._leaves_tensorflow(inner, tapes[0]) for inner in calls_within(node)):
-            return  # `np.sum(x.numpy())`: reported once, where the tensor leaves TensorFlow
+        tape = tapes[0]
+        if self._converts(node, lambda arg: self._model_dependent(arg, tape)):
+            if any(inner is not node and self._converts(inner, lambda arg: self._model_dependent(arg, tape))
+                   for inner in calls_within(node)):
+                return  # `np.sum(x.numpy())`: reported once, where the tensor leaves TensorFlow
+            gradient = self._gradient_reached(node, tapes)
+            if gradient is not None:
+                what = self._describe(node)
+                self.report(node, f"{what} inside `GradientTape` `{gradient.alias}` turns a tensor into a "
+                                  f"NumPy/Python value that reaches `{gradient.alias}.gradient(...)`: the tape "
+                                  "cannot differentiate through it, so the gradients are None")
+            return
+        self._through_helper(node, tapes)
+
+    def _through_helper(self, call: cst.Call, tapes: list[WithContext]) -> None:
+        """A helper called in the tape, with a tensor of the tape, returns a value that went through a
+        conversion: a same-file helper (reported at the conversion, with the chain of calls) or one
+        imported from another module of the project (reported here, naming the module and line)."""
+        local = self.ctx.calls.local_functions(call.func)
+        imported = None if local else self.ctx.project.function_of(call.func)
+        if not local and imported is None:
+            return
+        tensors = [arg for arg in call.args if self._model_dependent(arg.value, tapes[0])]
+        if not tensors:
+            return
+        found = None
+        for function in local:
+            found = self._numpy_into_return(function, self._parameters_receiving(function, call, tensors),
+                                            (call,), HELPER_DEPTH)
+            if found is not None:
+                break
+        if imported is not None:
+            parameters = imported.parameters
+            passed = {parameters[i] for i, arg in enumerate(call.args) if arg.keyword is None and not arg.star
+                      and i < len(parameters) and arg in tensors}
+            passed |= {arg.keyword.value for arg in tensors if arg.keyword is not None}
+            remote = self.ctx.project.numpy_into_return(imported, passed) if passed else None
+            if remote is None:
+                return
+            tape = self._gradient_reached(call, tapes)
+            if tape is not None:
+                conversion, holder = remote
+                where = f"{holder.module.path.rsplit('/', 1)[-1]}:{conversion.lineno}"
+                self.report(call, f"`{imported.name}` ({imported.where}) returns a value that went through "
+                                  f"`{conversion.as_string()[:50]}` at {where}; called inside `GradientTape` "
+                                  f"`{tape.alias}`, its result reaches `{tape.alias}.gradient(...)`: the tape "
+                                  "cannot differentiate through it, so the gradients are None")
+            return
+        if found is None:
+            return
+        conversion, chain = found
+        tape = self._gradient_reached(call, tapes)
+        if tape is not None and not any(r.node is conversion for r in self.reports):  # one report per helper
+            function = next(a for a in self.ctx.ancestors(conversion) if isinstance(a, cst.FunctionDef))
+            described = self.ctx.calls.describe_chain(chain, f"inside `GradientTape` `{tape.alias}`")
+            self.report(conversion, f"{self._describe(conversion)} in `{function.name.value}` turns a tensor into "
+                                    f"a NumPy/Python value that it returns{described}, where it reaches "
+                                    f"`{tape.alias}.gradient(...)`: the tape cannot differentiate through it, "
+                                    "so the gradients are None")
+
+    def _numpy_into_return(self, function: cst.FunctionDef, parameters: set[str], chain: tuple[cst.Call, ...],
+                           depth: int) -> tuple[cst.Call, tuple[cst.Call, ...]] | None:
+        """A conversion, in `function` or a same-file helper it calls, of a value computed from
+        `parameters`, whose result `function` returns; with the call sites (innermost first)."""
+        if not parameters:
+            return None
+        returns = [r for r in self.ctx.nodes(cst.Return)
+                   if r.value is not None and self.ctx.scope_of(r) is function]
+        tainted = lambda expr: self._reads_parameters(expr, function, parameters)  # noqa: E731
+        for ret in returns:
+            values = [ret.value] + [b.value for b in self.ctx.flow.feeding_bindings(ret.value, ret)
+                                    if b.value is not None and self.ctx.is_inside(b.node, function)]
+            for value in values:
+                for call in calls_within(value):
+                    if self._converts(call, tainted):
+                        inner = [c for c in calls_within(call) if c is not call and self._converts(c, tainted)]
+                        return (inner[-1] if inner else call), chain  # where the tensor leaves TensorFlow
+                    if depth > 0:
+                        for inner in self.ctx.calls.local_functions(call.func):
+                            if inner is function:
+                                continue
+                            tensors = [a for a in call.args if tainted(a.value)]
+                            found = self._numpy_into_return(inner, self._parameters_receiving(inner, call, tensors),
+                                                            (call, *chain), depth - 1)
+                            if found is not None:
+                                return found
+        return None
+
+    def _reads_parameters(self, expr: cst.BaseExpression, function: cst.FunctionDef, parameters: set[str]) -> bool:
+        """`expr` is computed (in `function`) from one of its `parameters`; a shape is not."""
+        if _shape_only(expr, self.ctx):
+            return False
+        if names_in(expr) & parameters:
+            return True
+        return any(isinstance(b.node, cst.Param) and b.name in parameters
+                   for b in self.ctx.flow.feeding_bindings(expr) if self.ctx.is_inside(b.node, function))
+
+    @staticmethod
+    def _parameters_receiving(function: cst.FunctionDef, call: cst.Call, passed: list[cst.Arg]) -> set[str]:
+        """The names of `function`'s parameters that the arguments `passed` at `call` bind."""
+        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        if params[:1] == ["self"] and isinstance(call.func, cst.Attribute):
+            params = params[1:]
+        names = set()
+        for i, arg in enumerate(call.args):
+            if arg in passed:
+                if arg.keyword is not None:
+                    names.add(arg.keyword.value)
+                elif not arg.star and i < len(params):
+                    names.add(params[i])
+        return names
+
+    def _gradient_reached(self, node: cst.Call, tapes: list[WithContext]) -> WithContext | None:
+        """The tape (of those open around `node`) whose `gradient(...)` target `node`'s value reaches."""
         for call, tape in self.ctx.tf.gradient_calls:
             target = argument(call, 0, "target")
             if tape in tapes and target is not None and self.ctx.flow.flows_into(node, target, call):
-                what = self._describe(node)
-                self.report(node, f"{what} inside `GradientTape` `{tape.alias}` turns a tensor into a "
-                                  f"NumPy/Python value that reaches `{tape.alias}.gradient(...)`: the tape "
-                                  "cannot differentiate through it, so the gradients are None")
-                return
+                return tape
+        return None
 
-    def _leaves_tensorflow(self, node: cst.Call, tape: WithContext) -> bool:
-        """Does this call turn a value that depends on the model into NumPy / Python?"""
+    def _converts(self, node: cst.Call, tensor: Callable[[cst.BaseExpression], bool]) -> bool:
+        """Does this call turn a value for which `tensor` holds into NumPy / Python?"""
         name = self.ctx.names.callee(node)
         if call_name(node) == "numpy" and receiver(node) is not None and not node.args and name is None:
             converted = [receiver(node)]
@@ -166,7 +346,7 @@ grads = tape.gradient(loss, params)
             converted = positional_args(node)
         else:
             return False
-        return any(self._model_dependent(arg, tape) for arg in converted)
+        return any(tensor(arg) for arg in converted)
 
     def _model_dependent(self, expr: cst.BaseExpression, tape: WithContext, depth: int = 0) -> bool:
         """Computed in the tape (a call, or a name bound inside it from one), or a variable's attribute.

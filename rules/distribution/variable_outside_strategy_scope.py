@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import libcst as cst
 
 from lintloop.analysis.syntax import dotted, dotted_names_in
@@ -13,6 +15,9 @@ _KERAS_STATEFUL_PREFIXES = ("keras.optimizers.", "keras.metrics.", "keras.applic
 
 
 _KERAS_MODELS = {"keras.Sequential", "keras.Model", "keras.models.Sequential", "keras.models.Model"}
+
+# How many same-file helpers of helpers a builder call is followed into.
+HELPER_DEPTH = 2
 
 
 
@@ -28,15 +33,20 @@ class VariableOutsideStrategyScope(Rule):
     summary = ("A `tf.distribute` strategy is built and used (`strategy.run`, "
                "`experimental_distribute_dataset`, `distribute_datasets_from_function`), but a Keras "
                "model, optimizer, metric or `tf.Variable` that the distributed step uses is constructed "
-               "outside `with strategy.scope():`.")
+               "outside `with strategy.scope():` — directly, or by a helper called outside it that returns "
+               "it (a function of the same file, or one imported from another module of the project).")
     why = ("Variables are created by the strategy that is current when they are built. Built outside the "
            "scope they are ordinary single-device variables, not mirrored per replica.")
     symptom = ("tests/fixtures/LL401_bad.py (Keras 3, MirroredStrategy over 2 CPU devices) fails at its first "
                "distributed step: `RuntimeError: Mixing different tf.distribute.Strategy objects: "
                "<...MirroredStrategy object ...> is not <..._DefaultDistributionStrategy object ...>` (Adam "
                "built outside). With only the model outside: `ValueError: `colocate_vars_with` must only be "
-               "passed a variable created in this tf.distribute.Strategy.scope()`. Keras 2 with an optimizer "
-               "outside runs silently, without mirrored slots.")
+               "passed a variable created in this tf.distribute.Strategy.scope()`. "
+               "tests/fixtures/LL401_module_strategy_bad.py (strategy at module level, model from "
+               "`build_model()` called outside the scope, SGD built inside) fails at its first step with a bare "
+               "`AssertionError` from the optimizer's distributed update; if the model's variables are created "
+               "lazily inside the step, TF fails instead with `InvalidArgumentError: You must feed a value for "
+               "placeholder tensor ...`. Keras 2 with an optimizer outside runs silently, without mirrored slots.")
     remedy = ("Build the model, optimizer, metrics and variables inside `with strategy.scope():` (a "
               "function that builds them may be called from inside the scope). With Keras 3 Adam, also "
               "call `optimizer.build(model.trainable_variables)` inside the scope.")
@@ -97,8 +107,59 @@ def step(x):
     counter.assign_add(1)
 strategy.run(step, args=(1,))
 """),
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+def create_model(units):
+    model = tf.keras.Sequential([tf.keras.layers.Dense(units)])
+    return model
+def build_all():
+    return create_model(1)
+model = build_all()
+with strategy.scope():
+    optimizer = tf.keras.optimizers.Adam()
+def step_fn(x):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(model(x))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+@tf.function
+def train_step(iterator):
+    strategy.run(step_fn, args=(next(iterator),))
+"""),
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+def build_network():
+    return tf.keras.Sequential([tf.keras.layers.Dense(1)])
+def replica_step(net, opt, batch):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(net(batch))
+    opt.apply_gradients(zip(tape.gradient(loss, net.trainable_variables), net.trainable_variables))
+def main(dataset):
+    model = build_network()
+    with strategy.scope():
+        optimizer = tf.keras.optimizers.SGD()
+    for batch in strategy.experimental_distribute_dataset(dataset):
+        strategy.run(replica_step, args=(model, optimizer, batch))
+"""),
     )
     not_flagged = (
+        Example("""
+import tensorflow as tf
+class Trainer:
+    def __init__(self, strategy):
+        self.strategy = strategy
+        with self.strategy.scope():
+            self.model = self.build_model()
+            self.optimizer = tf.keras.optimizers.Adam()
+    def build_model(self):
+        return tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    def train(self, x):
+        def step(x):
+            return self.model(x)
+        self.strategy.run(step, args=(x,))
+trainer = Trainer(tf.distribute.MirroredStrategy())
+"""),
         Example("""
 import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
@@ -141,15 +202,51 @@ strategy.run(step, args=(1,))
         if not self.ctx.strategies.used:
             return
         what = self._stateful_kind(node)
+        if what is not None and self._returned_by(node) is not None:
+            return  # built by a helper: judged where the helper is called
+        if what is None:
+            what = self._built_by_helper(node, HELPER_DEPTH)
         if what is None or self.ctx.strategies.in_scope(node):
             return
         holders = self._holder_names(node)
         users = [fn.name.value for fn in sorted(self.ctx.strategies.step_functions, key=self.ctx.order.get)
                  if holders & dotted_names_in(fn.body)]  # in source order: the message names the first
+        users += [dotted(run.args[0].value) or "step" for run in self.ctx.strategies.runs  # `args=(model, ...)`
+                  if run.args and holders & set().union(*(dotted_names_in(a.value) for a in run.args[1:]))]
         if users:
             self.report(node, f"{what} built outside `strategy.scope()` but used in the distributed step "
                               f"`{users[0]}`: its variables are not mirrored across replicas (Keras 3 fails at "
                               "the first step); build it inside `with strategy.scope():`")
+
+    def _returned_by(self, call: cst.Call) -> cst.FunctionDef | None:
+        """The function that returns the object `call` builds (`return Ctor()`, `x = Ctor(); return x`)."""
+        function = self.ctx.scope_of(call)
+        if not isinstance(function, cst.FunctionDef):
+            return None
+        statement = self.ctx.parents.get(call)
+        if isinstance(statement, cst.Return):
+            return function
+        if isinstance(statement, cst.Assign):
+            names = {dotted(t.target) for t in statement.targets} - {None}
+            if any(isinstance(r.value, cst.Name) and r.value.value in names and self.ctx.scope_of(r) is function
+                   for r in self.ctx.nodes(cst.Return)):
+                return function
+        return None
+
+    def _built_by_helper(self, call: cst.Call, depth: int) -> str | None:
+        """What a call of a helper builds and returns: a same-file function (through helpers of helpers)
+        or a function of another module of the project."""
+        local = self.ctx.calls.local_functions(call.func)
+        if not local:
+            return self._built_in_other_module(call)
+        for function in local:
+            for inner in self.ctx.calls.calls_in(function):
+                if self._returned_by(inner) is not function:
+                    continue
+                kind = self._stateful_kind(inner) or (self._built_by_helper(inner, depth - 1) if depth else None)
+                if kind is not None:
+                    return kind if " from `" in kind else f"{kind} from `{function.name.value}` (line {self.ctx.line_of(inner)})"
+        return None
 
     def _stateful_kind(self, call: cst.Call) -> str | None:
         name = self.ctx.names.callee(call)
@@ -158,36 +255,34 @@ strategy.run(step, args=(1,))
             if subclass is not None and any(self.ctx.names.qualname(base.value) in _KERAS_MODELS for base in subclass.bases):
                 return f"Keras model `{subclass.name.value}`"
             return None
-        last = name.rsplit(".", 1)[-1]
-        if name == "tensorflow.Variable":
-            return "`tf.Variable`"
-        if name in _KERAS_MODELS:
-            return "Keras model"
-        if name.startswith(_KERAS_STATEFUL_PREFIXES) and last[:1].isupper() and ".schedules." not in name:
-            return f"Keras {name.split('.')[1].rstrip('s')} `{last}`"
+        return _kind_of(name)
+
+    def _built_in_other_module(self, call: cst.Call) -> str | None:
+        """`build_model()` imported from another module of the project, which returns what it builds."""
+        function = self.ctx.project.function_of(call.func)
+        if function is None:
+            return None
+        for name, built, holder in self.ctx.project.returned_calls(function):
+            kind = _kind_of(name)
+            if kind is not None:
+                return f"{kind} from `{function.name}` ({os.path.basename(holder.module.path)}:{built.lineno})"
         return None
 
     def _holder_names(self, call: cst.Call) -> set[str]:
-        """Names the constructed object ends up in: `x = Ctor()`, or `y = f()` where `f` returns it."""
+        """Names the constructed object ends up in: `x = Ctor()`, `x = build()`."""
         statement = self.ctx.parents.get(call)
         if isinstance(statement, cst.Assign):
-            names = {dotted(t.target) for t in statement.targets} - {None}
-            function = self.ctx.scope_of(call)
-            if isinstance(function, cst.FunctionDef) and any(
-                    isinstance(r.value, cst.Name) and r.value.value in names and self.ctx.scope_of(r) is function
-                    for r in self.ctx.nodes(cst.Return)):
-                return names | self._call_site_names(function)
-            return names
-        if isinstance(statement, cst.Return):
-            function = self.ctx.scope_of(call)
-            return self._call_site_names(function) if isinstance(function, cst.FunctionDef) else set()
+            return {dotted(t.target) for t in statement.targets} - {None}
         return set()
 
-    def _call_site_names(self, function: cst.FunctionDef) -> set[str]:
-        names: set[str] = set()
-        for call in self.ctx.nodes(cst.Call):
-            if function in self.ctx.calls.local_functions(call.func):
-                assign = self.ctx.parents.get(call)
-                if isinstance(assign, cst.Assign) and not self.ctx.strategies.in_scope(call):
-                    names |= {dotted(t.target) for t in assign.targets} - {None}
-        return names
+
+def _kind_of(name: str) -> str | None:
+    """What a call of the qualified `name` builds, when it holds variables a strategy must mirror."""
+    last = name.rsplit(".", 1)[-1]
+    if name == "tensorflow.Variable":
+        return "`tf.Variable`"
+    if name in _KERAS_MODELS:
+        return "Keras model"
+    if name.startswith(_KERAS_STATEFUL_PREFIXES) and last[:1].isupper() and ".schedules." not in name:
+        return f"Keras {name.split('.')[1].rstrip('s')} `{last}`"
+    return None
