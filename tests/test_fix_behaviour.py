@@ -18,6 +18,7 @@ pytestmark = pytest.mark.framework
 SYMPTOMS = {
     "LL201": (["--steps", "6"], 'loss Tensor("'),
     "LL603": (["--steps", "20"], "FutureWarning"),
+    "LL203": (["--steps", "20"], "train step ran eagerly"),
 }
 CASES = [rule.code for rule in ALL_RULES
          if rule.fix_kind.startswith("safe") and (FIXTURES / f"{rule.code}_bad.py").exists()]

@@ -105,6 +105,19 @@ CASES = [
     ("LL708_good", "torch", ["--steps", "20"], 0, ["step 1: gradient norm of the first layer 0.25075"]),
     ("LL801_bad", "torch", ["--steps", "40"], 0, ["resumed run matches the uninterrupted run: False"]),
     ("LL801_good", "torch", ["--steps", "40"], 0, ["resumed run matches the uninterrupted run: True"]),
+    ("LL203_bad", "tensorflow", ["--steps", "20"], 0, ["final loss 0.1321", "train step ran eagerly: every op"]),
+    ("LL203_good", "tensorflow", ["--steps", "20"], 0, ["final loss 0.1321"]),
+    ("LL202_bad", "tensorflow", ["--steps", "20"], 0, ["history has 1 entries after 20 steps"]),
+    ("LL202_good", "tensorflow", ["--steps", "20"], 0, ["history has 20 entries after 20 steps"]),
+    ("LL204_bad", "tensorflow", ["--steps", "20"], 0, ["20 traces for 20 calls", "triggered tf.function retracing"]),
+    ("LL204_good", "tensorflow", ["--steps", "20"], 0, ["1 traces for 20 calls"]),
+    ("LL205_bad", "tensorflow", ["--steps", "20"], 0, ["20 traces for 20 calls", "triggered tf.function retracing"]),
+    ("LL205_good", "tensorflow", ["--steps", "20"], 0, ["1 traces for 20 calls"]),
+    ("LL803_bad", "tensorflow", ["--steps", "20"], 0, ["loss nan at step 3; check_numerics raised nothing"]),
+    ("LL803_good", "tensorflow", ["--steps", "20"], 0, ["check_numerics raised at step 3", "Tensor had NaN values"]),
+    ("LL803_keras_bad", "tensorflow", ["--steps", "16"], 0,
+     ["weights hold NaN: True; check_numerics raised nothing"]),
+    ("LL803_keras_good", "tensorflow", ["--steps", "16"], 0, ["check_numerics raised:", "loss : Tensor had NaN values"]),
 ]
 
 # LL201: does the print inside the tf.function run on every call?

@@ -30,8 +30,8 @@ class FileContext:
 
     Tree questions (parents, scopes, statements) are answered here; every other concern lives in
     its own analysis, reached as an attribute (`ctx.flow`, `ctx.calls`, `ctx.training`, `ctx.tf`,
-    `ctx.strategies`, `ctx.torch`, `ctx.losses`, `ctx.modules`, `ctx.iteration`, `ctx.project` (the
-    other modules of the linted project)) and built the first time a rule asks.
+    `ctx.strategies`, `ctx.torch`, `ctx.losses`, `ctx.modules`, `ctx.iteration`, `ctx.project` (the other
+    modules of the linted project)) and built the first time a rule asks.
     """
 
     def __init__(self, module: cst.Module, timer: StageTimer | None = None, names: Names | None = None,

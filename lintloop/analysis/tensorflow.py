@@ -2,18 +2,74 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
+from lintloop.analysis.calls import CallChain
 from lintloop.analysis.contexts import WithBlocks, WithContext
-from lintloop.analysis.syntax import argument, call_name, receiver, string_value
+from lintloop.analysis.syntax import argument, call_name, keyword_arg, positional_args, receiver, string_value
+
+if TYPE_CHECKING:
+    from lintloop.analysis.context import FileContext
 
 _TAPES = {"tensorflow.GradientTape", "tensorflow.autodiff.GradientTape"}
 # Functions handed to these run eagerly, even when called from a graph.
 _EAGER_WRAPPERS = {"tensorflow.py_function", "tensorflow.numpy_function", "tensorflow.compat.v1.py_func"}
+# How many wrappers deep `function_wrapper` follows (a wrapper of a partial of tf.function ...).
+_WRAPPER_DEPTH = 4
+# The methods Keras' `fit` / `evaluate` / `predict` trace inside the tf.function they build.
+_KERAS_STEPS = {"train_step", "test_step", "predict_step"}
+_KERAS_MODEL_CLASSES = {"keras.Model", "keras.models.Model", "keras.Sequential", "keras.models.Sequential"}
+# Iterables wrapped by progress bars: `for i in tqdm(range(n))` counts like `range(n)`.
+_PROGRESS_BARS = {"tqdm", "trange"}
+# Keywords of `tf.function` that turn XLA on (`experimental_compile` is the pre-2.5 name).
+_JIT_KEYWORDS = ("jit_compile", "experimental_compile")
+
+
+def _true(expr: cst.BaseExpression | None) -> bool | None:
+    """The value of a literal `True` / `False`, else None."""
+    if isinstance(expr, cst.Name) and expr.value in ("True", "False"):
+        return expr.value == "True"
+    return None
+
+
+def _methods(cls: cst.ClassDef) -> list[cst.FunctionDef]:
+    body = cls.body.body if isinstance(cls.body, cst.IndentedBlock) else ()
+    return [s for s in body if isinstance(s, cst.FunctionDef)]
+
+
+@dataclass(frozen=True)
+class Compilation:
+    """How a tf.function compiles: with XLA (`jit_compile=True`), with an `input_signature`."""
+
+    jit: bool = False
+    input_signature: bool = False
+
+    def with_options(self, call: cst.Call) -> Compilation:
+        """These options as overridden by the keywords of `call` (`tf.function(f, jit_compile=True)`,
+        `partial(tf.function, input_signature=[...])`, `common.function(f, jit_compile=False)`)."""
+        jit = next((v for v in (_true(keyword_arg(call, k)) for k in _JIT_KEYWORDS) if v is not None), self.jit)
+        signature = keyword_arg(call, "input_signature")
+        has_signature = self.input_signature if signature is None else not (
+            isinstance(signature, cst.Name) and signature.value == "None")
+        return Compilation(jit, has_signature)
+
+    def merge(self, other: Compilation | None) -> Compilation:
+        """One function compiled twice (decorated and wrapped): XLA if either is."""
+        if other is None:
+            return self
+        return Compilation(self.jit or other.jit, self.input_signature and other.input_signature)
 
 
 class TensorFlow(Analysis):
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._wrappers: dict[cst.FunctionDef, Compilation | None] = {}  # same-file decorators, decided once
+
     # ----- tapes -----------------------------------------------------------------------------
     @computed
     def tapes(self) -> WithBlocks:
@@ -41,23 +97,108 @@ class TensorFlow(Analysis):
         return found
 
     # ----- traced code -------------------------------------------------------------------------
-    @computed
-    def compiled_functions(self) -> set[cst.FunctionDef]:
-        """Functions that TensorFlow traces: `@tf.function` (any spelling) or wrapped by `tf.function(f)`."""
+    def function_wrapper(self, expr: cst.BaseExpression, depth: int = 0) -> Compilation | None:
+        """Is `expr` (a decorator, or the callee of a wrapping call `expr(f)`) `tf.function` or a
+        wrapper of it, and how does it compile? `tf.function`, `tf.function(jit_compile=True)`,
+        `functools.partial(tf.function, ...)`, a name bound to one of those, or a same-file function
+        whose body returns `tf.function(...)` of its parameter, of a function it defines, or of no
+        function at all (a decorator factory) — tf_agents' `common.function` shape.
+
+        The one place that decides what a tf.function wrapper is: resolve cross-module wrappers here."""
+        if depth > _WRAPPER_DEPTH:
+            return None
         names = self.ctx.names
-        compiled: set[cst.FunctionDef] = set()
+        if names.qualname(expr) == "tensorflow.function":
+            return Compilation()
+        if isinstance(expr, cst.Call):
+            callee = names.callee(expr)
+            if callee == "functools.partial" and expr.args:
+                inner = self.function_wrapper(expr.args[0].value, depth + 1)
+                given = len(positional_args(expr)) > 1 or keyword_arg(expr, "func") is not None
+                return inner.with_options(expr) if inner is not None and not given else None
+            if argument(expr, 0, "func") is not None or any(a.star == "*" for a in expr.args):
+                return None  # `tf.function(f)` is a compiled function, not a decorator
+            if callee == "tensorflow.function":  # `@tf.function(jit_compile=True)`: the decorator it returns
+                return Compilation().with_options(expr)
+            inner = self.function_wrapper(expr.func, depth + 1)  # `@common.function(autograph=True)`
+            return inner.with_options(expr) if inner is not None else None
+        if isinstance(expr, cst.Name):
+            local = self.ctx.calls.functions.get(expr.value)
+            if local:
+                return self._local_wrapper(local[-1], depth)
+            if expr.value in self.ctx.names.bound_names:
+                value = self.ctx.flow.resolve_value(expr)
+                if isinstance(value, cst.Call):
+                    return self.function_wrapper(value, depth + 1)
+        if isinstance(expr, (cst.Name, cst.Attribute)) and self.ctx.project.wraps_tf_function(expr):
+            return Compilation()  # another module's wrapper: `from tf_agents.utils import common` -> `@common.function`
+        return None
+
+    def _local_wrapper(self, fn: cst.FunctionDef, depth: int) -> Compilation | None:
+        if fn in self._wrappers:
+            return self._wrappers[fn]
+        self._wrappers[fn] = None  # a recursive wrapper is none
+        params = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
+        params.update(p.name.value for p in (fn.params.star_arg, fn.params.star_kwarg) if isinstance(p, cst.Param))
+        inner_defs = {d.name.value for d in self.ctx.nodes(cst.FunctionDef) if self.ctx.scope_of(d) is fn}
+        for ret in self._returns.get(fn, ()):
+            value = ret.value
+            if not isinstance(value, cst.Call):
+                continue
+            compiled = self.function_wrapper(value.func, depth + 1)
+            if compiled is None:
+                continue
+            star = next((a.value for a in value.args if a.star == "*"), None)
+            subject = argument(value, 0, "func") or star
+            if subject is None or (isinstance(subject, cst.Name) and subject.value in params | inner_defs):
+                self._wrappers[fn] = compiled.with_options(value)
+                break
+        return self._wrappers[fn]
+
+    @computed
+    def _returns(self) -> dict[cst.FunctionDef, list[cst.Return]]:
+        by_scope: dict[cst.FunctionDef, list[cst.Return]] = defaultdict(list)
+        for ret in self.ctx.nodes(cst.Return):
+            scope = self.ctx.scope_of(ret)
+            if isinstance(scope, cst.FunctionDef):
+                by_scope[scope].append(ret)
+        return by_scope
+
+    @computed
+    def compilations(self) -> dict[cst.FunctionDef, Compilation]:
+        """Functions TensorFlow traces as a tf.function (decorated, or wrapped as `f = tf.function(g)`
+        by any wrapper `function_wrapper` knows), with how each is compiled."""
+        found: dict[cst.FunctionDef, Compilation] = {}
         for fn in self.ctx.nodes(cst.FunctionDef):
             for decorator in fn.decorators:
-                target = decorator.decorator
-                if isinstance(target, cst.Call) and names.callee(target) == "functools.partial" and target.args:
-                    target = target.args[0].value  # @functools.partial(tf.function, jit_compile=True)
-                target = target.func if isinstance(target, cst.Call) else target
-                if names.qualname(target) == "tensorflow.function":
-                    compiled.add(fn)
+                compiled = self.function_wrapper(decorator.decorator)
+                if compiled is not None:
+                    found[fn] = compiled.merge(found.get(fn))
         for call in self.ctx.nodes(cst.Call):
-            if names.callee(call) == "tensorflow.function":
-                compiled.update(self.ctx.calls.local_functions(call))
-        return compiled
+            compiled = self.wrapping(call)
+            if compiled is not None:
+                for fn in self.ctx.calls.local_functions(argument(call, 0, "func")):
+                    found[fn] = compiled.merge(found.get(fn))
+        return found
+
+    def wrapping(self, call: cst.Call) -> Compilation | None:
+        """Is `call` a wrapper applied to a function (`tf.function(f, jit_compile=True)`,
+        `common.function(f)`): how it compiles `f`, else None."""
+        if argument(call, 0, "func") is None:
+            return None
+        head = call.func  # a cheap test first: only imported or assigned names can be a wrapper
+        while isinstance(head, (cst.Attribute, cst.Call)):
+            head = head.value if isinstance(head, cst.Attribute) else head.func
+        if not (isinstance(head, cst.Name) and (head.value in self.ctx.names.imports
+                                                or head.value in self.ctx.names.bound_names)):
+            return None
+        compiled = self.function_wrapper(call.func)
+        return compiled.with_options(call) if compiled is not None else None
+
+    @computed
+    def compiled_functions(self) -> set[cst.FunctionDef]:
+        """Functions that TensorFlow traces as a tf.function (see `compilations`)."""
+        return set(self.compilations)
 
     @computed
     def eager_callbacks(self) -> set[cst.FunctionDef]:
@@ -72,12 +213,196 @@ class TensorFlow(Analysis):
 
     def compiled_function_of(self, node: cst.CSTNode) -> cst.FunctionDef | None:
         """The tf.function that traces `node`, if any (nested defs inside one are traced too)."""
+        return self.traced_function_of(node, keras_steps=False)
+
+    def traced_function_of(self, node: cst.CSTNode, keras_steps: bool = True) -> cst.FunctionDef | None:
+        """The function whose trace runs `node`: a tf.function around it, or (with `keras_steps`) the
+        Keras `train_step`/`test_step`/`predict_step` override that `fit`/`evaluate`/`predict` trace."""
         for ancestor in self.ctx.ancestors(node):
             if ancestor in self.eager_callbacks:
                 return None
-            if ancestor in self.compiled_functions:
+            if ancestor in self.compilations or (keras_steps and ancestor in self.keras_steps):
                 return ancestor
         return None
+
+    def is_xla(self, fn: cst.FunctionDef) -> bool:
+        """Is this traced function compiled with XLA (`jit_compile=True` on its tf.function or wrapper,
+        or a Keras step of a model compiled with `jit_compile=True` in this file)?"""
+        compiled = self.compilations.get(fn)
+        return (compiled is not None and compiled.jit) or fn in self.xla_keras_steps
+
+    def traced_chain(self, node: cst.CSTNode, keras_steps: bool = True,
+                     xla: bool = False) -> tuple[CallChain, cst.FunctionDef] | None:
+        """Is `node` traced: inside a traced function (`traced_function_of`; with `xla`, an
+        XLA-compiled one), or in a same-file helper called only from such functions, transitively?
+        Returns the call sites leading out to it (innermost first; `()` when `node` is inside it)
+        and the traced function, else None."""
+        def holds(n: cst.CSTNode) -> bool:
+            fn = self.traced_function_of(n, keras_steps)
+            return fn is not None and (not xla or self.is_xla(fn))
+
+        chain = self.ctx.calls.through_callers(node, holds)
+        if chain is None:
+            return None
+        traced = self.traced_function_of(chain[-1] if chain else node, keras_steps)
+        return (chain, traced) if traced is not None else None
+
+    def describe(self, fn: cst.FunctionDef) -> str:
+        """How a message names a traced function: "the tf.function `step`", "the Keras `train_step`
+        (traced by `fit`)"."""
+        if fn in self.keras_steps and fn not in self.compilations:
+            if fn in self.xla_keras_steps:
+                return f"the Keras `{fn.name.value}` (compiled with XLA by `fit`: `compile(jit_compile=True)`)"
+            return f"the Keras `{fn.name.value}` (traced by `fit`/`evaluate`/`predict`)"
+        return f"the {'XLA-compiled ' if self.is_xla(fn) else ''}tf.function `{fn.name.value}`"
+
+    def where(self, node: cst.CSTNode, traced: tuple[CallChain, cst.FunctionDef]) -> str:
+        """"the tf.function `step`", or for a helper "`log` (called from the tf.function `step` at line 12)"."""
+        chain, fn = traced
+        if not chain:
+            return self.describe(fn)
+        helper = next(a for a in self.ctx.ancestors(node) if isinstance(a, cst.FunctionDef))
+        return f"`{helper.name.value}`{self.ctx.calls.describe_chain(chain, self.describe(fn))}"
+
+    # ----- calls of compiled functions ---------------------------------------------------------
+    def compiled_callee(self, call: cst.Call) -> tuple[cst.FunctionDef, Compilation] | None:
+        """The same-file tf.function a call runs (`step(x)`, `self.step(x)`, `fast(x)` after
+        `fast = tf.function(step)` or any wrapper `function_wrapper` knows), with its compilation."""
+        func = call.func
+        candidates = self.ctx.calls.local_functions(func)
+        assigned = isinstance(func, cst.Attribute) or (isinstance(func, cst.Name)
+                                                      and func.value in self.ctx.names.bound_names)
+        if not candidates and assigned:
+            value = self.ctx.flow.resolve_value(func, call)  # `fast = tf.function(step)`, `self.step = ...`
+            wrapped = self.wrapping(value) if isinstance(value, cst.Call) else None
+            if wrapped is not None:
+                candidates = self.ctx.calls.local_functions(argument(value, 0, "func"))
+                compiled = [fn for fn in candidates if fn in self.compilations]
+                return (compiled[0], wrapped) if compiled else None
+        compiled = [fn for fn in candidates if fn in self.compilations]
+        return (compiled[0], self.compilations[compiled[0]]) if len(compiled) == 1 else None
+
+    def changing_number(self, expr: cst.BaseExpression, at: cst.CSTNode) -> str | None:
+        """Is `expr` (at `at`, inside loops of its function) a Python number that changes on every
+        iteration of an enclosing loop — the index of `for i in range(...)` / `enumerate(...)` /
+        `itertools.count()`, or a counter `n += 1` in the loop — or simple arithmetic on one
+        (`i + 1`)? Returns how to name it in a message, else None."""
+        if isinstance(expr, cst.BinaryOperation):
+            for side, other in ((expr.left, expr.right), (expr.right, expr.left)):
+                if isinstance(other, (cst.Integer, cst.Float, cst.Name)):
+                    found = self.changing_number(side, at)
+                    if found is not None:
+                        return found
+            return None
+        if not isinstance(expr, cst.Name):
+            return None
+        name = expr.value
+        for loop in self._loops_around(at):
+            if isinstance(loop, cst.For) and self._counts(loop, name):
+                return f"the loop variable `{name}`"
+            if self._incremented_in(loop, name, at):
+                return f"the counter `{name}`, incremented in the loop"
+        return None
+
+    def _loops_around(self, node: cst.CSTNode) -> list[cst.For | cst.While]:
+        loops = []
+        for ancestor in self.ctx.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+            if isinstance(ancestor, (cst.For, cst.While)) and self.ctx.is_inside(node, ancestor.body):
+                loops.append(ancestor)
+        return loops
+
+    def _counts(self, loop: cst.For, name: str) -> bool:
+        """`for name in range(...)`, `for name, x in enumerate(...)`, `for name in itertools.count()`
+        (also through `tqdm(...)` / `trange(...)`)."""
+        iterable = loop.iter
+        if isinstance(iterable, cst.Call) and call_name(iterable) in _PROGRESS_BARS and iterable.args:
+            if call_name(iterable) == "trange":
+                return isinstance(loop.target, cst.Name) and loop.target.value == name
+            iterable = iterable.args[0].value
+        if not isinstance(iterable, cst.Call):
+            return False
+        names = self.ctx.names
+        if names.is_builtin(iterable.func, "range") or names.callee(iterable) == "itertools.count":
+            return isinstance(loop.target, cst.Name) and loop.target.value == name
+        if names.is_builtin(iterable.func, "enumerate") and isinstance(loop.target, cst.Tuple):
+            first = loop.target.elements[0].value if loop.target.elements else None
+            return isinstance(first, cst.Name) and first.value == name
+        return False
+
+    def _incremented_in(self, loop: cst.For | cst.While, name: str, at: cst.CSTNode) -> bool:
+        """`name += <number>` in the loop's body (same function), and every plain assignment of
+        `name` a number literal: a Python counter."""
+        bumped = any(isinstance(a.target, cst.Name) and a.target.value == name
+                     and isinstance(a.operator, cst.AddAssign) and isinstance(a.value, (cst.Integer, cst.Float))
+                     and self.ctx.is_inside(a, loop.body) and self.ctx.scope_of(a) is self.ctx.scope_of(at)
+                     for a in self.ctx.nodes(cst.AugAssign))
+        if not bumped:
+            return False
+        plain = [b for b in self.ctx.flow.bindings_of(name, at, before=False) if not b.augmented]
+        return bool(plain) and all(isinstance(b.value, (cst.Integer, cst.Float)) for b in plain)
+
+    # ----- Keras steps -----------------------------------------------------------------------------
+    @computed
+    def keras_steps(self) -> set[cst.FunctionDef]:
+        """`train_step` / `test_step` / `predict_step` overrides of Keras models: `fit`, `evaluate` and
+        `predict` call them inside a tf.function they build (Keras 2 and 3), unless the file compiles
+        with `run_eagerly=True`. (`call` is not one: it also runs eagerly when the model is called.)"""
+        if any(isinstance(c.value, cst.Name) and c.value.value == "True" and c.keyword is not None
+               and c.keyword.value == "run_eagerly" for c in self.ctx.nodes(cst.Arg)):
+            return set()
+        return {fn for cls in self.keras_models for fn in _methods(cls) if fn.name.value in _KERAS_STEPS}
+
+    @computed
+    def keras_models(self) -> list[cst.ClassDef]:
+        """Classes of this file that derive from a Keras `Model` (directly or through a class here)."""
+        found: list[cst.ClassDef] = []
+        classes = self.ctx.nodes(cst.ClassDef)
+        changed = True
+        while changed:
+            changed = False
+            for cls in classes:
+                if cls not in found and any(self._is_keras_model_base(b.value, found) for b in cls.bases):
+                    found.append(cls)
+                    changed = True
+        return found
+
+    def _is_keras_model_base(self, base: cst.BaseExpression, models: list[cst.ClassDef]) -> bool:
+        if isinstance(base, cst.Name) and any(m.name.value == base.value for m in models):
+            return True
+        return self.ctx.names.qualname(base) in _KERAS_MODEL_CLASSES
+
+    @computed
+    def xla_keras_steps(self) -> set[cst.FunctionDef]:
+        """Keras steps of models compiled with `compile(..., jit_compile=True)` in this file.
+
+        Only an explicit True: Keras 3's default `jit_compile="auto"` resolves to False on a
+        machine without GPU and under a distribution strategy, and to XLA on a GPU when every layer
+        supports it (keras/src/trainers/trainer.py `_resolve_auto_jit_compile`, Keras 3.15) —
+        what runs depends on the machine, not the code. Keras 2's default is no XLA."""
+        steps: set[cst.FunctionDef] = set()
+        models = self.keras_models
+        for call in self.ctx.nodes(cst.Call):
+            if call_name(call) != "compile" or _true(keyword_arg(call, "jit_compile")) is not True:
+                continue
+            model = self._compiled_model(call, models)
+            if model is not None:
+                steps.update(fn for fn in _methods(model) if fn in self.keras_steps)
+        return steps
+
+    def _compiled_model(self, call: cst.Call, models: list[cst.ClassDef]) -> cst.ClassDef | None:
+        """The model class of this file whose instance `call` (`model.compile(...)`) compiles."""
+        owner = receiver(call)
+        if owner is None:
+            return None
+        if isinstance(owner, cst.Name) and owner.value == "self":
+            return next((c for c in self.ctx.ancestors(call) if isinstance(c, cst.ClassDef) and c in models), None)
+        value = self.ctx.flow.resolve_value(owner, call)
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+            return next((m for m in models if m.name.value == value.func.value), None)
+        with_steps = [m for m in models if any(fn in self.keras_steps for fn in _methods(m))]
+        return with_steps[0] if len(with_steps) == 1 else None  # `model = build_model()`: the only candidate
 
     # ----- Keras versions ------------------------------------------------------------------------
     def keras_major(self, constructor: cst.Call) -> int:

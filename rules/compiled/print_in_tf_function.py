@@ -16,12 +16,16 @@ class PrintInTfFunction(Rule):
     code = "LL201"
     name = "print-in-tf-function"
     frameworks = ("tf",)
-    needs = Needs(file=(("text:function",),), statement=(("call:print",),))
+    # `call:compile`: the unit that compiles a Keras model may say `run_eagerly=True` (no trace).
+    needs = Needs(file=(("name:function", "name:Model"),), statement=(("call:print", "call:compile"),))
     fix_kind = "safe for plain positional args, else unsafe"
     probe = "trace"
     summary = ("Builtin `print(...)` in a function decorated by `tf.function` (any spelling, with or "
-               "without arguments) or wrapped as `f = tf.function(g)`, or in a same-file helper called "
-               "only from such functions.")
+               "without arguments, `jit_compile=True`, `functools.partial(tf.function, ...)`, a project "
+               "decorator that returns `tf.function(...)`), wrapped as `f = tf.function(g)`, in a Keras "
+               "`train_step`/`test_step`/`predict_step` override (traced by `fit`, Keras 2 and 3, unless "
+               "the file compiles with `run_eagerly=True`), or in a same-file helper called only from such "
+               "functions.")
     why = ("A `tf.function` runs its Python body only while tracing a graph (the first call, and again "
            "for each new input signature); later calls run the graph, which contains no Python `print`.")
     symptom = ("tests/fixtures/LL201_bad.py calls its `@tf.function` train step 6 times; the `print` ran once "
@@ -66,8 +70,34 @@ def train_step(model, x, y):
     log_metrics(loss)
     return loss
 """),
+        Example("""
+import tensorflow as tf
+class GAN(tf.keras.Model):
+    def train_step(self, data):
+        real = data
+        print("batch", real.shape)
+        return {}
+"""),
+        Example("""
+import tensorflow as tf
+def function(*args, **kwargs):
+    return tf.function(*args, autograph=False, **kwargs)
+@function
+def collect(env_step):
+    print("collecting", env_step)
+    return env_step
+"""),
     )
     not_flagged = (
+        Example("""
+import tensorflow as tf
+class Net(tf.keras.Model):
+    def train_step(self, data):
+        print("tracing train_step")
+        return super().train_step(data)
+model = Net()
+model.compile(optimizer="adam", loss="mse", run_eagerly=True)
+"""),
         Example("""
 import tensorflow as tf
 @tf.function
@@ -110,15 +140,10 @@ for x in batches:
     def visit_Call(self, node: cst.Call) -> None:
         if not self.ctx.names.is_builtin(node.func, "print"):
             return
-        tf = self.ctx.tf
-        chain = self.ctx.calls.through_callers(node, lambda n: tf.compiled_function_of(n) is not None)
-        if chain is None:
+        traced = self.ctx.tf.traced_chain(node)
+        if traced is None:
             return
-        compiled = tf.compiled_function_of(chain[-1] if chain else node)
-        where = f"tf.function `{compiled.name.value}`"
-        if chain:
-            helper = next(a for a in self.ctx.ancestors(node) if isinstance(a, cst.FunctionDef))
-            where = f"`{helper.name.value}`{self.ctx.calls.describe_chain(chain, 'the ' + where)},"
+        where = self.ctx.tf.where(node, traced) + ("," if traced[0] else "")
         self.report(node, f"builtin `print` inside {where} runs only while TensorFlow traces it (first call "
                           "and each retrace) and prints symbolic tensors; use `tf.print` to print on every "
                           "call", fix=self._fix(node))

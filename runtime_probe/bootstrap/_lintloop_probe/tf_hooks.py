@@ -1,7 +1,8 @@
 """TensorFlow: installed when `tensorflow` is imported.  `tape.gradient` (None gradients,
 eager steps, errors), autograph's source maps (generated code -> the user's line),
-TensorFlow's logged warnings; `tf.function`, `print` and the distribution hooks live in
-`tf_function` and `tf_distribute`.
+TensorFlow's logged warnings; the other hooks live by concern: `tf_function` (traces, `print`,
+trace-time mutations, check_numerics), `tf_distribute`, `tf_data`, `tf_summary`, `tf_tapes`
+(persistent tapes) and `tf_amp` (loss scaling).
 """
 import functools
 import logging
@@ -27,6 +28,8 @@ def install(tf):
             ("GradientTape.gradient", _install_tape),
             ("tf.function", tf_function.install_function),
             ("print", tf_function.install_print),
+            ("autograph.converted_call", tf_function.install_trace_mutations),
+            ("check_numerics", tf_function.install_check_numerics),
             ("Strategy.run", tf_distribute.install_strategy),
             ("reduce_mean", tf_distribute.install_reduce_mean),
             ("tf_logging", _install_logging)):

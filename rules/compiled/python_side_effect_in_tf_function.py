@@ -1,0 +1,230 @@
+"""LL202 python-side-effect-in-tf-function: the rule, its documentation and its examples."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from lintloop.rule import Example, Rule
+from lintloop.screen import Needs
+
+_MUTATORS = {"append", "extend"}
+# Python records appended on purpose while tracing (names of watched variables, a trace log line, a
+# tuple of shapes): what a trace-counting test or trace-time registry keeps, not a per-call value.
+_TRACE_RECORDS = (cst.List, cst.ListComp, cst.Tuple, cst.Dict, cst.DictComp, cst.SimpleString,
+                  cst.FormattedString, cst.ConcatenatedString)
+
+
+class PythonSideEffectInTfFunction(Rule):
+    code = "LL202"
+    name = "python-side-effect-in-tf-function"
+    frameworks = ("tf",)
+    # `call:compile`: the unit that compiles a Keras model may say `run_eagerly=True` (no trace).
+    needs = Needs(file=(("name:function", "name:Model"),),
+                  statement=(("call:append", "call:extend", "augassign", "call:compile"),))
+    probe = "trace"
+    summary = ("Inside a tf.function (any spelling or wrapper, a Keras `train_step`/`test_step`/`predict_step` "
+               "traced by `fit`, or a same-file helper called only from them): `.append`/`.extend` on a list, "
+               "or `+=` on a list or a `global`/`nonlocal` variable, defined outside the function (a module "
+               "or enclosing function's list, a `self.x` attribute initialised as a list). Appending a Python "
+               "record written out in place (a list/tuple/dict display or comprehension, a string) is taken "
+               "as deliberate trace-time bookkeeping and not flagged.")
+    why = ("TensorFlow runs a tf.function's Python body only while tracing it (the first call, and again for "
+           "each new input signature); later calls run the graph, which holds no Python code. A list "
+           "appended to, or a global counter incremented, changes once per trace, not once per call, and "
+           "holds symbolic tensors, not values.")
+    symptom = ("tests/fixtures/LL202_bad.py appends the loss to a module-level `history` list inside its "
+               "`@tf.function` train step, called 20 times: `history has 1 entries after 20 steps: "
+               "[<tf.Tensor 'mean_squared_error/div_no_nan:0' shape=() dtype=float32>]`.")
+    remedy = ("Return the value from the tf.function and append it in the eager caller "
+              "(`history.append(float(train_step(x, y)))`), or keep state in TensorFlow: a `tf.Variable` "
+              "(`counter.assign_add(1)`), a `tf.TensorArray` for values collected inside the function, a Keras "
+              "metric (`self.loss_tracker.update_state(loss)`).")
+    flagged = (
+        Example("""
+import tensorflow as tf
+history = []
+@tf.function
+def train_step(x, y):
+    loss = tf.reduce_mean((model(x) - y) ** 2)
+    history.append(loss)
+    return loss
+"""),
+        Example("""
+import tensorflow as tf
+step_count = 0
+@tf.function(jit_compile=True)
+def train_step(x):
+    global step_count
+    step_count += 1
+    return x * 2
+"""),
+        Example("""
+import tensorflow as tf
+class Trainer(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.batch_losses = []
+    def train_step(self, data):
+        x, y = data
+        loss = self.compute_loss(x, y, self(x))
+        self.batch_losses.append(loss)
+        return {"loss": loss}
+"""),
+        Example("""
+import tensorflow as tf
+def make_step(model):
+    seen = []
+    def record(v):
+        seen.append(v)
+    @tf.function
+    def step(x):
+        out = model(x)
+        record(out)
+        return out
+    return step, seen
+"""),
+    )
+    not_flagged = (
+        Example("""
+import tensorflow as tf
+traced_with = []
+@tf.function(autograph=False)
+def f(x):
+    with tf.GradientTape() as tape:
+        y = layer(x)
+    traced_with.append([(id(v), v.name) for v in tape.watched_variables()])
+    return y
+"""),
+        Example("""
+import tensorflow as tf
+@tf.function
+def unroll(x, steps):
+    outputs = []
+    for i in range(steps):
+        x = x * 2
+        outputs.append(x)
+    return tf.stack(outputs)
+"""),
+        Example("""
+import tensorflow as tf
+@tf.function
+def run(xs):
+    ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+    for i in tf.range(tf.shape(xs)[0]):
+        ta = ta.write(i, xs[i] * 2)
+    return ta.stack()
+"""),
+        Example("""
+import tensorflow as tf
+class Trainer(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.loss_tracker = tf.keras.metrics.Mean(name="loss")
+        self.history = []
+    def train_step(self, data):
+        x, y = data
+        loss = self.compute_loss(x, y, self(x))
+        self.loss_tracker.update_state(loss)
+        return {"loss": self.loss_tracker.result()}
+    def on_epoch_end(self, logs):
+        self.history.append(logs)
+"""),
+        Example("""
+import tensorflow as tf
+history = []
+@tf.function
+def train_step(x):
+    return tf.reduce_mean(x)
+for x in batches:
+    history.append(float(train_step(x)))
+"""),
+        Example("""
+import tensorflow as tf
+counter = tf.Variable(0)
+@tf.function
+def step(x):
+    counter.assign_add(1)
+    return x
+"""),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _MUTATORS and node.args \
+                and not isinstance(node.args[0].value, _TRACE_RECORDS):
+            self._check(node, func.value, f"`{self.ctx.snippet(func)}(...)`")
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if isinstance(node.operator, cst.AddAssign):
+            self._check(node, node.target, f"`{self.ctx.snippet(node.target)} += ...`")
+
+    def _check(self, node: cst.CSTNode, target: cst.BaseExpression, action: str) -> None:
+        outside = self._defined_outside(target, node)
+        if outside is None:
+            return
+        tf = self.ctx.tf
+        traced = tf.traced_chain(node)
+        if traced is None:
+            return
+        self.report(node, f"{action} inside {tf.where(node, traced)} changes {outside}: it runs only while "
+                          "TensorFlow traces the function (first call and each retrace), not on every call; return the "
+                          "value to the eager caller, or keep the state in a `tf.Variable` / `tf.TensorArray` "
+                          "/ Keras metric")
+
+    def _defined_outside(self, target: cst.BaseExpression, node: cst.CSTNode) -> str | None:
+        """How to name `target` when it is a list or a global/nonlocal variable bound outside the
+        function that holds `node`; None otherwise (a local, a parameter, something not a list)."""
+        ctx = self.ctx
+        function = next((a for a in ctx.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
+        if function is None:
+            return None
+        if isinstance(target, cst.Name):
+            name = target.value
+            declared = _declared(function, name)
+            if declared:
+                return f"the {declared} variable `{name}`"
+            if ctx.bindings_in(function, name):
+                return None  # a local (or parameter) of the function
+            bindings = ctx.flow.bindings_of(name, node, before=False)
+            if bindings and all(_is_list(b.value) for b in bindings):
+                return f"`{name}`, a list defined outside the function"
+            return None
+        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+            name = f"self.{target.attr.value}"
+            values = [b for scope in ctx.bindings.values() for b in scope.get(name, ()) if not b.augmented]
+            if values and all(_is_list(b.value) and not ctx.is_inside(b.node, function) for b in values):
+                return f"`{name}`, a list attribute set outside the function"
+        return None
+
+
+def _declared(function: cst.FunctionDef, name: str) -> str | None:
+    """"global" / "nonlocal" when the function declares `name` so (in its own body, not a nested def)."""
+    stack: list[cst.CSTNode] = [function.body]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (cst.Global, cst.Nonlocal)) and any(n.name.value == name for n in current.names):
+            return "global" if isinstance(current, cst.Global) else "nonlocal"
+        if isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if isinstance(current, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+            stack.extend(current.body)
+        elif isinstance(current, cst.SimpleStatementLine):
+            stack.extend(current.body)
+        elif isinstance(current, cst.BaseCompoundStatement):
+            stack.append(current.body)
+            for extra in ("orelse", "handlers", "finalbody"):
+                value = getattr(current, extra, None)
+                if isinstance(value, (list, tuple)):
+                    stack.extend(value)
+                elif value is not None:
+                    stack.append(value)
+        elif isinstance(current, (cst.Else, cst.ExceptHandler, cst.Finally)):
+            stack.append(current.body)
+    return None
+
+
+def _is_list(value: cst.BaseExpression | None) -> bool:
+    """A list display, comprehension or `list(...)` call."""
+    if isinstance(value, (cst.List, cst.ListComp)):
+        return True
+    return isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "list"
