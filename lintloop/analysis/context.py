@@ -9,6 +9,7 @@ import libcst as cst
 
 from lintloop.analysis.calls import CallGraph
 from lintloop.analysis.dataflow import DataFlow
+from lintloop.analysis.datasets import Datasets
 from lintloop.analysis.distribution import Strategies
 from lintloop.analysis.index import Binding, Scope, TreeIndex
 from lintloop.analysis.iteration import Iterations
@@ -30,7 +31,7 @@ class FileContext:
 
     Tree questions (parents, scopes, statements) are answered here; every other concern lives in
     its own analysis, reached as an attribute (`ctx.flow`, `ctx.calls`, `ctx.training`, `ctx.tf`,
-    `ctx.strategies`, `ctx.torch`, `ctx.losses`, `ctx.modules`, `ctx.iteration`, `ctx.project` (the other
+    `ctx.strategies`, `ctx.datasets` (tf.data pipelines), `ctx.torch`, `ctx.losses`, `ctx.modules`, `ctx.iteration`, `ctx.project` (the other
     modules of the linted project)) and built the first time a rule asks.
     """
 
@@ -62,6 +63,10 @@ class FileContext:
     @cached_property
     def calls(self) -> CallGraph:
         return CallGraph(self)
+
+    @cached_property
+    def datasets(self) -> Datasets:
+        return Datasets(self)
 
     @cached_property
     def training(self) -> Training:

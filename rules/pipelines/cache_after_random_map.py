@@ -1,0 +1,115 @@
+"""LL504 cache-after-random-map: the rule, its documentation and its examples."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from lintloop.analysis.datasets import Op, Pipeline
+from lintloop.rule import Example, Rule
+from lintloop.screen import Needs
+
+
+class CacheAfterRandomMap(Rule):
+    code = "LL504"
+    name = "cache-after-random-map"
+    frameworks = ("tf",)
+    probe = "effect"
+    needs = Needs(file=(("call:map",),), statement=(("call:cache",),))
+    summary = ("`.cache()` after a `.map(f)` of the same `tf.data` pipeline (followed through chains, "
+               "re-bindings, branches and same-file functions) where `f` — a lambda or a same-file function, "
+               "followed into same-file helpers — draws random numbers: `tf.random.*` (not the stateless ops), "
+               "`tf.image.random_*`, `tf.nn.dropout`, `keras.random.*`, a `tf.random.Generator`, or a Keras random "
+               "preprocessing layer (`RandomFlip`, `RandomRotation`, ..., `RandAugment`, keras_cv's; any "
+               "spelling, Keras 2 and 3), called directly or through a `Sequential` of them. Pipelines only consumed for "
+               "evaluation are not flagged.")
+    why = ("`cache()` stores the elements of the first pass and replays them in every later epoch, so the random "
+           "augmentation computed in epoch 1 is frozen: the model sees the same flipped/rotated/cropped copy of "
+           "each example every epoch, and the augmentation no longer regularizes. Stateless random ops "
+           "(`tf.image.stateless_random_*` with a fixed seed) give the same values every epoch anyway, so "
+           "caching them changes nothing: they are not flagged.")
+    symptom = ("Nothing fails; the augmentation stops regularizing. tests/fixtures/LL504_bad.py prints the same "
+               "first batch in every epoch: `epoch 1 first batch digest 46a43f04, x[0] = -1.09893` and the same "
+               "line for epochs 2 and 3; LL504_good.py, with the cache before the map, prints `c2ae6338`, "
+               "`16aca2ab`, `526d3d74`.")
+    remedy = ("Cache before the random map (`ds.map(decode).cache().map(augment)`), so the deterministic "
+              "work is cached and the augmentation runs every epoch.")
+    flagged = (
+        Example("""
+import tensorflow as tf
+def augment(image, label):
+    image = tf.image.random_flip_left_right(image)
+    image = tf.image.random_crop(image, [28, 28, 3])
+    return image, label
+train_ds = tf.data.Dataset.from_tensor_slices((x, y)).map(augment).cache().shuffle(1000).batch(32)
+"""),
+        Example("""
+import tensorflow as tf
+from tensorflow import keras
+data_augmentation = keras.Sequential([keras.layers.RandomFlip("horizontal"), keras.layers.RandomZoom(0.1)])
+train_ds = keras.utils.image_dataset_from_directory("images", batch_size=32)
+train_ds = train_ds.map(lambda x, y: (data_augmentation(x, training=True), y), num_parallel_calls=tf.data.AUTOTUNE)
+train_ds = train_ds.cache()
+"""),
+        Example("""
+import tensorflow as tf
+def add_noise(x, y):
+    return x + tf.random.normal(tf.shape(x), stddev=0.1), y
+def preprocess(x, y):
+    return add_noise(tf.cast(x, tf.float32) / 255.0, y)
+def make_dataset(x, y):
+    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    ds = ds.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE)
+    ds = ds.batch(64)
+    ds = ds.cache()
+    return ds.prefetch(tf.data.AUTOTUNE)
+"""),
+    )
+    not_flagged = (
+        Example("""
+import tensorflow as tf
+def augment(image, label):
+    return tf.image.random_flip_left_right(image), label
+train_ds = tf.data.Dataset.from_tensor_slices((x, y)).map(decode).cache().map(augment).batch(32)
+"""),
+        Example("""
+import tensorflow as tf
+def augment(image, label):
+    image = tf.image.stateless_random_flip_left_right(image, seed=(1, 2))
+    return image, label
+train_ds = tf.data.Dataset.from_tensor_slices((x, y)).map(augment).cache().batch(32)
+"""),
+        Example("""
+import tensorflow as tf
+from tensorflow.keras import layers
+rescale = layers.Rescaling(1.0 / 255)
+train_ds = tf.data.Dataset.from_tensor_slices((x, y)).map(lambda a, b: (rescale(a), b)).cache()
+val_ds = tf.data.Dataset.from_tensor_slices((x, y)).cache().map(lambda a, b: (tf.image.random_flip_up_down(a), b))
+"""),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not isinstance(node.func, cst.Attribute) or node.func.attr.value != "cache":
+            return
+        pipelines = [p for p in self.ctx.datasets.through(node) if p.consumer is None or p.consumer.role != "eval"]
+        found = [self._random_map(p, p.index(node)) for p in pipelines]
+        if not found or not all(found):
+            return
+        map_call, random = found[0]
+        self.report(node.func.attr, f"`.cache()` stores the output of the random `.map(...)` at line {self.ctx.line_of(map_call)} "
+                          f"(it calls `{random}`) from the first epoch and replays it: the augmentation is frozen "
+                          "after epoch 1; cache before the random map")
+
+    def _random_map(self, pipeline: Pipeline, at: int) -> tuple[cst.Call, str] | None:
+        for op in reversed(pipeline.ops[:at]):
+            if op.name == "cache":
+                return None  # an earlier cache: this one re-caches what is already frozen
+            random = self._random_in(op)
+            if random is not None:
+                return op.call, random
+        return None
+
+    def _random_in(self, op: Op) -> str | None:
+        if op.name != "map" or op.call is None:
+            return None
+        datasets = self.ctx.datasets
+        return next((r for c in datasets.mapped_function_calls(op.call) or () if (r := datasets.random_call(c))), None)
