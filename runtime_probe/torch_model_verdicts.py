@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+from lintloop.runtime_probe.keras_model_verdicts import keras_softmax_into_cross_entropy
 from lintloop.runtime_probe.verdicts import Summary, _confirmed, _not_confirmed, growth
 
 Verdict = Callable[[Summary, "Summary | None"], dict[str, Any]]
@@ -154,10 +155,15 @@ def missing_train_mode(summary: Summary, differential: Summary | None) -> dict[s
 
 
 def softmax_into_cross_entropy(summary: Summary, differential: Summary | None) -> dict[str, Any]:
-    """LL708: the input of `cross_entropy` was already a probability distribution."""
+    """LL708: Keras's warning that a `from_logits=True` loss got a softmax's output; else (PyTorch) the
+    input of `cross_entropy` was already a probability distribution."""
+    keras = keras_softmax_into_cross_entropy(summary)
+    if keras is not None:
+        return keras
     found = [e for e in summary.of_type("cross_entropy_input") if e.get("probabilities")]
     if not found:
-        return _not_confirmed(summary, "cross_entropy inputs whose rows are probabilities (in [0, 1], summing to 1)")
+        return _not_confirmed(summary, "cross_entropy inputs whose rows are probabilities (in [0, 1], summing to 1)"
+                                       ", or Keras's from_logits=True-on-softmax warning")
     first = found[0]
     totals = summary.of_type("cross_entropy_inputs")
     checked = sum(int(e.get("checked", 0)) for e in totals)

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.framework
 SYMPTOMS = {
     "LL201": (["--steps", "6"], 'loss Tensor("'),
     "LL603": (["--steps", "20"], "FutureWarning"),
+    "LL601": (["--steps", "40"], "saturated float16 output"),
     "LL501": (["--steps", "20"], "input and training ran one after the other"),
     "LL502": (["--steps", "16"], "map ran one call at a time"),
     "LL203": (["--steps", "20"], "train step ran eagerly"),

@@ -13,7 +13,9 @@ from lintloop.analysis.datasets import Datasets
 from lintloop.analysis.distribution import Strategies
 from lintloop.analysis.index import Binding, Scope, TreeIndex
 from lintloop.analysis.iteration import Iterations
+from lintloop.analysis.keras_models import KerasModels
 from lintloop.analysis.losses import Losses
+from lintloop.analysis.mixed_precision import MixedPrecision
 from lintloop.analysis.modules import TorchModules
 from lintloop.analysis.names import Names
 from lintloop.analysis.project import LintedFile, Project
@@ -31,7 +33,8 @@ class FileContext:
 
     Tree questions (parents, scopes, statements) are answered here; every other concern lives in
     its own analysis, reached as an attribute (`ctx.flow`, `ctx.calls`, `ctx.training`, `ctx.tf`,
-    `ctx.strategies`, `ctx.datasets` (tf.data pipelines), `ctx.torch`, `ctx.losses`, `ctx.modules`, `ctx.iteration`, `ctx.project` (the other
+    `ctx.strategies`, `ctx.datasets` (tf.data pipelines), `ctx.mixed_precision`, `ctx.keras` (Keras
+    models), `ctx.torch`, `ctx.losses`, `ctx.modules`, `ctx.iteration`, `ctx.project` (the other
     modules of the linted project)) and built the first time a rule asks.
     """
 
@@ -87,6 +90,14 @@ class FileContext:
     @cached_property
     def losses(self) -> Losses:
         return Losses(self)
+
+    @cached_property
+    def mixed_precision(self) -> MixedPrecision:
+        return MixedPrecision(self)
+
+    @cached_property
+    def keras(self) -> KerasModels:
+        return KerasModels(self)
 
     @cached_property
     def modules(self) -> TorchModules:

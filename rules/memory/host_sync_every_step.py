@@ -39,14 +39,19 @@ class HostSyncEveryStep(Rule):
                "not under a `% N` logging condition (`if step % 100 == 0:`). Only loops whose iterations are "
                "training steps count: conversions in evaluation loops (no backward, no optimizer step) — even "
                "nested in the epoch loop —, once per epoch in the epoch loop, or after the loop are not flagged, "
-               "nor values known to be Python or NumPy numbers (`len(x)`, `float(step)`, `np.mean(...).item()`).")
+               "nor values known to be Python or NumPy numbers (`len(x)`, `float(step)`, `np.mean(...).item()`). "
+               "TensorFlow: `.numpy()` / `float()` / `print` of the loss, of what a tf.function or train-step "
+               "function returns, or of a Keras metric's `result()`; not `.numpy()` of input batches (host "
+               "tensors from tf.data: nothing on the device to wait for).")
     why = ("Copying a value to the host (PyTorch `.item()`, TensorFlow `.numpy()`) makes the CPU wait until "
            "the device has finished every operation queued "
            "before it. Without it, the CPU queues the next step's kernels while the GPU still runs this one; "
            "with it, each step starts on an idle GPU. On a CPU-only run it costs nothing, which is why it goes "
            "unnoticed (and why this rule is off by default).")
     symptom = ("Nothing fails and the numbers are right: tests/fixtures/LL302_bad.py prints the same "
-               "`step 100: mean loss 0.4763, accuracy 0.859` as LL302_good.py. The cost is only on an accelerator: "
+               "`step 100: mean loss 0.4763, accuracy 0.859` as LL302_good.py; LL302_tf_bad.py (a loop calling a "
+               "tf.function train step) the same `step 200: loss 0.0960` as LL302_tf_good.py, with "
+               "'200 host copies of the loss' against 4. The cost is only on an accelerator: "
                "each `.item()` blocks until the step's kernels finish, so the GPU idles while Python prepares the "
                "next step (gaps between steps in a profiler trace, lower utilisation). On CUDA, "
                "`torch.cuda.set_sync_debug_mode(\"warn\")` warns at each synchronizing call (PyTorch marks the "
@@ -88,8 +93,39 @@ for epoch in range(epochs):
     for x, y in loader:
         train_step(model, opt, x, y)
 """, count=2),
+        Example("""
+import tensorflow as tf
+train_loss = tf.keras.metrics.Mean()
+@tf.function
+def train_step(images, labels):
+    with tf.GradientTape() as tape:
+        loss = loss_object(labels, model(images, training=True))
+    gradients = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+    return loss
+for epoch in range(EPOCHS):
+    for step, (images, labels) in enumerate(train_ds):
+        loss = train_step(images, labels)
+        train_loss(loss)
+        progress.set_postfix(loss=float(loss), mean=train_loss.result().numpy())
+""", count=2),
     )
     not_flagged = (
+        Example("""
+import tensorflow as tf
+@tf.function
+def train_step(images, labels):
+    with tf.GradientTape() as tape:
+        loss = loss_object(labels, model(images, training=True))
+    gradients = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+    return loss
+for step, (images, labels) in enumerate(train_ds):
+    seen_labels.update(labels.numpy().tolist())
+    loss = train_step(images, labels)
+    if step % 100 == 0:
+        print(f"step {step}: loss {float(loss):.4f}")
+"""),
         Example("""
 import torch
 for batch_idx, (data, target) in enumerate(train_loader):
@@ -172,6 +208,10 @@ for i, (x, y) in enumerate(loader):
             if name in ("cpu", "tolist") and not self._is_tensor(owner, call, 0) \
                     or name == "item" and self._is_numpy(owner):
                 return None
+            # TensorFlow: `.numpy()` of an input batch (a host tensor from tf.data) waits for nothing
+            # on the device; only values the step computed (the loss, a metric's result) sync.
+            if name == "numpy" and not self.ctx.names.uses_framework("pt") and not self._is_tensor(owner, call, 0):
+                return None
             return f"`{self.ctx.snippet(call)}` copies a tensor to the host"
         if owner is None and len(call.args) == 1 and positional_args(call) and any(
                 self.ctx.names.is_builtin(call.func, b) for b in _BUILTIN_CONVERSIONS):
@@ -220,7 +260,7 @@ for i, (x, y) in enumerate(loader):
             return binding is not None and binding.value is not None and not binding.augmented \
                 and self._is_tensor(binding.value, binding.node, depth + 1)
         if isinstance(expr, cst.Call):
-            if self.ctx.losses.prediction(expr) is not None:
+            if self.ctx.losses.prediction(expr) is not None or self._step_result(expr, depth):
                 return True
             owner = receiver(expr)
             if owner is not None and call_name(expr) in _TENSOR_RESULTS:
@@ -241,6 +281,22 @@ for i, (x, y) in enumerate(loader):
         if isinstance(expr, (cst.UnaryOperation, cst.Subscript)):
             inner = expr.expression if isinstance(expr, cst.UnaryOperation) else expr.value
             return self._is_tensor(inner, at, depth + 1)
+        return False
+
+    def _step_result(self, call: cst.Call, depth: int) -> bool:
+        """A tensor the training step produced: a Keras metric's `result()`, or what a same-file
+        tf.function (which returns tensors) or a train-step function returning its loss gives back."""
+        ctx = self.ctx
+        owner = receiver(call)
+        if owner is not None and call_name(call) == "result":
+            made = ctx.flow.constructed_by(owner, call)
+            return made is not None and made[1].startswith("keras.metrics.")
+        for fn in ctx.calls.local_functions(call.func):
+            returns = [r.value for r in ctx.nodes(cst.Return) if r.value is not None and ctx.scope_of(r) is fn]
+            if fn in ctx.tf.compiled_functions and returns:
+                return True
+            if fn in ctx.training.functions and any(self._is_tensor(v, v, depth + 1) for v in returns):
+                return True
         return False
 
     def _is_numpy(self, expr: cst.BaseExpression) -> bool:

@@ -1,0 +1,212 @@
+"""LL601 float16-output-layer: a softmax/sigmoid output layer computing in float16 under `mixed_float16`."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from lintloop.analysis.keras_models import Output, call_with_keyword
+from lintloop.analysis.syntax import keyword_arg, string_value
+from lintloop.rule import Example, FixSpec, Replacement, Rule
+from lintloop.screen import Needs
+
+_SATURATING = ("softmax", "sigmoid")
+# `dtype=` values that make a layer compute in float32.
+_FLOAT32 = {"float32", "tensorflow.float32", "tensorflow.dtypes.float32", "keras.mixed_precision.Policy",
+            "keras.DTypePolicy", "keras.mixed_precision.DTypePolicy", "numpy.float32"}
+
+
+class Float16OutputLayer(Rule):
+    code = "LL601"
+    name = "float16-output-layer"
+    frameworks = ("tf",)
+    kind = "bug"
+    fix_kind = "safe"
+    probe = "effect"
+    # Seeds: the unit setting the policy; the units building a model (a `Sequential`/`Model`/application
+    # call, an `add`, a layer); a subclassed model's `call` comes with its class.
+    needs = Needs(file=(("text:float16",), ("name:set_global_policy", "name:set_dtype_policy", "name:set_policy"),
+                        ("text:oftmax", "text:igmoid", "text:applications")),
+                  statement=(("name:mixed_precision", "name:set_global_policy", "name:set_dtype_policy",
+                              "name:Sequential", "name:Model", "name:applications", "call:add", "name:layers",
+                              "name:Dense", "name:Activation", "name:Softmax"),))
+    summary = ("The global Keras policy is `mixed_float16` (set in the file: `set_global_policy`, "
+               "`set_dtype_policy`, a `Policy(\"mixed_float16\")`) and a model's output layer applies a softmax "
+               "or sigmoid (`Dense`/`Conv2D`/… with `activation=\"softmax\"`/`\"sigmoid\"`, `Activation(\"softmax\")`, "
+               "`Softmax()`, or a `keras.applications` model's classifier, softmax by default) without "
+               "`dtype=\"float32\"`. The output is that of a `Sequential` (or its last `.add`), a functional "
+               "`Model`'s `outputs`, or what a subclassed model's `call` returns; softmax/sigmoid layers inside "
+               "a model (squeeze-excite gates, attention) are not outputs. Keras 2 and 3.")
+    why = ("Under `mixed_float16` every layer computes in float16 unless given its own dtype. A softmax or "
+           "sigmoid in float16 rounds probabilities near 1 to exactly 1 and tiny ones to 0 (float16 has 11 bits "
+           "of mantissa and underflows below 6e-8), so the model's output saturates, and a loss computed from "
+           "it (the log of an exact 0 or 1, clipped) loses its gradient signal. The Keras mixed-precision guide "
+           "makes the output layer float32 for this reason.")
+    symptom = ("No error. Measured (TF 2.21, Keras 3.15): under `mixed_float16`, `Dense(4, "
+               "activation=\"softmax\")` on logits [12, 0.5, 0.1, 0] outputs float16 [1.0, 1.01e-05, 6.8e-06, "
+               "6.1e-06] (float32: 0.99998 for the top class), and on [20, 0, 0, 0] exactly [1, 0, 0, 0] "
+               "(float32: [1.0, 2.1e-09, 2.1e-09, 2.1e-09]); a float16 sigmoid gives exactly 1.0 at 8 and exactly "
+               "0.0 at -18; `keras.applications.MobileNetV2` outputs float16. Under `fit` the training loss was "
+               "the same as with a float32 output layer (0.2558 both in tests/fixtures/LL601_bad.py): what "
+               "saturates is the model's output — predictions, calibrated probabilities, thresholds, the "
+               "exported model. LL601_bad.py prints `saturated float16 output: 22 of 256 rows have a "
+               "probability of exactly 1.0, 2 probabilities are exactly 0`; the fixed program has none. "
+               "`mixed_bfloat16` has float32's exponent range (8 bits of mantissa: also exactly 1.0 at 12, but "
+               "no underflow to 0; not flagged, as the catalog says).")
+    remedy = ("Give the output layer `dtype=\"float32\"` (`Dense(10, activation=\"softmax\", "
+              "dtype=\"float32\")`), or end the model in `Activation(\"softmax\", dtype=\"float32\")` after a "
+              "float16 `Dense`. For a `keras.applications` model: `classifier_activation=None`, then a float32 "
+              "`Activation(\"softmax\", dtype=\"float32\")` on its output.")
+    fix_safety = ("Safe: adds `dtype=\"float32\"` to the output layer: the layer computes in float32 (its weights "
+                  "are float32 under a mixed policy already), the model's output dtype becomes float32 and its "
+                  "values are the unsaturated ones. No fix for `keras.applications` models (no such argument).")
+    flagged = (
+        Example("""
+import tensorflow as tf
+from tensorflow import keras
+keras.mixed_precision.set_global_policy("mixed_float16")
+model = keras.Sequential([
+    keras.layers.Conv2D(32, 3, activation="relu"),
+    keras.layers.GlobalAveragePooling2D(),
+    keras.layers.Dense(10, activation="softmax"),
+])
+model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+"""),
+        Example("""
+import keras
+from keras import layers
+policy = keras.mixed_precision.Policy("mixed_float16")
+keras.mixed_precision.set_dtype_policy(policy)
+inputs = keras.Input(shape=(784,))
+x = layers.Dense(4096, activation="relu")(inputs)
+x = layers.Dense(10)(x)
+outputs = layers.Activation("softmax", name="predictions")(x)
+model = keras.Model(inputs=inputs, outputs=outputs)
+"""),
+        Example("""
+import tensorflow as tf
+tf.keras.mixed_precision.set_global_policy("mixed_float16" if args.fp16 else "float32")
+class Detector(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.backbone = tf.keras.layers.Dense(64, activation="relu")
+        self.head = tf.keras.layers.Dense(1, activation="sigmoid")
+    def call(self, x):
+        return self.head(self.backbone(x))
+"""),
+        Example("""
+import tensorflow as tf
+tf.keras.mixed_precision.set_global_policy("mixed_float16")
+def build_model():
+    model = tf.keras.Sequential()
+    model.add(tf.keras.layers.Dense(128, activation="relu"))
+    model.add(tf.keras.layers.Dense(10, activation="softmax", dtype="float16"))
+    return model
+"""),
+        Example("""
+import keras
+keras.mixed_precision.set_global_policy("mixed_float16")
+model = keras.applications.EfficientNetB0(weights=None, classes=5)
+model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+"""),
+    )
+    not_flagged = (
+        Example("""
+import tensorflow as tf
+from tensorflow import keras
+keras.mixed_precision.set_global_policy("mixed_float16")
+inputs = keras.Input(shape=(784,))
+x = keras.layers.Dense(4096, activation="relu")(inputs)
+x = keras.layers.Dense(10)(x)
+outputs = keras.layers.Activation("softmax", dtype="float32", name="predictions")(x)
+model = keras.Model(inputs=inputs, outputs=outputs)
+"""),
+        Example("""
+import keras
+keras.mixed_precision.set_global_policy("mixed_bfloat16")
+model = keras.Sequential([keras.layers.Dense(64, activation="relu"), keras.layers.Dense(10, activation="softmax")])
+"""),
+        Example("""
+import keras
+from keras import layers
+keras.mixed_precision.set_global_policy("mixed_float16")
+def squeeze_excite(x, filters):
+    s = layers.GlobalAveragePooling2D(keepdims=True)(x)
+    s = layers.Conv2D(filters // 4, 1, activation="relu")(s)
+    s = layers.Conv2D(filters, 1, activation="sigmoid")(s)
+    return layers.multiply([x, s])
+inputs = keras.Input((32, 32, 16))
+x = squeeze_excite(inputs, 16)
+outputs = layers.Dense(10, dtype="float32")(layers.GlobalAveragePooling2D()(x))
+model = keras.Model(inputs, outputs)
+"""),
+        Example("""
+import tensorflow as tf
+model = tf.keras.Sequential([tf.keras.layers.Dense(10, activation="softmax")])
+model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+"""),
+        Example("""
+import tensorflow as tf
+def test_float16_dense():
+    tf.keras.mixed_precision.set_global_policy("mixed_float16")
+    layer = tf.keras.layers.Dense(4)
+    tf.keras.mixed_precision.set_global_policy("float32")
+    model = tf.keras.Sequential([tf.keras.layers.Dense(2, activation="sigmoid")])
+"""),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        setting = self.ctx.mixed_precision.float16_policy
+        if setting is None:
+            return
+        seen: set[cst.CSTNode] = set()
+        for output in self.ctx.keras.model_outputs():
+            if output.activation not in _SATURATING or output.node in seen or not self._under_float16(output, setting.call):
+                continue
+            seen.add(output.node)
+            layer = output.layer
+            if layer is not None:
+                if self._computes_in_float32(layer):
+                    continue
+                self.report(layer, self._message(output, setting.label, setting.call),
+                            FixSpec("safe", [Replacement(layer, call_with_keyword(
+                                self.ctx.module, layer, "dtype", '"float32"'))], 'add dtype="float32"'))
+            elif isinstance(output.node, cst.Call):  # a keras.applications model's classifier
+                self.report(output.node, self._message(output, setting.label, setting.call)
+                            + "; this model has no dtype argument for it: build it with "
+                              "`classifier_activation=None` and add `Activation(\"softmax\", dtype=\"float32\")`")
+
+    def _under_float16(self, output: Output, policy_call: cst.Call) -> bool:
+        """Is the float16 policy in effect where the layer is built? Not when, in the layer's own scope, the
+        layer comes before it, or the last policy set before the layer is another one (`"float32"`)."""
+        ctx = self.ctx
+        scope = ctx.scope_of(output.node)
+        earlier = [s for s in ctx.mixed_precision.policy_settings
+                   if ctx.scope_of(s.call) is scope and ctx.order[s.call] < ctx.order[output.node]]
+        if earlier:
+            return earlier[-1].float16
+        return not (ctx.scope_of(policy_call) is scope and ctx.order[output.node] < ctx.order[policy_call])
+
+    def _computes_in_float32(self, layer: cst.Call) -> bool:
+        """`dtype="float32"`, `dtype=tf.float32`, a float32 `Policy`; also a dtype the file does not show
+        (a variable: not ours to judge)."""
+        dtype = keyword_arg(layer, "dtype")
+        if dtype is None:
+            return False
+        value = self.ctx.flow.resolve_value(dtype, layer)
+        text = string_value(value)
+        if text is not None:
+            return text == "float32"
+        if isinstance(value, cst.Call):
+            name = self.ctx.names.callee(value)
+            argument = value.args[0].value if value.args else None
+            return name in _FLOAT32 and string_value(argument) == "float32"
+        qualname = self.ctx.names.qualname(value)
+        return qualname in _FLOAT32 or qualname is None
+
+    def _message(self, output: Output, policy: str, policy_call: cst.Call) -> str:
+        ctx = self.ctx
+        return (f"the model's output layer `{ctx.snippet(output.node, 50)}` applies a {output.activation} in "
+                f"float16: the global policy is {policy} (line {ctx.line_of(policy_call)}), so its output is "
+                f"float16 and saturates (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading by "
+                f"about 7.6 gets exactly 1.0); "
+                f"give it `dtype=\"float32\"`")

@@ -1,0 +1,187 @@
+"""LL709 logits-without-from-logits: a Keras cross-entropy that expects probabilities, given logits."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from lintloop.analysis.keras_models import CLASS_OF_FUNCTION, CrossEntropy, LossUse, call_with_keyword
+from lintloop.rule import Example, FixSpec, Replacement, Rule
+from lintloop.screen import Needs
+
+_LOSS_NAMES = tuple(f"name:{n}" for n in (*CLASS_OF_FUNCTION, *CLASS_OF_FUNCTION.values()))
+
+
+class LogitsWithoutFromLogits(Rule):
+    code = "LL709"
+    name = "logits-without-from-logits"
+    frameworks = ("tf",)
+    kind = "bug"
+    fix_kind = "unsafe"
+    probe = "effect"
+    # The loss is spelled in the unit holding the finding (a class or function name, or a string in a
+    # `compile` call); the unit applying a loss object in a custom loop computes gradients; a subclassed
+    # model's `call` comes with its class.
+    needs = Needs(file=(("text:rossentropy",), ("call:compile", *_LOSS_NAMES)),
+                  statement=(("call:compile", *_LOSS_NAMES, "call:gradient", "name:GradientTape",
+                              "name:train_step"),))
+    summary = ("A Keras `CategoricalCrossentropy` / `SparseCategoricalCrossentropy` / `BinaryCrossentropy` "
+               "(also the focal ones) — a class, a function (`keras.losses.sparse_categorical_crossentropy(y, "
+               "out)`) or a string in `compile(loss=\"sparse_categorical_crossentropy\")` — without "
+               "`from_logits=True`, applied to the output of a model whose last layer has no activation "
+               "(`Dense(10)`, `activation=None`), as the file shows it: a `Sequential` and its `.add` chain, "
+               "a functional `Model`, a subclassed model's `call`, `keras.applications.*("
+               "classifier_activation=None)`, a same-file builder function. Any Keras: `keras`, `tf.keras`, "
+               "`tf_keras`.")
+    why = ("Without `from_logits=True` the loss takes its input for probabilities: Keras clips it to "
+           "[1e-7, 1 - 1e-7] and takes the log. The clip has a zero gradient outside that range, so every "
+           "logit at or below 0 (or at or above 1) stops learning, and the loss stops at a floor (for a "
+           "sparse categorical loss whose logits are all negative: exactly ln(number of classes)). Keras 3 measured; "
+           "Keras 2's backend clips the same way (`clip_by_value(output, epsilon_, 1 - epsilon_)`, then `log`, "
+           "read in its source; not run: `tf_keras` is not installed here).")
+    symptom = ("No error, no warning. Measured (TF 2.21, Keras 3.15, 4 classes, SGD 0.1, 10 epochs of "
+               "256 examples): the loss went 3.18, 1.41, 1.381, then stayed at 1.3809 (ln 4 = 1.3863) with "
+               "accuracy 0.32; the logits of the first 8 examples were all negative (max -0.33), so each of "
+               "their losses was exactly ln 4 with a zero gradient. With `from_logits=True`: 1.50 down to 0.60, accuracy 0.82. "
+               "One example: `sparse_categorical_crossentropy(0, [-1, 2, 0.5, 0.3])` gives 16.71 and a zero "
+               "gradient for the two logits outside [0, 1]. tests/fixtures/LL709_bad.py prints `final loss 1.3809 "
+               "(ln 4 = 1.3863), accuracy 0.316, logits in [-8.68, 0.22]`; with the fix: `final loss 0.6038 "
+               "(ln 4 = 1.3863), accuracy 0.816, logits in [-5.40, 4.39]`.")
+    remedy = ("Pass `from_logits=True` to the loss (`keras.losses.SparseCategoricalCrossentropy("
+              "from_logits=True)` in place of the string), or end the model in a softmax/sigmoid. For "
+              "probabilities at serving time, wrap the trained model: `keras.Sequential([model, "
+              "keras.layers.Softmax()])`.")
+    fix_safety = ("Unsafe: the loss values and the gradients change (that is the point), so a run after the fix "
+                  "trains differently; metrics that read the output as probabilities (`AUC`, a threshold at "
+                  "0.5) still see logits and need `from_logits=True` or a threshold at 0 too.")
+    flagged = (
+        Example("""
+import tensorflow as tf
+model = tf.keras.Sequential([
+    tf.keras.layers.Flatten(input_shape=(28, 28)),
+    tf.keras.layers.Dense(128, activation="relu"),
+    tf.keras.layers.Dense(10),
+])
+model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+model.fit(x_train, y_train, epochs=5)
+"""),
+        Example("""
+import keras
+from keras import layers
+inputs = keras.Input(shape=(784,))
+x = layers.Dense(64, activation="relu")(inputs)
+outputs = layers.Dense(10, name="predictions")(x)
+model = keras.Model(inputs=inputs, outputs=outputs)
+loss_fn = keras.losses.SparseCategoricalCrossentropy()
+optimizer = keras.optimizers.Adam(1e-3)
+for x_batch, y_batch in train_dataset:
+    with tf.GradientTape() as tape:
+        logits = model(x_batch, training=True)
+        loss_value = loss_fn(y_batch, logits)
+    grads = tape.gradient(loss_value, model.trainable_weights)
+"""),
+        Example("""
+import tensorflow as tf
+class Classifier(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.hidden = tf.keras.layers.Dense(32, activation="relu")
+        self.out = tf.keras.layers.Dense(1)
+    def call(self, x):
+        return self.out(self.hidden(x))
+def build():
+    return Classifier()
+model = build()
+model.compile(optimizer="adam", loss=tf.keras.losses.BinaryCrossentropy(from_logits=False))
+"""),
+        Example("""
+import tensorflow as tf
+from tensorflow import keras
+def make_model(num_classes):
+    model = keras.Sequential()
+    model.add(keras.layers.Conv2D(16, 3, activation="relu"))
+    model.add(keras.layers.GlobalAveragePooling2D())
+    model.add(keras.layers.Dense(num_classes))
+    return model
+model = make_model(5)
+@tf.function
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(keras.losses.categorical_crossentropy(y, model(x)))
+    grads = tape.gradient(loss, model.trainable_variables)
+"""),
+    )
+    not_flagged = (
+        Example("""
+import tensorflow as tf
+model = tf.keras.Sequential([tf.keras.layers.Dense(128, activation="relu"), tf.keras.layers.Dense(10)])
+model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.fit(x_train, y_train, epochs=5)
+probability_model = tf.keras.Sequential([model, tf.keras.layers.Softmax()])
+predictions = probability_model.predict(x_test)
+"""),
+        Example("""
+import keras
+model = keras.Sequential([keras.layers.Dense(64, activation="relu"), keras.layers.Dense(10, activation="softmax")])
+model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+"""),
+        Example("""
+import tensorflow as tf
+inputs = tf.keras.Input((16,))
+logits = tf.keras.layers.Dense(1)(inputs)
+model = tf.keras.Model(inputs, logits)
+with tf.GradientTape() as tape:
+    loss = tf.keras.losses.binary_crossentropy(y, tf.sigmoid(model(x)))
+"""),
+        Example("""
+import tensorflow as tf
+model = tf.keras.Sequential([tf.keras.layers.Dense(10)])
+model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=args.logits))
+model.compile(optimizer="adam", loss="mse")
+base = tf.keras.models.load_model("base.keras")
+base.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+"""),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        seen: set[cst.CSTNode] = set()
+        for use in self.ctx.keras.loss_uses:
+            loss = use.loss
+            if loss.from_logits is not False or use.output.activation != "linear" or loss.node in seen:
+                continue
+            seen.add(loss.node)
+            self.report(loss.node, self._message(use), self._fix(loss))
+
+    def _message(self, use: LossUse) -> str:
+        ctx = self.ctx
+        applied = (f"the model compiled at line {ctx.line_of(use.site)}" if use.prediction is None else
+                   f"`{ctx.snippet(use.prediction, 30)}` at line {ctx.line_of(use.site)}")
+        return (f"`{use.loss.name}` without `from_logits=True` is applied to logits: {applied} comes out of "
+                f"`{ctx.snippet(use.output.node, 50)}`, which has no activation. Keras takes the values for "
+                f"probabilities — clips them to [1e-7, 1 - 1e-7] and takes the log — so logits outside that "
+                f"range get a zero gradient and the loss stalls; pass `from_logits=True`")
+
+    def _fix(self, loss: CrossEntropy) -> FixSpec | None:
+        module = self.ctx.module
+        if loss.spelling in ("class", "function") and isinstance(loss.node, cst.Call):
+            code = call_with_keyword(module, loss.node, "from_logits", "True")
+        elif loss.spelling == "reference" and isinstance(loss.node, cst.Attribute):
+            prefix = module.code_for_node(loss.node.value)
+            code = f"{prefix}.{CLASS_OF_FUNCTION[loss.name]}(from_logits=True)"
+        elif loss.spelling == "string":
+            prefix = self._losses_module()
+            if prefix is None:
+                return None
+            code = f"{prefix}.{CLASS_OF_FUNCTION[loss.name]}(from_logits=True)"
+        else:
+            return None
+        return FixSpec("unsafe", [Replacement(loss.node, code)], "pass from_logits=True")
+
+    def _losses_module(self) -> str | None:
+        """How this file spells `keras.losses`: through `keras`, `tf.keras` or `tf_keras` as imported."""
+        names = self.ctx.names
+        for qualname, suffix in (("keras", ".losses"), ("tensorflow.keras", ".losses"), ("tf_keras", ".losses"),
+                                 ("keras.losses", ""), ("tensorflow.keras.losses", ""), ("tensorflow", ".keras.losses")):
+            alias = names.alias_of(qualname)
+            if alias is not None:
+                return alias + suffix
+        return None
