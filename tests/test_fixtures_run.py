@@ -149,6 +149,15 @@ CASES = [
     ("LL803_keras_bad", "tensorflow", ["--steps", "16"], 0,
      ["weights hold NaN: True; check_numerics raised nothing"]),
     ("LL803_keras_good", "tensorflow", ["--steps", "16"], 0, ["check_numerics raised:", "loss : Tensor had NaN values"]),
+    ("LL104_bad", "tensorflow", ["--steps", "10"], 0,
+     ["Calling GradientTape.gradient on a persistent tape inside its context", "final losses"]),
+    ("LL104_good", "tensorflow", ["--steps", "10"], 0, ["final losses"]),
+    ("LL801_tf_bad", "tensorflow", ["--steps", "10"], 0,
+     ["optimizer iterations 0", "resumed run matches the uninterrupted run: False"]),
+    ("LL801_tf_good", "tensorflow", ["--steps", "10"], 0,
+     ["optimizer iterations 20", "resumed run matches the uninterrupted run: True"]),
+    ("LL802_bad", "tensorflow", ["--steps", "10"], 0, ["summary values written: 0"]),
+    ("LL802_good", "tensorflow", ["--steps", "10"], 0, ["summary values written: 10"]),
 ]
 
 # LL201: does the print inside the tf.function run on every call?

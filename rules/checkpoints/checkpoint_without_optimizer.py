@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+from typing import Callable
+
 import libcst as cst
 
 from lintloop.analysis.syntax import (argument, call_name, dotted, keyword_arg, positional_args, receiver,
@@ -13,6 +16,9 @@ from lintloop.screen import Needs
 _FULL_STATE_SAVES = {"save_state", "save_checkpoint"}
 # Importing these means a trainer writes resumable checkpoints (with optimizer state) itself.
 _TRAINER_PACKAGES = ("pytorch_lightning", "lightning")
+_TF_CHECKPOINTS = {"tensorflow.train.Checkpoint", "tensorflow.compat.v1.train.Checkpoint"}
+# Calls whose receiver is an optimizer the file trains with (TensorFlow / Keras).
+_TF_OPTIMIZER_STEPS = ("apply_gradients", "minimize")
 
 
 def _is_optimizer(expr: cst.BaseExpression | None) -> bool:
@@ -30,6 +36,11 @@ def _literal_zero_or_absent(expr: cst.BaseExpression | None) -> bool:
     return expr is None or isinstance(expr, (cst.Integer, cst.Float)) and float(expr.value) == 0
 
 
+def _last_name(expr: cst.BaseExpression | None) -> str:
+    """`self._g_opt` -> `g_opt`: the attribute or name that holds a value, private prefix dropped."""
+    return ((dotted(expr) or "").rsplit(".", 1)[-1].lstrip("_")) if expr is not None else ""
+
+
 def _is_auxiliary(expr: cst.BaseExpression | None) -> bool:
     """A learning-rate scheduler or a GradScaler: its state is not the model's."""
     last = (dotted(expr) or "").lower().rsplit(".", 1)[-1] if expr is not None else ""
@@ -39,19 +50,29 @@ def _is_auxiliary(expr: cst.BaseExpression | None) -> bool:
 class CheckpointWithoutOptimizer(Rule):
     code = "LL801"
     name = "checkpoint-without-optimizer"
-    # The TensorFlow side (`tf.train.Checkpoint` without the optimizers the file trains with) is a second
-    # check dispatched from `visit_Call`; "tf" joins `frameworks` with it.
-    frameworks = ("pt",)
+    # PyTorch: `torch.save` of state dicts; TensorFlow: `tf.train.Checkpoint(...)`, both from `visit_Call`.
+    frameworks = ("pt", "tf")
     # Every unit that may save an optimizer's state is selected too: one anywhere in the file clears every finding.
-    needs = Needs(file=(("call:save",), ("call:state_dict",)),
-                  # Every unit that may save an optimizer's state or build an optimizer is parsed: both are
-                  # file-wide questions.
+    needs = Needs(file=(("call:save", "call:Checkpoint"),),
+                  # Every unit that may save an optimizer's state, build, step or compile with an optimizer is
+                  # parsed: those are file-wide questions.
                   statement=(("call:save", "call:state_dict", "call:save_state", "call:save_checkpoint",
-                              "name:optim", "name:SGD"),))
-    summary = ("`torch.save(model.state_dict(), ...)` — or a dict of state dicts without the optimizer's — "
-               "inside a training loop that steps an optimizer (or a function called from one), when nothing "
+                              "name:optim", "name:SGD", "call:Checkpoint", "call:CheckpointManager", "call:write",
+                              "call:apply_gradients", "call:minimize", "call:compile"),))
+    summary = ("PyTorch: `torch.save(model.state_dict(), ...)` — or a dict of state dicts without the optimizer's "
+               "— inside a training loop that steps an optimizer (or a function called from one), when nothing "
                "in the file saves the optimizer's state (`optimizer.state_dict()`, `accelerator.save_state`, "
-               "a Lightning Trainer, ...).")
+               "a Lightning Trainer, ...). TensorFlow: a `tf.train.Checkpoint(...)` this file saves (`.save` / `.write` of it, "
+               "or a `tf.train.CheckpointManager` built on it) that does not hold one of the optimizers the code "
+               "around it trains with (`opt.apply_gradients` / `opt.minimize` in the module for a module-level "
+               "checkpoint, in the class for one kept as `self.x`, else in its function, and in the functions "
+               "these call; with two optimizers, a GAN's, each must be saved), when no other `tf.train.Checkpoint` "
+               "in the file holds them all. An optimizer counts as held when it is an item (or an attribute "
+               "assigned to the checkpoint), or is the optimizer a held Keras model was `compile`d with (measured "
+               "on Keras 3: saved and restored through `model.optimizer`). Not flagged: code that trains with no "
+               "optimizer (inference, export), checkpoints only restored (pretrained weights), `**items` "
+               "checkpoints, optimizers held as `self.x` by a class with a base (a Keras model or `tf.Module` "
+               "tracks them). `model.save_weights` is not checked; a `CheckpointManager` saves what its Checkpoint holds.")
     why = ("A checkpoint written during training is what a run resumes from. Without the optimizer's state "
            "(Adam's moment estimates and step counts, SGD momentum buffers), a resumed run restarts the "
            "optimizer from zero: Adam's bias correction starts over, momentum is lost, and learning-rate "
@@ -61,8 +82,18 @@ class CheckpointWithoutOptimizer(Rule):
                "`model.state_dict()` each epoch, then resumes from the epoch-1 checkpoint and trains epochs 2-3 "
                "again on the same batches: final loss 0.31793 instead of 0.36810, parameters off by up to "
                "1.33e-01. LL801_good.py saves and reloads the optimizer's state too: the same loss, parameter "
-               "difference 0.00e+00.")
-    remedy = ("Save `{\"model\": model.state_dict(), \"optimizer\": optimizer.state_dict(), \"epoch\": epoch}` (and "
+               "difference 0.00e+00. TensorFlow (TF 2.21, Keras 3): tests/fixtures/LL801_tf_bad.py saves "
+               "`tf.train.Checkpoint(model=model)` each epoch of a custom Adam loop; resumed from the epoch-1 "
+               "checkpoint, the optimizer's `iterations` is 0 (40 with the optimizer saved), final loss 0.07640 "
+               "instead of 0.09836, parameters off by up to 1.75e-01; LL801_tf_good.py adds `optimizer=optimizer`: "
+               "identical. A Keras 3 model `compile`d with its optimizer saves it through `model.optimizer` "
+               "(measured: `iterations` and slots restored into a fresh compiled model, difference 0.0); a model "
+               "trained by a custom loop has no `model.optimizer` and the checkpoint holds no optimizer variable. "
+               "Keras 3 `model.save_weights` never saves the optimizer (not checked: it is as often a best-weights "
+               "export); `model.save` does.")
+    remedy = ("TensorFlow: `tf.train.Checkpoint(model=model, optimizer=optimizer, step=step)` (every optimizer "
+              "of a GAN: `generator_optimizer=..., discriminator_optimizer=...`), or `model.compile(optimizer=...)` "
+              "first and save the model. PyTorch: save `{\"model\": model.state_dict(), \"optimizer\": optimizer.state_dict(), \"epoch\": epoch}` (and "
               "the LR scheduler's and GradScaler's state dicts when used), and load them all when resuming. A "
               "best-weights snapshot beside such a resume checkpoint is fine.")
     flagged = (
@@ -100,6 +131,69 @@ class Trainer:
             if step % 1000 == 0:
                 state = {"model": self.model.module.state_dict(), "scheduler": self.scheduler.state_dict()}
                 save(state, self.ckpt_path)
+"""),
+        Example("""
+import tensorflow as tf
+model = build_model()
+optimizer = tf.keras.optimizers.Adam(1e-3)
+checkpoint = tf.train.Checkpoint(step=tf.Variable(0), model=model)
+manager = tf.train.CheckpointManager(checkpoint, "ckpts", max_to_keep=3)
+checkpoint.restore(manager.latest_checkpoint)
+for x, y in dataset:
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    checkpoint.step.assign_add(1)
+    if int(checkpoint.step) % 100 == 0:
+        manager.save()
+"""),
+        Example("""
+import tensorflow as tf
+generator_optimizer = tf.keras.optimizers.Adam(1e-4)
+discriminator_optimizer = tf.keras.optimizers.Adam(1e-4)
+checkpoint = tf.train.Checkpoint(generator_optimizer=generator_optimizer,
+                                 generator=generator, discriminator=discriminator)
+@tf.function
+def train_step(images):
+    with tf.GradientTape() as gen_tape, tf.GradientTape() as disc_tape:
+        gen_loss, disc_loss = losses(images)
+    generator_optimizer.apply_gradients(zip(gen_tape.gradient(gen_loss, generator.trainable_variables),
+                                            generator.trainable_variables))
+    discriminator_optimizer.apply_gradients(zip(disc_tape.gradient(disc_loss, discriminator.trainable_variables),
+                                                discriminator.trainable_variables))
+def train(dataset, epochs):
+    for epoch in range(epochs):
+        for image_batch in dataset:
+            train_step(image_batch)
+        checkpoint.save(file_prefix=checkpoint_prefix)
+"""),
+        Example("""
+import tensorflow as tf
+from tensorflow import keras
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.opt = keras.optimizers.SGD(0.1, momentum=0.9)
+        self.ckpt = tf.train.Checkpoint(model=self.model)
+    def step(self, x, y):
+        with tf.GradientTape() as tape:
+            loss = self.model.compute_loss(x, y)
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.opt.apply_gradients(zip(grads, self.model.trainable_variables))
+    def save(self, path):
+        self.ckpt.write(path)
+"""),
+        Example("""
+import tensorflow as tf
+def _save_checkpoint(strategy, checkpoint, model_dir, prefix):
+    checkpoint.save(os.path.join(model_dir, prefix))
+def run_customized_training_loop(strategy, model, optimizer, train_iterator, steps, model_dir):
+    checkpoint = tf.train.Checkpoint(model=model, global_step=optimizer.iterations)
+    for step in range(steps):
+        with tf.GradientTape() as tape:
+            loss = model.loss_fn(next(train_iterator))
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    _save_checkpoint(strategy, checkpoint, model_dir, "ctl_step_{}.ckpt".format(steps))
 """),
     )
     not_flagged = (
@@ -156,11 +250,232 @@ class Trainer:
                 self.optimizer.step()
             torch.save({"MODEL_STATE": self.model.state_dict(), "EPOCHS_RUN": epoch}, "snapshot.pt")
 """),
+        Example("""
+import tensorflow as tf
+model = build_model()
+model.compile(optimizer=tf.keras.optimizers.Adam(1e-3), loss="mse")
+checkpoint = tf.train.Checkpoint(model=model)
+model.fit(dataset, epochs=5)
+checkpoint.save("ckpts/model")
+"""),
+        Example("""
+import tensorflow as tf
+model = build_model()
+checkpoint = tf.train.Checkpoint(model=model)
+checkpoint.restore(args.checkpoint).expect_partial()
+tf.saved_model.save(model, args.export_dir)
+"""),
+        Example("""
+import tensorflow as tf
+optimizer = tf.keras.mixed_precision.LossScaleOptimizer(tf.keras.optimizers.Adam(1e-3))
+ckpt = tf.train.Checkpoint()
+ckpt.model = model
+ckpt.optimizer = optimizer
+for x, y in dataset:
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+best = tf.train.Checkpoint(model=model)
+best.write("best")
+"""),
+        Example("""
+import tensorflow as tf
+import scipy.optimize
+weights_ckpt = tf.train.Checkpoint(encoder=encoder)
+result = scipy.optimize.minimize(objective, x0)
+"""),
+        Example("""
+import tensorflow as tf
+class GAN(tf.keras.Model):
+    def compile(self, d_optimizer, g_optimizer, loss_fn):
+        super().compile()
+        self.d_optimizer = d_optimizer
+        self.g_optimizer = g_optimizer
+    def train_step(self, real_images):
+        with tf.GradientTape() as tape:
+            d_loss = self.discriminator_loss(real_images)
+        grads = tape.gradient(d_loss, self.discriminator.trainable_weights)
+        self.d_optimizer.apply_gradients(zip(grads, self.discriminator.trainable_weights))
+gan = GAN(discriminator, generator)
+checkpoint = tf.train.Checkpoint(gan=gan)
+"""),
+        Example("""
+import tensorflow as tf
+class ClassificationTask:
+    def initialize(self, model):
+        ckpt = tf.train.Checkpoint(backbone=model.backbone)
+        ckpt.read(self.init_checkpoint).expect_partial()
+    def train_step(self, inputs, model, optimizer):
+        with tf.GradientTape() as tape:
+            loss = self.build_losses(inputs, model(inputs["image"], training=True))
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+"""),
+        Example("""
+import tensorflow as tf
+class OptimizerTest(tf.test.TestCase):
+    def test_apply(self):
+        for _ in range(3):
+            composite.apply_gradients(grads_and_vars)
+            first.apply_gradients(grads_and_vars[:1])
+    def test_checkpoint_restores_slots(self):
+        model = get_compiled_model()
+        model.fit(dataset, epochs=1)
+        checkpoint = tf.train.Checkpoint(model=model)
+        checkpoint.write(self.get_temp_dir())
+        restored = get_compiled_model()
+        checkpoint = tf.train.Checkpoint(model=restored)
+        checkpoint.read(self.get_temp_dir()).assert_consumed()
+"""),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.ctx.names.callee(node) == "torch.save":
+        callee = self.ctx.names.callee(node)
+        if callee == "torch.save":
             self._check_torch_save(node)
+        elif callee in _TF_CHECKPOINTS:
+            self._check_tf_checkpoint(node)
+
+    # ----- TensorFlow -------------------------------------------------------------------------
+    def _check_tf_checkpoint(self, checkpoint: cst.Call) -> None:
+        items = self._checkpoint_items(checkpoint)
+        trained = self._trained_near(checkpoint)
+        if items is None or not trained or not self._saved_here(checkpoint):
+            return
+        missing = [step for step in trained if not self._holds_optimizer(items, receiver(step), checkpoint, trained)]
+        if not missing or any(self._holds_all(other, trained) for other in self.ctx.nodes(cst.Call)
+                              if other is not checkpoint and self.ctx.names.callee(other) in _TF_CHECKPOINTS):
+            return
+        names = ", ".join(f"`{dotted(receiver(step))}` (`{call_name(step)}` at line {self.ctx.line_of(step)})"
+                          for step in missing)
+        self.report(checkpoint, f"this checkpoint, saved in this file, does not hold {names}, which the code "
+                                "around it trains with, and no other `tf.train.Checkpoint` here does: a run "
+                                "restored from it restarts that optimizer's state (Adam moments, `iterations`) "
+                                "from zero; add it, e.g. "
+                                f"`{_last_name(receiver(missing[0]))}={dotted(receiver(missing[0]))}` (one entry "
+                                "per optimizer)")
+
+    def _trained_near(self, checkpoint: cst.Call) -> list[cst.Call]:
+        """The optimizer steps of the code a checkpoint belongs to, and of the functions that code calls: the
+        whole file for a module-level checkpoint, the class's methods for one kept as `self.x`, else its own
+        function (a test method's local checkpoint is that test's business)."""
+        ctx = self.ctx
+        owner: cst.CSTNode | None = next((a for a in ctx.ancestors(checkpoint) if isinstance(a, cst.FunctionDef)), None)
+        if owner is None:
+            return self._tf_trained_optimizers
+        bound = ctx.parents.get(checkpoint)
+        if isinstance(bound, cst.Assign) and any((dotted(t.target) or "").startswith("self.") for t in bound.targets):
+            owner = next((a for a in ctx.ancestors(owner) if isinstance(a, cst.ClassDef)), owner)
+        functions = [f for f in ctx.nodes(cst.FunctionDef) if ctx.is_inside(f, owner)]
+        functions += [f for fn in list(functions) for f in ctx.calls.called_functions(fn)]
+        return [step for step in self._tf_trained_optimizers if any(ctx.is_inside(step, f) for f in functions)]
+
+    def _saved_here(self, checkpoint: cst.Call) -> bool:
+        """`tf.train.Checkpoint(...).save(...)`, or `.save` / `.write` of a name holding it, or a
+        `tf.train.CheckpointManager` built on it: a checkpoint only restored (pretrained weights) is not checked."""
+        parent = self.ctx.parents.get(checkpoint)
+        if isinstance(parent, cst.Attribute) and parent.attr.value in ("save", "write"):
+            return True
+        if not isinstance(parent, cst.Assign):
+            return False
+        return any(self._saves(call, lambda held, at: self.ctx.flow.resolve_value(held, at) is checkpoint)
+                   for call in self.ctx.nodes(cst.Call))
+
+    def _saves(self, call: cst.Call, holds: Callable[[cst.BaseExpression, cst.CSTNode], bool], depth: int = 0) -> bool:
+        """Does `call` save what `holds` names: `ckpt.save(...)`, `CheckpointManager(ckpt, ...)`, or a same-file
+        helper given it that does (`save_checkpoint(strategy, ckpt, model_dir)`)?"""
+        name = call_name(call)
+        held = (receiver(call) if name in ("save", "write") else
+                argument(call, 0, "checkpoint") if name == "CheckpointManager" else None)
+        if isinstance(held, (cst.Name, cst.Attribute)) and holds(held, call):
+            return True
+        if depth > 1:
+            return False
+        for function in self.ctx.calls.local_functions(call.func):
+            params = [p.name.value for p in function.params.params if p.name.value != "self"]
+            given = {params[i] for i, arg in enumerate(positional_args(call)) if i < len(params) and holds(arg, call)}
+            given |= {a.keyword.value for a in call.args if a.keyword is not None and holds(a.value, call)}
+            if given and any(self._saves(inner, lambda h, _: isinstance(h, cst.Name) and h.value in given, depth + 1)
+                             for inner in self.ctx.calls.calls_in(function)):
+                return True
+        return False
+
+    @cached_property
+    def _tf_trained_optimizers(self) -> list[cst.Call]:
+        """One `opt.apply_gradients(...)` / `opt.minimize(...)` per optimizer (by its spelling), whose receiver
+        is a name or attribute the file holds (not an imported module's `minimize`, like `scipy.optimize`)."""
+        steps: dict[str, cst.Call] = {}
+        for call in self.ctx.nodes(cst.Call):
+            owner = receiver(call)
+            label = dotted(owner) if owner is not None else None
+            if call_name(call) in _TF_OPTIMIZER_STEPS and label and self.ctx.names.qualname(owner) is None:
+                steps.setdefault(label, call)
+        return list(steps.values())
+
+    def _checkpoint_items(self, checkpoint: cst.Call) -> list[cst.BaseExpression] | None:
+        """What a checkpoint holds: its arguments and the attributes later assigned to it
+        (`ckpt.optimizer = opt`); None when it cannot be seen (`**items`)."""
+        if any(arg.star for arg in checkpoint.args):
+            return None
+        items = [arg.value for arg in checkpoint.args]
+        bound = self.ctx.parents.get(checkpoint)
+        if isinstance(bound, cst.Assign):
+            names = {dotted(t.target) for t in bound.targets} - {None}
+            items += [a.value for a in self.ctx.nodes(cst.Assign) for t in a.targets
+                      if isinstance(t.target, cst.Attribute) and dotted(t.target.value) in names]
+        return items
+
+    def _holds_all(self, checkpoint: cst.Call, trained: list[cst.Call]) -> bool:
+        items = self._checkpoint_items(checkpoint)
+        return items is None or all(self._holds_optimizer(items, receiver(step), checkpoint, trained)
+                                    for step in trained)
+
+    def _holds_optimizer(self, items: list[cst.BaseExpression], optimizer: cst.BaseExpression,
+                         checkpoint: cst.Call, trained: list[cst.Call]) -> bool:
+        """An item is the optimizer (by its name, or what the name was built from: a `LossScaleOptimizer(opt)`
+        wrapper), is the model it was compiled with, or the object (`self`) that holds it."""
+        label = dotted(optimizer) or ""
+        if label.startswith("self.") and self._held_by_trackable_class(optimizer, checkpoint):
+            return True
+        aliases = self._spellings(optimizer)
+        optimizer_items = [item for item in items if _is_optimizer(item)]
+        if len(optimizer_items) >= len(trained):
+            return True  # as many optimizers saved as trained: spelt differently (`self._opt` vs `opt`)
+        for item in items:
+            item_label = dotted(item) or ""
+            if aliases & self._spellings(item) or item_label == "self" and label.startswith("self."):
+                return True
+            if label == f"{item_label}.optimizer" or self._compiled_with(item, aliases):
+                return True
+        return False
+
+    def _spellings(self, expr: cst.BaseExpression) -> set[str]:
+        """The last names `expr` goes by: its own, and those of its value's call arguments."""
+        value = self.ctx.flow.resolve_value(expr)
+        found = {_last_name(expr), _last_name(value)}
+        if isinstance(value, cst.Call):
+            found |= {_last_name(arg) for arg in positional_args(value)}
+        return found - {""}
+
+    def _compiled_with(self, model: cst.BaseExpression, aliases: set[str]) -> bool:
+        """`model.compile(optimizer=opt)` or `model.optimizer = opt` somewhere in the file."""
+        model_name = _last_name(model)
+        for call in self.ctx.nodes(cst.Call):
+            if call_name(call) == "compile" and _last_name(receiver(call)) == model_name:
+                given = argument(call, 0, "optimizer")
+                if given is not None and aliases & self._spellings(given):
+                    return True
+        return any(isinstance(t.target, cst.Attribute) and t.target.attr.value == "optimizer"
+                   and _last_name(t.target.value) == model_name and aliases & self._spellings(a.value)
+                   for a in self.ctx.nodes(cst.Assign) for t in a.targets)
+
+    def _held_by_trackable_class(self, optimizer: cst.BaseExpression, checkpoint: cst.Call) -> bool:
+        """`self.opt` in a class with a base (a Keras model, a `tf.Module`, a trainer): the object tracks it,
+        so a checkpoint outside that class saving its instance saves the optimizer too."""
+        step_class = next((a for a in self.ctx.ancestors(optimizer) if isinstance(a, cst.ClassDef)), None)
+        checkpoint_class = next((a for a in self.ctx.ancestors(checkpoint) if isinstance(a, cst.ClassDef)), None)
+        return step_class is not None and bool(step_class.bases) and step_class is not checkpoint_class
+
+    # ----- PyTorch ------------------------------------------------------------------------------
 
     def _check_torch_save(self, call: cst.Call) -> None:
         saved = argument(call, 0, "obj")

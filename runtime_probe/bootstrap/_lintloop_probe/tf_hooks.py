@@ -7,7 +7,7 @@ trace-time mutations, check_numerics), `tf_distribute`, `tf_data`, `tf_summary`,
 import functools
 import logging
 
-from . import events, tf_amp, tf_data, tf_distribute, tf_function, tf_tapes
+from . import events, tf_amp, tf_data, tf_distribute, tf_function, tf_summary, tf_tapes
 from .errors import record_exception
 from .events import first_line, probe_error
 from .frames import PROBE_DIR, add_autograph_line, add_nonuser_dir, user_site
@@ -32,6 +32,7 @@ def install(tf):
             ("check_numerics", tf_function.install_check_numerics),
             ("Strategy.run", tf_distribute.install_strategy),
             ("reduce_mean", tf_distribute.install_reduce_mean),
+            ("tf.summary.write", tf_summary.install),
             ("tf_logging", _install_logging),
             ("tf.data", tf_data.install),
             ("GradientTape.persistent", tf_tapes.install),
