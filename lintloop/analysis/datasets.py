@@ -67,6 +67,10 @@ _OPTION_OFF = {
 # How many alternative paths one expression may have before we stop enumerating them.
 _MAX_PATHS = 16
 
+# Screen tokens of a file that can build a pipeline: every source the analysis knows is spelled
+# through `tf.data`, `Dataset`, `tfds`, `AUTOTUNE` or a `*_dataset...` helper (Keras utils, `to_tf_dataset`).
+SOURCE_TOKENS = ("name:data", "name:Dataset", "name:tfds", "name:AUTOTUNE", "text:_dataset")
+
 
 @dataclass(frozen=True)
 class Op:

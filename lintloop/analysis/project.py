@@ -243,7 +243,9 @@ class Project(Analysis):
         imported = self._imports.get(head)
         if imported is None:
             return False
-        found = self._resolve(f"{imported}.{rest}" if rest else imported, MAX_HOPS)
+        # Only modules that spell `function` can wrap `tf.function`: the others are never parsed for
+        # this question (decorators are everywhere; astroid parses are the cost of this analysis).
+        found = self._resolve(f"{imported}.{rest}" if rest else imported, MAX_HOPS, must_mention=b"function")
         if isinstance(found, str):
             return found == "tensorflow.function"
         if not isinstance(found, ProjectFunction):
@@ -270,23 +272,26 @@ class Project(Analysis):
         head = qualified.split(".")[0]
         return os.path.isdir(os.path.join(self.root, head)) or os.path.isfile(os.path.join(self.root, head + ".py"))
 
-    def _resolve(self, qualified: str, hops: int) -> ProjectFunction | ProjectModule | str | None:
+    def _resolve(self, qualified: str, hops: int, must_mention: bytes | None = None
+                 ) -> ProjectFunction | ProjectModule | str | None:
         """What a qualified name is in the project: a function, a module, or (for a name a project
-        module imports from a library) that library name; None where it cannot be known."""
+        module imports from a library) that library name; None where it cannot be known.
+        `must_mention`: only modules whose source holds these bytes are parsed (the others: None)."""
         if hops < 0 or not self._is_project_name(qualified):
             return qualified if hops < MAX_HOPS else None  # a library name reached through a re-export
         parts = qualified.split(".")
         for split in range(len(parts), 0, -1):
-            module = self._module(parts[:split])
+            module = self._module(parts[:split], must_mention)
             if module is None:
                 continue
             rest = parts[split:]
             if not rest:
                 return module
-            return self._member(module, rest, hops)
+            return self._member(module, rest, hops, must_mention)
         return None
 
-    def _member(self, module: ProjectModule, rest: list[str], hops: int) -> ProjectFunction | ProjectModule | str | None:
+    def _member(self, module: ProjectModule, rest: list[str], hops: int, must_mention: bytes | None
+                ) -> ProjectFunction | ProjectModule | str | None:
         name = rest[0]
         for node in reversed(module.tree.locals.get(name, [])):
             if isinstance(node, nodes.FunctionDef) and node.parent is module.tree and len(rest) == 1:
@@ -294,24 +299,25 @@ class Project(Analysis):
             if isinstance(node, nodes.AssignName) and isinstance(node.parent, nodes.Assign) and len(rest) == 1:
                 value = node.parent.value  # `function = tf.function`
                 qualified = module.qualname(value) if isinstance(value, (nodes.Name, nodes.Attribute)) else None
-                return self._resolve(qualified, hops - 1) if qualified else None
+                return self._resolve(qualified, hops - 1, must_mention) if qualified else None
             if isinstance(node, (nodes.Import, nodes.ImportFrom)) and name in module.imports:
-                return self._resolve(".".join([module.imports[name], *rest[1:]]), hops - 1)
+                return self._resolve(".".join([module.imports[name], *rest[1:]]), hops - 1, must_mention)
             break
         return None
 
-    def _module(self, parts: list[str]) -> ProjectModule | None:
+    def _module(self, parts: list[str], must_mention: bytes | None = None) -> ProjectModule | None:
         """The module `parts` names under the root (`a/b.py` or `a/b/__init__.py`), read on demand."""
         base = os.path.join(self.root, *parts)
         if not os.path.isdir(os.path.dirname(base)):
             return None  # no package directory there (`common.py` has no submodules): nothing to read or record
         for path, is_package in ((base + ".py", False), (os.path.join(base, "__init__.py"), True)):
-            module = self._load(path, parts if is_package else parts[:-1], ".".join(parts))
+            module = self._load(path, parts if is_package else parts[:-1], ".".join(parts), must_mention)
             if module is not None:
                 return module
         return None
 
-    def _load(self, path: str, package: list[str], name: str) -> ProjectModule | None:
+    def _load(self, path: str, package: list[str], name: str, must_mention: bytes | None = None
+              ) -> ProjectModule | None:
         try:
             with open(path, "rb") as stream:
                 data = stream.read(MAX_MODULE_BYTES + 1)
@@ -319,7 +325,9 @@ class Project(Analysis):
             self.consulted[path] = ABSENT
             return None
         digest = hashlib.sha256(data).hexdigest()
-        self.consulted[path] = digest
+        self.consulted[path] = digest  # recorded even when not parsed: an edit may add what it lacked
+        if must_mention is not None and must_mention not in data:
+            return None
         cached = _MODULES.get(path)
         if cached is not None and cached[0] == digest:
             return cached[1]

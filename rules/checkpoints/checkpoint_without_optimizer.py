@@ -53,7 +53,8 @@ class CheckpointWithoutOptimizer(Rule):
     # PyTorch: `torch.save` of state dicts; TensorFlow: `tf.train.Checkpoint(...)`, both from `visit_Call`.
     frameworks = ("pt", "tf")
     # Every unit that may save an optimizer's state is selected too: one anywhere in the file clears every finding.
-    needs = Needs(file=(("call:save", "call:Checkpoint"),),
+    # PyTorch: `save` and `state_dict`; TensorFlow: a `Checkpoint` (CNF of "save and state_dict, or Checkpoint").
+    needs = Needs(file=(("call:save", "call:Checkpoint"), ("call:state_dict", "call:Checkpoint")),
                   # Every unit that may save an optimizer's state, build, step or compile with an optimizer is
                   # parsed: those are file-wide questions.
                   statement=(("call:save", "call:state_dict", "call:save_state", "call:save_checkpoint",

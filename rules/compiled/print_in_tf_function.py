@@ -17,7 +17,12 @@ class PrintInTfFunction(Rule):
     name = "print-in-tf-function"
     frameworks = ("tf",)
     # `call:compile`: the unit that compiles a Keras model may say `run_eagerly=True` (no trace).
-    needs = Needs(file=(("name:function", "name:Model"),), statement=(("call:print", "call:compile"),))
+    # A tf.function (`tf.function`, `common.function`, `from tensorflow import function`: not the word in a
+    # docstring), or a Keras model with a step override (a def: text).
+    needs = Needs(file=(("name:function", "name:Model"),
+                        ("text:.function", "text:import function", "text:train_step", "text:test_step",
+                         "text:predict_step")),
+                  statement=(("call:print", "call:compile"),))
     fix_kind = "safe for plain positional args, else unsafe"
     probe = "trace"
     summary = ("Builtin `print(...)` in a function decorated by `tf.function` (any spelling, with or "

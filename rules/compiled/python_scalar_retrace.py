@@ -13,7 +13,8 @@ class PythonScalarRetrace(Rule):
     name = "python-scalar-retrace"
     frameworks = ("tf",)
     kind = "perf"
-    needs = Needs(file=(("name:function",),), statement=(("loop",),))
+    # `tf.function` / `common.function` / `from tensorflow import function`: not the word in a docstring.
+    needs = Needs(file=(("name:function",), ("text:.function", "text:import function")), statement=(("loop",),))
     probe = "trace"
     summary = ("A same-file tf.function (any spelling or wrapper) without an `input_signature`, called inside "
                "a loop with a Python number that changes every iteration as an argument: the index of "

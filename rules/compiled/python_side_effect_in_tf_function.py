@@ -19,7 +19,11 @@ class PythonSideEffectInTfFunction(Rule):
     name = "python-side-effect-in-tf-function"
     frameworks = ("tf",)
     # `call:compile`: the unit that compiles a Keras model may say `run_eagerly=True` (no trace).
-    needs = Needs(file=(("name:function", "name:Model"),),
+    # A tf.function (`tf.function`, `common.function`, `from tensorflow import function`: not the word in a
+    # docstring), or a Keras model with a step override (a def: text).
+    needs = Needs(file=(("name:function", "name:Model"),
+                        ("text:.function", "text:import function", "text:train_step", "text:test_step",
+                         "text:predict_step")),
                   statement=(("call:append", "call:extend", "augassign", "call:compile"),))
     probe = "trace"
     summary = ("Inside a tf.function (any spelling or wrapper, a Keras `train_step`/`test_step`/`predict_step` "

@@ -14,7 +14,9 @@ class TfFunctionInLoop(Rule):
     name = "tf-function-in-loop"
     frameworks = ("tf",)
     kind = "perf"
-    needs = Needs(file=(("name:function",),), statement=(("loop",), ("name:function",)))
+    # `tf.function` / `common.function` / `from tensorflow import function`: not the word in a docstring.
+    needs = Needs(file=(("name:function",), ("text:.function", "text:import function")),
+                  statement=(("loop",), ("name:function",)))
     probe = "trace"
     summary = ("`tf.function(...)` called, or a `@tf.function` def (any spelling or wrapper), inside a loop body, "
                "when the new function is run in the same iteration (`tf.function(f)(x)`, by its name, or "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from lintloop.analysis.datasets import Pipeline
+from lintloop.analysis.datasets import SOURCE_TOKENS, Pipeline
 from lintloop.rule import Example, FixSpec, Replacement, Rule, RuleOption
 from lintloop.screen import Needs
 
@@ -19,7 +19,7 @@ class DatasetWithoutPrefetch(Rule):
     frameworks = ("tf",)
     kind = "perf"
     fix_kind = "safe (append `.prefetch(tf.data.AUTOTUNE)`)"
-    needs = Needs(file=(("call:batch", "call:padded_batch", "call:ragged_batch", "call:rebatch", "call:load"),),
+    needs = Needs(file=(("call:batch", "call:padded_batch", "call:ragged_batch", "call:rebatch"), SOURCE_TOKENS),
                   statement=(_DATASET_CALLS,))
     options = {"tf_injects_prefetch": RuleOption(
         True, (True, False), "TensorFlow 2.9+ injects a prefetch after a pipeline's final synchronous "

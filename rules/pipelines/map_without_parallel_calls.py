@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from lintloop.analysis.datasets import SOURCE_TOKENS
 from lintloop.analysis.syntax import keyword_arg
 from lintloop.rule import Example, FixSpec, Replacement, Rule
 from lintloop.screen import Needs
@@ -15,7 +16,7 @@ class MapWithoutParallelCalls(Rule):
     frameworks = ("tf",)
     kind = "perf"
     fix_kind = "safe (add `num_parallel_calls=tf.data.AUTOTUNE`)"
-    needs = Needs(statement=(("call:map",),))
+    needs = Needs(file=(SOURCE_TOKENS,), statement=(("call:map",),))
     summary = ("`Dataset.map(fn)` without `num_parallel_calls` in a training pipeline (one consumed by `fit`, a "
                "training loop or a distribution strategy) where TensorFlow will not parallelize it by itself: "
                "`fn` (a lambda or a same-file function, followed into same-file helpers) is stateful — random "
