@@ -243,9 +243,10 @@ class Project(Analysis):
         imported = self._imports.get(head)
         if imported is None:
             return False
-        # Only modules that spell `function` can wrap `tf.function`: the others are never parsed for
-        # this question (decorators are everywhere; astroid parses are the cost of this analysis).
-        found = self._resolve(f"{imported}.{rest}" if rest else imported, MAX_HOPS, must_mention=b"function")
+        # Only modules that import TensorFlow and spell `.function` can wrap `tf.function`: the others
+        # are never parsed for this question (decorators are everywhere; astroid parses are the cost).
+        found = self._resolve(f"{imported}.{rest}" if rest else imported, MAX_HOPS,
+                              must_mention=(b"tensorflow", b".function"))
         if isinstance(found, str):
             return found == "tensorflow.function"
         if not isinstance(found, ProjectFunction):
@@ -272,11 +273,11 @@ class Project(Analysis):
         head = qualified.split(".")[0]
         return os.path.isdir(os.path.join(self.root, head)) or os.path.isfile(os.path.join(self.root, head + ".py"))
 
-    def _resolve(self, qualified: str, hops: int, must_mention: bytes | None = None
+    def _resolve(self, qualified: str, hops: int, must_mention: tuple[bytes, ...] = ()
                  ) -> ProjectFunction | ProjectModule | str | None:
         """What a qualified name is in the project: a function, a module, or (for a name a project
         module imports from a library) that library name; None where it cannot be known.
-        `must_mention`: only modules whose source holds these bytes are parsed (the others: None)."""
+        `must_mention`: only modules whose source holds all these bytes are parsed (the others: None)."""
         if hops < 0 or not self._is_project_name(qualified):
             return qualified if hops < MAX_HOPS else None  # a library name reached through a re-export
         parts = qualified.split(".")
@@ -290,7 +291,7 @@ class Project(Analysis):
             return self._member(module, rest, hops, must_mention)
         return None
 
-    def _member(self, module: ProjectModule, rest: list[str], hops: int, must_mention: bytes | None
+    def _member(self, module: ProjectModule, rest: list[str], hops: int, must_mention: tuple[bytes, ...]
                 ) -> ProjectFunction | ProjectModule | str | None:
         name = rest[0]
         for node in reversed(module.tree.locals.get(name, [])):
@@ -305,7 +306,7 @@ class Project(Analysis):
             break
         return None
 
-    def _module(self, parts: list[str], must_mention: bytes | None = None) -> ProjectModule | None:
+    def _module(self, parts: list[str], must_mention: tuple[bytes, ...] = ()) -> ProjectModule | None:
         """The module `parts` names under the root (`a/b.py` or `a/b/__init__.py`), read on demand."""
         base = os.path.join(self.root, *parts)
         if not os.path.isdir(os.path.dirname(base)):
@@ -316,7 +317,7 @@ class Project(Analysis):
                 return module
         return None
 
-    def _load(self, path: str, package: list[str], name: str, must_mention: bytes | None = None
+    def _load(self, path: str, package: list[str], name: str, must_mention: tuple[bytes, ...] = ()
               ) -> ProjectModule | None:
         try:
             with open(path, "rb") as stream:
@@ -326,7 +327,7 @@ class Project(Analysis):
             return None
         digest = hashlib.sha256(data).hexdigest()
         self.consulted[path] = digest  # recorded even when not parsed: an edit may add what it lacked
-        if must_mention is not None and must_mention not in data:
+        if not all(text in data for text in must_mention):
             return None
         cached = _MODULES.get(path)
         if cached is not None and cached[0] == digest:
