@@ -1,3 +1,4 @@
+import re
 import textwrap
 from pathlib import Path
 
@@ -13,6 +14,12 @@ def source_line(path, text):
     lines = [i for i, line in enumerate(Path(path).read_text().splitlines(), 1) if line.strip().startswith(text)]
     assert len(lines) == 1, (text, lines)
     return lines[0]
+
+
+def fixture_framework(path) -> str:
+    """The framework a fixture program imports: "torch", "jax" or "tensorflow"."""
+    imported = re.findall(r"^\s*(?:import|from)\s+(\w+)", Path(path).read_text(), re.MULTILINE)
+    return next((name for name in ("torch", "jax") if name in imported), "tensorflow")
 
 
 def events_of(run, kind):

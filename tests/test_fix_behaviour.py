@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, fixture_framework
 from lintloop.rules import ALL_RULES
 
 pytestmark = pytest.mark.framework
@@ -40,7 +40,7 @@ def test_every_safe_fix_with_a_fixture_has_a_symptom():
 @pytest.mark.parametrize("code", CASES)
 def test_safe_fix_keeps_the_output_and_removes_the_symptom(code, run_cli, tmp_path):
     source = FIXTURES / f"{code}_bad.py"
-    framework = "torch" if "import torch" in source.read_text() else "tensorflow"
+    framework = fixture_framework(source)
     if importlib.util.find_spec(framework) is None:
         pytest.skip(f"{framework} is not installed")
     argv, symptom = SYMPTOMS[code]

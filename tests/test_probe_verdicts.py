@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, fixture_framework
 from lintloop.runtime_probe.runner import run_probe
 from lintloop.rules import lookup
 from lintloop.runtime_probe.verdicts import Summary, verdict
@@ -20,7 +20,7 @@ STEPS = 60
 
 
 def _needs(stem):
-    module = "torch" if "torch" in (FIXTURES / f"{stem}_bad.py").read_text() else "tensorflow"
+    module = fixture_framework(FIXTURES / f"{stem}_bad.py")
     if importlib.util.find_spec(module) is None:
         pytest.skip(f"{module} is not installed")
 

@@ -1,9 +1,19 @@
-"""JAX: installed when `jax` is imported.  No hooks yet: JAX's files stop counting as user
-code, and the `framework` event records its version."""
+"""JAX: installed when `jax` is imported.  JAX's files stop counting as user code; the hooks
+live by concern (each module's `install(jax)`), and the `framework` event lists those that
+installed."""
+from .events import probe_error
 from .frames import add_nonuser_dir
 from .imports import framework_event
 
 
 def install(jax):
     add_nonuser_dir(jax)
-    framework_event("jax", jax, [])
+    hooks = []
+    for name, installer in (
+    ):
+        try:
+            installer(jax)
+            hooks.append(name)
+        except Exception as err:
+            probe_error(f"jax:{name}", err)
+    framework_event("jax", jax, hooks)
