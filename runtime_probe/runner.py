@@ -323,7 +323,7 @@ def run_probe(script: Path, argv: list[str], *, steps: int = 50, timeout: float 
               device: str = "auto", python: str | None = None,
               memory_limit_mb: int | None = 8192, sample_every: int = 1,
               extra_env: dict | None = None, cwd: Path | None = None,
-              live_steps: list[int] | None = None) -> ProbeRun:
+              live_steps: list[int] | None = None, tail_chars: int = TAIL_CHARS) -> ProbeRun:
     """Run `python SCRIPT ARGV` under the probe and return its events and outcome.
 
     steps: stop the program cleanly after this many training steps (0: no cap).
@@ -335,6 +335,7 @@ def run_probe(script: Path, argv: list[str], *, steps: int = 50, timeout: float 
     sample_every: emit a `step` event (memory sample) every this many steps.
     cwd: working directory of the child (default: ours, like a normal run).
     live_steps: steps at which to count live tensors besides the last one (default [10]).
+    tail_chars: how much of the end of stdout and stderr to keep (the pipes keep at most 256 KiB).
     """
     script = Path(script)
     if device not in ("auto", "cpu", "cuda"):
@@ -414,8 +415,8 @@ def run_probe(script: Path, argv: list[str], *, steps: int = 50, timeout: float 
         returncode=proc.returncode,
         timed_out=timed_out,
         killed_for_memory=killed_for_memory,
-        stdout_tail=_tail(out.text()),
-        stderr_tail=_tail(strip_framework_noise(err.text())),
+        stdout_tail=_tail(out.text(), tail_chars),
+        stderr_tail=_tail(strip_framework_noise(err.text()), tail_chars),
         duration=duration,
         command=command,
         peak_memory_mb=round(peak / 2**20, 1) if peak else None,

@@ -1,3 +1,4 @@
+import os
 import re
 import textwrap
 from pathlib import Path
@@ -39,6 +40,20 @@ def run_cli(capsys, monkeypatch):
         return code, out, err
 
     return run
+
+
+@pytest.fixture(scope="session")
+def fixture_probe_run(tmp_path_factory):
+    """`fixture_probe_run(name, argv, steps=0)`: tests/fixtures/<name>.py run under the probe, once per
+    session (shared by pytest-xdist's workers: see fixture_runs.py)."""
+    from fixture_runs import fixture_run as run
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the folder every worker's own temporary folder is in
+    folder = root / "fixture-runs"
+    folder.mkdir(exist_ok=True)
+    return lambda name, argv, steps=0: run(name, argv, folder, steps)
 
 
 @pytest.fixture
