@@ -7,7 +7,8 @@ Each rule declares its `Needs` in tokens this module understands:
                `super().NAME(...)` call (a class extending its base's method)
 - `name:NAME`  an identifier NAME: a name, an attribute, or a part of an imported name
                (`from tensorflow.distribute import MirroredStrategy` gives `distribute`)
-- `loop`, `augassign`, `return`: a `for`/`while` loop, an augmented assignment, a return statement
+- `loop`, `augassign`, `return`, `global`: a `for`/`while` loop, an augmented assignment, a return
+               statement, a `global`/`nonlocal` declaration
 - `text:TEXT`  TEXT appears anywhere in the file (file needs only: a loose, cheap pre-condition)
 
 `Needs.file` groups must each be matched somewhere in the file; `Needs.statement` groups must all
@@ -15,7 +16,8 @@ be matched in one unit: a top-level function, a method, a class without its meth
 module's other statements together (they share one scope). Those units are the seeds. A CST is
 built only of the seeds and what the analyses may consult about them: the units that define a
 name a selected unit reads (functions it calls, values it uses, `self.x` it reads), those that
-refer to a function defined in a selected unit (its call sites, `tf.function(f)`), a selected
+refer to a function defined in a selected unit (its call sites, `tf.function(f)`) or to a name bound
+to a call of one (`step = jax.jit(train_step)`: its call sites), a selected
 method's class, and a selected model class's `__init__`, `build`, `forward`/`call` and `__call__`
 (a torch module or Keras model: calling an instance runs them without naming them). The file's
 imports and bound names come from the whole file. So the analyses answer as on the whole file,
@@ -31,7 +33,7 @@ from functools import lru_cache
 
 from lintloop.analysis.names import Names
 
-STRUCTURAL_TOKENS = frozenset({"loop", "augassign", "return"})
+STRUCTURAL_TOKENS = frozenset({"loop", "augassign", "return", "global"})
 # Statements holding a fact about the whole file that the analyses may need wherever a rule reports:
 # the Keras version (TF_USE_LEGACY_KERAS) and a global mixed-precision policy (set at module level,
 # or by a setup function, while the training step is elsewhere).
@@ -58,6 +60,7 @@ _STRUCTURAL_TEXT = {
     "loop": re.compile(r"\b(?:for|while)\b"),
     "augassign": re.compile(r"(?:[-+*/%&|^@]|//|\*\*|>>|<<)="),
     "return": re.compile(r"\breturn\b"),
+    "global": re.compile(r"\b(?:global|nonlocal)\b"),
 }
 # Patterns start with a literal, which the regex engine scans for quickly (a leading `\b` defeats
 # that); the word boundary before a match is checked by hand.
@@ -125,6 +128,9 @@ class Unit:
     reads: set[str] = field(default_factory=set)  # names and attribute names it mentions
     defines: set[str] = field(default_factory=set)  # names, attributes, functions and classes it binds
     functions: set[str] = field(default_factory=set)  # functions defined in it, at any depth
+    # Names bound to a call's result, with the names that call reads: `step = jax.jit(train_step)`,
+    # `self.step = jax.jit(self._step)` (calling `step` runs `train_step`, like calling it by name).
+    aliases: dict[str, set[str]] = field(default_factory=dict)
     always: bool = False  # holds a fact every analysis may need (_FILE_FACT_STRINGS, _FILE_FACT_CALLS)
     definition: bool = False  # a function, class or method (a scope of its own), not module code
     shell: int | None = None  # a method: the index of its class's unit
@@ -258,6 +264,13 @@ class FileFacts:
                     defines.add(node.arg)  # a lambda's parameters bind in the enclosing scope, as in the index
             elif kind is ast.Assign:
                 self._bind(node.targets, defines, in_function)
+                if type(node.value) is ast.Call and len(node.targets) == 1:
+                    target = node.targets[0]
+                    alias = target.attr if type(target) is ast.Attribute else \
+                        target.id if type(target) is ast.Name and not in_function else None
+                    if alias is not None:
+                        unit.aliases[alias] = {n.id if type(n) is ast.Name else n.attr for n in ast.walk(node.value)
+                                               if type(n) is ast.Name or type(n) is ast.Attribute}
             elif kind in (ast.AnnAssign, ast.AugAssign, ast.NamedExpr) or kind in _LOOPS:
                 if kind is ast.AugAssign:
                     tokens.add("augassign")
@@ -270,6 +283,9 @@ class FileFacts:
                     self._bind([node.optional_vars], defines, in_function)
             elif kind is ast.Return:
                 tokens.add("return")
+            elif kind is ast.Global or kind is ast.Nonlocal:
+                tokens.add("global")
+                continue
             elif kind in _DEFINITIONS:
                 bound.add(node.name)
                 defines.add(node.name)
@@ -356,6 +372,7 @@ class FileFacts:
             for i in fresh:
                 reads |= units[i].reads
                 functions |= units[i].functions
+            functions |= {alias for i in selected for alias, used in units[i].aliases.items() if used & functions}
             fresh = {i for i, s in enumerate(units) if i not in selected
                      and (s.defines & reads or s.reads & functions)}
             if not fresh:  # a class of only methods, none selected, needs one of them to parse

@@ -143,4 +143,8 @@ CASES = [
      ["optimizer iterations 20", "resumed run matches the uninterrupted run: True"]),
     ("LL802_bad", "tensorflow", ["--steps", "10"], 0, ["summary values written: 0"]),
     ("LL802_good", "tensorflow", ["--steps", "10"], 0, ["summary values written: 10"]),
+    ("LL206_bad", "jax", ["--steps", "20"], 0, ["loss JitTracer(float32[])", "20 steps done, final loss 0.0038"]),
+    ("LL206_good", "jax", ["--steps", "20"], 0, ["loss 3.4534", "20 steps done, final loss 0.0038"]),
+    ("LL902_bad", "jax", ["--steps", "20"], 0, ["step_count = 1 after 20 steps"]),
+    ("LL902_good", "jax", ["--steps", "20"], 0, ["step_count = 20 after 20 steps"]),
 ]

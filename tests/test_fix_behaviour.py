@@ -4,6 +4,7 @@ prints the same as before except the symptom, which is gone (real frameworks, CP
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -14,8 +15,11 @@ from lintloop.rules import ALL_RULES
 
 pytestmark = pytest.mark.framework
 
-# Per rule: the arguments to run its bad fixture with, and the text of the symptom the fix removes.
+# Per rule: the arguments to run its bad fixture with, the text of the symptom the fix removes, and
+# (optionally) a pattern of the stdout lines the fix adds: `jax.debug.print` prints on every call
+# to stdout where the builtin `print` printed once, at trace time.
 SYMPTOMS = {
+    "LL206": (["--steps", "6"], "JitTracer(", r"^loss \d"),
     "LL201": (["--steps", "6"], 'loss Tensor("'),
     "LL603": (["--steps", "20"], "FutureWarning"),
     "LL601": (["--steps", "40"], "saturated float16 output"),
@@ -43,7 +47,7 @@ def test_safe_fix_keeps_the_output_and_removes_the_symptom(code, run_cli, tmp_pa
     framework = fixture_framework(source)
     if importlib.util.find_spec(framework) is None:
         pytest.skip(f"{framework} is not installed")
-    argv, symptom = SYMPTOMS[code]
+    argv, symptom, *added = SYMPTOMS[code]
     fixed = tmp_path / source.name
     fixed.write_bytes(source.read_bytes())
     run_cli("fix", fixed, "--select", code, "--no-cache")
@@ -55,4 +59,9 @@ def test_safe_fix_keeps_the_output_and_removes_the_symptom(code, run_cli, tmp_pa
     assert before.returncode == after.returncode == 0, after.stderr[-3000:]
     assert symptom in before.stdout + before.stderr
     assert symptom not in after.stdout + after.stderr, after.stderr[-3000:]
-    assert after.stdout.splitlines() == [line for line in before.stdout.splitlines() if symptom not in line]
+    after_lines = after.stdout.splitlines()
+    if added:
+        new = [line for line in after_lines if re.match(added[0], line)]
+        assert new, after.stdout[-3000:]
+        after_lines = [line for line in after_lines if line not in new]
+    assert after_lines == [line for line in before.stdout.splitlines() if symptom not in line]

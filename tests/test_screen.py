@@ -124,6 +124,16 @@ def test_only_the_selected_statements_and_what_they_use_are_parsed():
     assert [(f.code, f.line, f.column) for f in found.findings] == [("LL301", 11, 9)]
 
 
+def test_a_name_bound_to_a_call_of_a_selected_function_brings_its_call_sites():
+    import ast
+    code = ("import jax\n\ndef train_step(p, s, b):\n    u, _ = tx.update(g, s, p)\n    return p, s\n\n"
+            "step = jax.jit(train_step)\n\ndef main(p, s, data):\n    for b in data:\n        p, s = step(p, s, b)\n\n"
+            "def unrelated(a):\n    return a\n")
+    facts = FileFacts(ast.parse(code))
+    selected = facts.closure({next(i for i, u in enumerate(facts.units) if u.first_line == 3)})
+    assert sorted(facts.units[i].first_line for i in selected) == [3, 7, 9]  # the alias, its caller; not `unrelated`
+
+
 def test_a_selected_module_class_brings_what_calling_an_instance_runs():
     import ast
     code = ("import torch\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        self.fc = 1\n\n"

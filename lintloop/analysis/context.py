@@ -13,11 +13,13 @@ from lintloop.analysis.datasets import Datasets
 from lintloop.analysis.distribution import Strategies
 from lintloop.analysis.index import Binding, Scope, TreeIndex
 from lintloop.analysis.iteration import Iterations
+from lintloop.analysis.jax import Jax
 from lintloop.analysis.keras_models import KerasModels
 from lintloop.analysis.losses import Losses
 from lintloop.analysis.mixed_precision import MixedPrecision
 from lintloop.analysis.modules import TorchModules
 from lintloop.analysis.names import Names
+from lintloop.analysis.outer_state import OuterState
 from lintloop.analysis.project import LintedFile, Project
 from lintloop.analysis.pytorch import PyTorch
 from lintloop.analysis.tensorflow import TensorFlow
@@ -33,9 +35,11 @@ class FileContext:
 
     Tree questions (parents, scopes, statements) are answered here; every other concern lives in
     its own analysis, reached as an attribute (`ctx.flow`, `ctx.calls`, `ctx.training`, `ctx.tf`,
-    `ctx.strategies`, `ctx.datasets` (tf.data pipelines), `ctx.mixed_precision`, `ctx.keras` (Keras
-    models), `ctx.torch`, `ctx.losses`, `ctx.modules`, `ctx.iteration`, `ctx.project` (the other
-    modules of the linted project)) and built the first time a rule asks.
+    `ctx.jax` (what JAX traces), `ctx.strategies`, `ctx.datasets` (tf.data pipelines),
+    `ctx.mixed_precision`, `ctx.keras` (Keras models), `ctx.torch`, `ctx.losses`, `ctx.modules`,
+    `ctx.iteration`, `ctx.loop_values`, `ctx.outer_state`, `ctx.prng` (JAX PRNG keys),
+    `ctx.optimizer_state` (optax / flax), `ctx.project` (the other modules of the linted project))
+    and built the first time a rule asks.
     """
 
     def __init__(self, module: cst.Module, timer: StageTimer | None = None, names: Names | None = None,
@@ -80,6 +84,10 @@ class FileContext:
         return TensorFlow(self)
 
     @cached_property
+    def jax(self) -> Jax:
+        return Jax(self)
+
+    @cached_property
     def strategies(self) -> Strategies:
         return Strategies(self)
 
@@ -106,6 +114,11 @@ class FileContext:
     @cached_property
     def iteration(self) -> Iterations:
         return Iterations(self)
+
+    @cached_property
+    def outer_state(self) -> OuterState:
+        """Python state a function changes outside itself (lists, global/nonlocal variables)."""
+        return OuterState(self)
 
     # ----- the tree --------------------------------------------------------------------------
     def nodes(self, node_type: type) -> list:

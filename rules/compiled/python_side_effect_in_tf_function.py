@@ -7,12 +7,6 @@ import libcst as cst
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 
-_MUTATORS = {"append", "extend"}
-# Python records appended on purpose while tracing (names of watched variables, a trace log line, a
-# tuple of shapes): what a trace-counting test or trace-time registry keeps, not a per-call value.
-_TRACE_RECORDS = (cst.List, cst.ListComp, cst.Tuple, cst.Dict, cst.DictComp, cst.SimpleString,
-                  cst.FormattedString, cst.ConcatenatedString)
-
 
 class PythonSideEffectInTfFunction(Rule):
     code = "LL202"
@@ -153,20 +147,21 @@ def step(x):
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _MUTATORS and node.args \
-                and not isinstance(node.args[0].value, _TRACE_RECORDS):
-            self._check(node, func.value, f"`{self.ctx.snippet(func)}(...)`")
+        self._check(node)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        if isinstance(node.operator, cst.AddAssign):
-            self._check(node, node.target, f"`{self.ctx.snippet(node.target)} += ...`")
+        self._check(node)
 
-    def _check(self, node: cst.CSTNode, target: cst.BaseExpression, action: str) -> None:
-        outside = self._defined_outside(target, node)
+    def _check(self, node: cst.Call | cst.AugAssign) -> None:
+        ctx = self.ctx
+        mutation = ctx.outer_state.mutation(node)
+        if mutation is None:
+            return
+        target, action = mutation
+        outside = ctx.outer_state.defined_outside(target, node)
         if outside is None:
             return
-        tf = self.ctx.tf
+        tf = ctx.tf
         traced = tf.traced_chain(node)
         if traced is None:
             return
@@ -174,61 +169,3 @@ def step(x):
                           "TensorFlow traces the function (first call and each retrace), not on every call; return the "
                           "value to the eager caller, or keep the state in a `tf.Variable` / `tf.TensorArray` "
                           "/ Keras metric")
-
-    def _defined_outside(self, target: cst.BaseExpression, node: cst.CSTNode) -> str | None:
-        """How to name `target` when it is a list or a global/nonlocal variable bound outside the
-        function that holds `node`; None otherwise (a local, a parameter, something not a list)."""
-        ctx = self.ctx
-        function = next((a for a in ctx.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
-        if function is None:
-            return None
-        if isinstance(target, cst.Name):
-            name = target.value
-            declared = _declared(function, name)
-            if declared:
-                return f"the {declared} variable `{name}`"
-            if ctx.bindings_in(function, name):
-                return None  # a local (or parameter) of the function
-            bindings = ctx.flow.bindings_of(name, node, before=False)
-            if bindings and all(_is_list(b.value) for b in bindings):
-                return f"`{name}`, a list defined outside the function"
-            return None
-        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
-            name = f"self.{target.attr.value}"
-            values = [b for scope in ctx.bindings.values() for b in scope.get(name, ()) if not b.augmented]
-            if values and all(_is_list(b.value) and not ctx.is_inside(b.node, function) for b in values):
-                return f"`{name}`, a list attribute set outside the function"
-        return None
-
-
-def _declared(function: cst.FunctionDef, name: str) -> str | None:
-    """"global" / "nonlocal" when the function declares `name` so (in its own body, not a nested def)."""
-    stack: list[cst.CSTNode] = [function.body]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, (cst.Global, cst.Nonlocal)) and any(n.name.value == name for n in current.names):
-            return "global" if isinstance(current, cst.Global) else "nonlocal"
-        if isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        if isinstance(current, (cst.IndentedBlock, cst.SimpleStatementSuite)):
-            stack.extend(current.body)
-        elif isinstance(current, cst.SimpleStatementLine):
-            stack.extend(current.body)
-        elif isinstance(current, cst.BaseCompoundStatement):
-            stack.append(current.body)
-            for extra in ("orelse", "handlers", "finalbody"):
-                value = getattr(current, extra, None)
-                if isinstance(value, (list, tuple)):
-                    stack.extend(value)
-                elif value is not None:
-                    stack.append(value)
-        elif isinstance(current, (cst.Else, cst.ExceptHandler, cst.Finally)):
-            stack.append(current.body)
-    return None
-
-
-def _is_list(value: cst.BaseExpression | None) -> bool:
-    """A list display, comprehension or `list(...)` call."""
-    if isinstance(value, (cst.List, cst.ListComp)):
-        return True
-    return isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "list"

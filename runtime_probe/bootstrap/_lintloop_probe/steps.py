@@ -76,6 +76,14 @@ def _stop(reason):
     raise_stop()
 
 
+def stop_if_pending():
+    """Stop now if the step cap was reached inside a framework call, where it could not raise (a
+    tf.function's Python body, an XLA host callback); call it on the way out of such calls."""
+    if S.stop_pending and S.fn_depth == 0:
+        S.stop_pending = False
+        raise_stop()
+
+
 def raise_stop():
     if threading.current_thread() is not threading.main_thread():
         _hard_exit()

@@ -1,0 +1,250 @@
+"""LL206 print-in-jit: the rule, its documentation and its examples."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from lintloop.rule import Example, FixSpec, Replacement, Rule
+from lintloop.screen import Needs
+
+# Spellings of a string formatted in Python: an f-string, `"...".format(...)`, `"..." % (...)`.
+_FORMAT_METHOD = "format"
+
+
+class PrintInJit(Rule):
+    code = "LL206"
+    name = "print-in-jit"
+    frameworks = ("jax",)
+    # A JAX import, and something that traces: a compile or a traced control-flow body.
+    needs = Needs(file=(("name:jax", "name:nnx", "name:equinox"),
+                        ("name:jit", "name:pmap", "name:pjit", "name:filter_jit", "name:filter_pmap", "name:scan",
+                         "name:fori_loop", "name:while_loop", "name:cond", "name:switch", "name:map")),
+                  statement=(("call:print",),))
+    fix_kind = "safe for plain positional args"
+    probe = "trace"
+    summary = ("Builtin `print(...)` in code JAX traces: a function compiled by `jax.jit` / `jax.pmap` / "
+               "`pjit` / flax `nnx.jit` / equinox `filter_jit` (decorated in any spelling, "
+               "`@partial(jax.jit, static_argnums=...)`, or wrapped: `step = jax.jit(train_step)`, "
+               "`jax.jit(jax.grad(loss))`), a body or branch of `lax.scan` / `fori_loop` / `while_loop` / "
+               "`cond` / `switch` / `map` (traced even without jit), or a same-file helper called only from "
+               "such code. Also `jax.debug.print` handed a string already formatted in Python (an f-string, "
+               "`.format`, `%`) from values of the traced function.")
+    why = ("JAX runs a traced function's Python body only while tracing it: on the first call, and again for "
+           "each new input shape, dtype or static argument; later calls run the compiled program, which holds "
+           "no Python. A `lax.scan` body is traced once per trace of the scan, not once per iteration. So the "
+           "`print` runs once, not at every call, and what it prints are tracers (`JitTracer(float32[])`), "
+           "not values. A string formatted in Python before `jax.debug.print` sees it is formatted at trace "
+           "time too: `jax.debug.print` then prints that fixed text, the tracer's repr, at every call.")
+    symptom = ("tests/fixtures/LL206_bad.py prints the loss inside its `@jax.jit` train step, called 20 "
+               "times: the output is one line, `loss JitTracer(float32[])`, then `20 steps done, final loss "
+               "0.0038`. `jax.debug.print(f\"loss {loss}\")` in a jitted function prints "
+               "`loss JitTracer(float32[])` at every call (jax 0.10.2).")
+    remedy = ("Use `jax.debug.print(\"loss {}\", loss)` (placeholders, values as arguments), which prints the "
+              "value at every call; or return the value from the traced function and print it in the Python "
+              "loop. `jax.debug.print(..., ordered=True)` keeps several prints of one step in program order.")
+    fix_safety = ("Safe when all arguments are plain positional values: `print(a, b)` becomes "
+                  "`jax.debug.print(\"{} {}\", a, b)` with the file's own `jax` (or `jax.debug`) alias; the output "
+                  "now appears at every call. Prints of one step may come out of order (`ordered=True` orders "
+                  "them), and Python numbers inside containers print as arrays (`(Array(2, dtype=int32),)` for "
+                  "a shape). No fix with `sep=`/`end=`/`file=`/`flush=`, starred arguments, f-string arguments, "
+                  "or in a file that does not bind `jax` (or `jax.debug`) itself (`from jax import jit` only).")
+    flagged = (
+        Example("""
+import jax
+import jax.numpy as jnp
+@jax.jit
+def train_step(params, x, y):
+    loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+    print("loss", loss)
+    return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads), loss
+"""),
+        Example("""
+import jax
+from functools import partial
+@partial(jax.jit, static_argnames=("train",))
+def apply_model(state, batch, train):
+    print(f"apply_model train={train} images={batch['image'].shape}")
+    return state.apply_fn({"params": state.params}, batch["image"])
+"""),
+        Example("""
+import jax
+def log_metrics(metrics):
+    print("metrics", metrics)
+def update(params, grads):
+    new = jax.tree_util.tree_map(lambda p, g: p - 1e-3 * g, params, grads)
+    log_metrics({"norm": optax.global_norm(grads)})
+    return new
+fast_update = jax.jit(update)
+"""),
+        Example("""
+from jax import lax
+def body(carry, x):
+    h = carry * 0.9 + x
+    print("carry", h)
+    return h, h
+def rnn(xs):
+    return lax.scan(body, 0.0, xs)
+"""),
+        Example("""
+import jax
+@jax.jit
+def train_step(state, batch):
+    loss = compute_loss(state.params, batch)
+    jax.debug.print(f"loss {loss}")
+    return state, loss
+"""),
+        Example("""
+from flax import nnx
+@nnx.jit
+def train_step(model, optimizer, batch):
+    grad_fn = nnx.value_and_grad(loss_fn)
+    loss, grads = grad_fn(model, batch)
+    print(loss)
+    optimizer.update(model, grads)
+    return loss
+"""),
+    )
+    not_flagged = (
+        Example("""
+import jax
+@jax.jit
+def train_step(params, x):
+    loss = jax.numpy.mean(x)
+    jax.debug.print("loss {}", loss)
+    return loss
+for epoch in range(3):
+    loss = train_step(params, x)
+    print("epoch", epoch, "loss", float(loss))
+"""),
+        Example("""
+import jax
+from rich import print
+@jax.jit
+def step(x):
+    print(x)
+    return x
+"""),
+        Example("""
+import jax
+def log_metrics(loss):
+    print("loss", loss)
+@jax.jit
+def train_step(x):
+    loss = jax.numpy.mean(x)
+    log_metrics(loss)
+    return loss
+for x in batches:
+    log_metrics(train_step(x))
+"""),
+        Example("""
+import jax
+def report(x):
+    print("value", x)
+@jax.jit
+def step(x):
+    jax.debug.callback(report, x)
+    return x * 2
+"""),
+        Example("""
+import jax
+def loss_fn(params, x):
+    print("eager loss call")
+    return (params * x).sum()
+grads = jax.grad(loss_fn)(params, x)
+"""),
+        Example("""
+import jax
+@jax.jit
+def step(x, n):
+    jax.debug.print("step {n}: {x}", x=x, n=n)
+    return x
+"""),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        names = self.ctx.names
+        if names.is_builtin(node.func, "print"):
+            traced = self.ctx.jax.traced_chain(node)
+            if traced is None:
+                return
+            where = self.ctx.jax.where(node, traced) + ("," if traced[0] else "")
+            transform = self.ctx.jax.compiled_functions.get(traced[1]) or self.ctx.jax.traced_bodies.get(traced[1])
+            when = ("first call and each retrace" if transform is None or transform.compiles
+                    else f"once per trace of the `{transform.kind}`, not on every iteration or call")
+            self.report(node, f"builtin `print` inside {where} runs only while JAX traces it ({when}) and prints "
+                              "tracers, not values; use `jax.debug.print` with `{}` placeholders to print at every "
+                              "call", fix=self._fix(node))
+        elif names.callee(node) == "jax.debug.print" and node.args and _formatted_in_python(node.args[0].value):
+            traced = self.ctx.jax.traced_chain(node)
+            if traced is None or not self._formats_traced_values(node.args[0].value, traced[1]):
+                return
+            where = self.ctx.jax.where(node, traced) + ("," if traced[0] else "")
+            self.report(node, f"`jax.debug.print` inside {where} gets a string formatted in Python at trace time: it "
+                              "prints the tracer's repr at every call, not the value; pass the values as arguments "
+                              "for `{}` placeholders")
+
+    def _formats_traced_values(self, text: cst.BaseExpression, traced: cst.CSTNode) -> bool:
+        """Does the formatted string interpolate a value of the traced function (a parameter that is not
+        static, or a local it computes)? Module constants and static arguments format to plain text."""
+        transform = self.ctx.jax.compiled_functions.get(traced) or self.ctx.jax.traced_bodies.get(traced)
+        params = traced.params if isinstance(traced, (cst.FunctionDef, cst.Lambda)) else None
+        static: set[str] = set(transform.static_argnames) if transform else set()
+        if params is not None and transform is not None:
+            positional = [*params.posonly_params, *params.params]
+            static.update(positional[i].name.value for i in transform.static_argnums if i < len(positional))
+        scope = traced if isinstance(traced, cst.FunctionDef) else self.ctx.scope_of(traced)
+        for name in _interpolated_names(text):
+            if name in static:
+                continue
+            if isinstance(traced, cst.FunctionDef) and self.ctx.bindings_in(scope, name):
+                return True
+            if params is not None and any(p.name.value == name for p in (*params.posonly_params, *params.params,
+                                                                          *params.kwonly_params)):
+                return True
+        return False
+
+    def _fix(self, node: cst.Call) -> FixSpec | None:
+        alias = self.ctx.names.alias_of("jax")
+        debug = f"{alias}.debug" if alias else self.ctx.names.alias_of("jax.debug")
+        if debug is None or any(arg.keyword is not None or arg.star for arg in node.args) \
+                or any(isinstance(arg.value, cst.FormattedString) for arg in node.args):
+            return None
+        code = self.ctx.module.code_for_node
+        placeholders = " ".join("{}" for _ in node.args)
+        args = "".join(f", {code(arg.value)}" for arg in node.args)
+        return FixSpec("safe", [Replacement(node, f'{debug}.print("{placeholders}"{args})')],
+                       f"replace `print` with `{debug}.print` and `{{}}` placeholders")
+
+
+def _formatted_in_python(expr: cst.BaseExpression) -> bool:
+    """An f-string with a field, `"...".format(...)`, or `"..." % ...`."""
+    if isinstance(expr, cst.FormattedString):
+        return any(isinstance(part, cst.FormattedStringExpression) for part in expr.parts)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == _FORMAT_METHOD:
+        return isinstance(expr.func.value, (cst.SimpleString, cst.ConcatenatedString))
+    return isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo) \
+        and isinstance(expr.left, (cst.SimpleString, cst.ConcatenatedString))
+
+
+def _interpolated_names(expr: cst.BaseExpression) -> set[str]:
+    """The root names of the values a formatted string interpolates (`loss` in `{loss.mean():.3f}`)."""
+    if isinstance(expr, cst.FormattedString):
+        values: list[cst.CSTNode] = [p.expression for p in expr.parts if isinstance(p, cst.FormattedStringExpression)]
+    elif isinstance(expr, cst.Call):
+        values = [a.value for a in expr.args]
+    else:
+        values = [expr.right]  # type: ignore[attr-defined]
+    found: set[str] = set()
+    for value in values:
+        stack = [value]
+        while stack:
+            current = stack.pop()
+            if isinstance(current, cst.Name):
+                found.add(current.value)
+            elif isinstance(current, cst.Attribute):
+                stack.append(current.value)
+            elif isinstance(current, (cst.Lambda, cst.FormattedString)):
+                continue
+            else:
+                stack.extend(c for c in current.children if isinstance(c, cst.CSTNode))
+    return found

@@ -1,0 +1,1 @@
+"""LL9xx: JAX (compiled functions, PRNG keys, optimizer state)."""

@@ -1,0 +1,199 @@
+"""LL902 python-side-effect-in-jit: the rule, its documentation and its examples."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from lintloop.analysis.outer_state import declared
+from lintloop.rule import Example, Rule
+from lintloop.screen import Needs
+
+
+class PythonSideEffectInJit(Rule):
+    code = "LL902"
+    name = "python-side-effect-in-jit"
+    frameworks = ("jax",)
+    # A JAX import, something that traces, and a mutation in the unit.
+    needs = Needs(file=(("name:jax", "name:nnx", "name:equinox"),
+                        ("name:jit", "name:pmap", "name:pjit", "name:filter_jit", "name:filter_pmap", "name:scan",
+                         "name:fori_loop", "name:while_loop", "name:cond", "name:switch", "name:map")),
+                  statement=(("call:append", "call:extend", "augassign", "global"),))
+    probe = "trace"
+    summary = ("Inside code JAX traces (as LL206: a `jax.jit` / `pmap` / `nnx.jit` function, a `lax.scan` / "
+               "`fori_loop` / `while_loop` / `cond` body, or a same-file helper called only from them): "
+               "`.append`/`.extend` on a list, or `+=` on a list, defined outside the function (a module's or "
+               "enclosing function's list, a `self.x` attribute initialised as a list), or an assignment "
+               "(`=`, `+=`, ...) to a `global`/`nonlocal` variable. Appending a record written out "
+               "in place (a list/tuple/dict display or comprehension, a string, a constant such as `None`) is "
+               "taken as deliberate trace-time bookkeeping (counting traces) and not flagged.")
+    why = ("JAX runs a traced function's Python body only while tracing it (the first call, and again for each "
+           "new input shape, dtype or static argument); later calls run the compiled program, which holds no "
+           "Python. A list appended to, or a global counter incremented, changes once per trace, not once per "
+           "call, and what it holds are tracers, not values (using them later raises "
+           "`UnexpectedTracerError`).")
+    symptom = ("tests/fixtures/LL902_bad.py increments a global `step_count` inside its `@jax.jit` train step, "
+               "called 20 times: `step_count = 1 after 20 steps`. A module-level list appended to in a jitted "
+               "function called 3 times holds one entry, `JitTracer(float32[2])`, and `history[0] + 1` raises "
+               "`UnexpectedTracerError: Encountered an unexpected tracer.` (jax 0.10.2).")
+    remedy = ("Return the value from the traced function and update the Python state in the caller "
+              "(`history.append(float(loss))`, `step += 1` in the loop), or keep it in the traced state: a "
+              "step counter in the train state (`state.step + 1`), values stacked by `lax.scan`'s outputs.")
+    flagged = (
+        Example("""
+import jax
+step_count = 0
+@jax.jit
+def train_step(params, x):
+    global step_count
+    step_count += 1
+    return params - 0.1 * jax.grad(loss_fn)(params, x)
+"""),
+        Example("""
+import jax
+from functools import partial
+losses = []
+@partial(jax.jit, donate_argnums=(0,))
+def update(state, batch):
+    loss, grads = jax.value_and_grad(loss_fn)(state.params, batch)
+    losses.append(loss)
+    return state.apply_gradients(grads=grads)
+"""),
+        Example("""
+import jax
+class Trainer:
+    def __init__(self):
+        self.grad_norms = []
+        self.step = jax.jit(self._step)
+    def _step(self, params, batch):
+        grads = jax.grad(self.loss)(params, batch)
+        self.grad_norms.append(optax.global_norm(grads))
+        return params
+"""),
+        Example("""
+from jax import lax
+def rollout(env_step, state, n):
+    visited = []
+    def body(carry, _):
+        nxt = env_step(carry)
+        visited.append(nxt)
+        return nxt, nxt.reward
+    return lax.scan(body, state, None, length=n), visited
+"""),
+        Example("""
+import jax
+last_loss = None
+@jax.jit
+def train_step(params, x):
+    global last_loss
+    loss, grads = jax.value_and_grad(loss_fn)(params, x)
+    last_loss = loss
+    return params - 0.1 * grads
+"""),
+    )
+    not_flagged = (
+        Example("""
+import jax
+@jax.jit
+def unroll(x):
+    outputs = []
+    for i in range(4):
+        x = x * 2
+        outputs.append(x)
+    return jax.numpy.stack(outputs)
+"""),
+        Example("""
+import jax
+history = []
+@jax.jit
+def train_step(params, x):
+    return params, jax.numpy.mean(x)
+for x in batches:
+    params, loss = train_step(params, x)
+    history.append(float(loss))
+"""),
+        Example("""
+import jax
+trace_log = []
+@jax.jit
+def f(x):
+    trace_log.append(("f", x.shape))
+    return x + 1
+"""),
+        Example("""
+import jax
+def test_cond_traces_each_branch_once():
+    calls = []
+    def branch(x):
+        calls.append(None)
+        return x * 2
+    jax.lax.cond(True, branch, branch, 1.0)
+    assert len(calls) == 1
+"""),
+        Example("""
+import jax
+from functools import partial
+@partial(jax.jit, static_argnames="n")
+def step(state, n):
+    count = state.count
+    count += 1
+    return state.replace(count=count)
+"""),
+        Example("""
+import jax
+step = 0
+@jax.jit
+def train_step(params, x):
+    return params - 0.1 * x
+for x in batches:
+    params = train_step(params, x)
+    step += 1
+"""),
+        Example("""
+import jax
+seen = []
+def host_log(x):
+    seen.append(x)
+@jax.jit
+def f(x):
+    jax.debug.callback(host_log, x)
+    return x
+"""),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self._check(node)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if isinstance(node.operator, cst.AddAssign):
+            self._check(node)  # a list's `+=` too
+        elif isinstance(node.target, cst.Name):
+            self._check_declared(node, node.target)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                self._check_declared(node, target.target)
+
+    def _check_declared(self, node: cst.Assign | cst.AugAssign, name: cst.Name) -> None:
+        function = self.ctx.outer_state.enclosing_function(node)
+        kind = declared(function, name.value) if function is not None else None
+        if kind is not None:
+            self._report(node, f"`{self.ctx.snippet(node)}`", f"the {kind} variable `{name.value}`")
+
+    def _check(self, node: cst.Call | cst.AugAssign) -> None:
+        outer = self.ctx.outer_state
+        mutation = outer.mutation(node)
+        if mutation is not None:
+            target, action = mutation
+            outside = outer.defined_outside(target, node)
+            if outside is not None:
+                self._report(node, action, outside)
+
+    def _report(self, node: cst.CSTNode, action: str, outside: str) -> None:
+        jax = self.ctx.jax
+        traced = jax.traced_chain(node)
+        if traced is None:
+            return
+        self.report(node, f"{action} inside {jax.where(node, traced)} changes {outside}: it runs only while JAX "
+                          "traces the function (first call and each retrace), not on every call; return the "
+                          "value to the caller, or carry it in the traced state")
