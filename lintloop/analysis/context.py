@@ -15,6 +15,7 @@ from lintloop.analysis.index import Binding, Scope, TreeIndex
 from lintloop.analysis.iteration import Iterations
 from lintloop.analysis.jax import Jax
 from lintloop.analysis.keras_models import KerasModels
+from lintloop.analysis.loop_values import LoopValues
 from lintloop.analysis.losses import Losses
 from lintloop.analysis.mixed_precision import MixedPrecision
 from lintloop.analysis.modules import TorchModules
@@ -119,6 +120,11 @@ class FileContext:
     def outer_state(self) -> OuterState:
         """Python state a function changes outside itself (lists, global/nonlocal variables)."""
         return OuterState(self)
+
+    @cached_property
+    def loop_values(self) -> LoopValues:
+        """Values that change on every iteration of a loop (indices, counters, numbers computed from them)."""
+        return LoopValues(self)
 
     # ----- the tree --------------------------------------------------------------------------
     def nodes(self, node_type: type) -> list:

@@ -24,8 +24,6 @@ _WRAPPER_DEPTH = 4
 # The methods Keras' `fit` / `evaluate` / `predict` trace inside the tf.function they build.
 _KERAS_STEPS = {"train_step", "test_step", "predict_step"}
 _KERAS_MODEL_CLASSES = {"keras.Model", "keras.models.Model", "keras.Sequential", "keras.models.Sequential"}
-# Iterables wrapped by progress bars: `for i in tqdm(range(n))` counts like `range(n)`.
-_PROGRESS_BARS = {"tqdm", "trange"}
 # Keywords of `tf.function` that turn XLA on (`experimental_compile` is the pre-2.5 name).
 _JIT_KEYWORDS = ("jit_compile", "experimental_compile")
 
@@ -281,67 +279,6 @@ class TensorFlow(Analysis):
                 return (compiled[0], wrapped) if compiled else None
         compiled = [fn for fn in candidates if fn in self.compilations]
         return (compiled[0], self.compilations[compiled[0]]) if len(compiled) == 1 else None
-
-    def changing_number(self, expr: cst.BaseExpression, at: cst.CSTNode) -> str | None:
-        """Is `expr` (at `at`, inside loops of its function) a Python number that changes on every
-        iteration of an enclosing loop — the index of `for i in range(...)` / `enumerate(...)` /
-        `itertools.count()`, or a counter `n += 1` in the loop — or simple arithmetic on one
-        (`i + 1`)? Returns how to name it in a message, else None."""
-        if isinstance(expr, cst.BinaryOperation):
-            for side, other in ((expr.left, expr.right), (expr.right, expr.left)):
-                if isinstance(other, (cst.Integer, cst.Float, cst.Name)):
-                    found = self.changing_number(side, at)
-                    if found is not None:
-                        return found
-            return None
-        if not isinstance(expr, cst.Name):
-            return None
-        name = expr.value
-        for loop in self._loops_around(at):
-            if isinstance(loop, cst.For) and self._counts(loop, name):
-                return f"the loop variable `{name}`"
-            if self._incremented_in(loop, name, at):
-                return f"the counter `{name}`, incremented in the loop"
-        return None
-
-    def _loops_around(self, node: cst.CSTNode) -> list[cst.For | cst.While]:
-        loops = []
-        for ancestor in self.ctx.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                break
-            if isinstance(ancestor, (cst.For, cst.While)) and self.ctx.is_inside(node, ancestor.body):
-                loops.append(ancestor)
-        return loops
-
-    def _counts(self, loop: cst.For, name: str) -> bool:
-        """`for name in range(...)`, `for name, x in enumerate(...)`, `for name in itertools.count()`
-        (also through `tqdm(...)` / `trange(...)`)."""
-        iterable = loop.iter
-        if isinstance(iterable, cst.Call) and call_name(iterable) in _PROGRESS_BARS and iterable.args:
-            if call_name(iterable) == "trange":
-                return isinstance(loop.target, cst.Name) and loop.target.value == name
-            iterable = iterable.args[0].value
-        if not isinstance(iterable, cst.Call):
-            return False
-        names = self.ctx.names
-        if names.is_builtin(iterable.func, "range") or names.callee(iterable) == "itertools.count":
-            return isinstance(loop.target, cst.Name) and loop.target.value == name
-        if names.is_builtin(iterable.func, "enumerate") and isinstance(loop.target, cst.Tuple):
-            first = loop.target.elements[0].value if loop.target.elements else None
-            return isinstance(first, cst.Name) and first.value == name
-        return False
-
-    def _incremented_in(self, loop: cst.For | cst.While, name: str, at: cst.CSTNode) -> bool:
-        """`name += <number>` in the loop's body (same function), and every plain assignment of
-        `name` a number literal: a Python counter."""
-        bumped = any(isinstance(a.target, cst.Name) and a.target.value == name
-                     and isinstance(a.operator, cst.AddAssign) and isinstance(a.value, (cst.Integer, cst.Float))
-                     and self.ctx.is_inside(a, loop.body) and self.ctx.scope_of(a) is self.ctx.scope_of(at)
-                     for a in self.ctx.nodes(cst.AugAssign))
-        if not bumped:
-            return False
-        plain = [b for b in self.ctx.flow.bindings_of(name, at, before=False) if not b.augmented]
-        return bool(plain) and all(isinstance(b.value, (cst.Integer, cst.Float)) for b in plain)
 
     # ----- Keras steps -----------------------------------------------------------------------------
     @computed

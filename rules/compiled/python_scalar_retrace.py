@@ -106,7 +106,7 @@ for step in tf.range(100):
         if callee is None or callee[1].input_signature:
             return
         for arg in node.args:
-            changing = tf.changing_number(arg.value, node) if not arg.star else None
+            changing = self.ctx.loop_values.changing_number(arg.value, node) if not arg.star else None
             if changing is not None:
                 self.report(arg, f"{changing} is a Python number that changes every iteration, passed to "
                                  f"the tf.function `{callee[0].name.value}`: each new value traces it again "

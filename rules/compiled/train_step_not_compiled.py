@@ -168,7 +168,7 @@ train_step(x0, y0)
         alias = ctx.names.alias_of("tensorflow")
         if alias is None or ctx.scope_of(node) is not ctx.module or not self._graph_safe(node, depth=0):
             return None
-        if any(ctx.tf.changing_number(a.value, s) is not None for s in sites for a in s.args):
+        if any(ctx.loop_values.changing_number(a.value, s) is not None for s in sites for a in s.args):
             return None
         code = ctx.module.code_for_node(node.with_changes(leading_lines=()))
         # The function's range ends with its last statement's code: drop the comments and lines after it.
