@@ -20,6 +20,7 @@ from lintloop.analysis.losses import Losses
 from lintloop.analysis.mixed_precision import MixedPrecision
 from lintloop.analysis.modules import TorchModules
 from lintloop.analysis.names import Names
+from lintloop.analysis.optimizer_state import OptimizerStates
 from lintloop.analysis.outer_state import OuterState
 from lintloop.analysis.project import LintedFile, Project
 from lintloop.analysis.pytorch import PyTorch
@@ -115,6 +116,11 @@ class FileContext:
     @cached_property
     def iteration(self) -> Iterations:
         return Iterations(self)
+
+    @cached_property
+    def optimizer_state(self) -> OptimizerStates:
+        """Where optax / flax optimizer states and updated parameters go (re-bound, returned, lost)."""
+        return OptimizerStates(self)
 
     @cached_property
     def outer_state(self) -> OuterState:

@@ -20,6 +20,7 @@ _INSTALLERS = {
     "keras": "keras_hooks:install",
     "tf_keras": "keras_hooks:install",
     "jax": "jax_hooks:install",
+    "optax": "jax_optax:install",
     "numpy": "frames:add_nonuser_dir",
     "multiprocessing.process": "errors:install_process_hook",
 }

@@ -1,0 +1,255 @@
+"""LL905 discarded-optimizer-state: the rule, its documentation and its examples."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from lintloop.analysis.iteration import loop_header
+from lintloop.analysis.optimizer_state import LostResult
+from lintloop.rule import Example, Rule
+from lintloop.screen import Needs
+
+
+class DiscardedOptimizerState(Rule):
+    code = "LL905"
+    name = "discarded-optimizer-state"
+    frameworks = ("jax",)
+    kind = "bug"
+    needs = Needs(file=(("name:optax", "name:flax", "name:jax"),),
+                  statement=(("call:update", "call:apply_updates", "call:apply_gradients"),))
+    probe = "effect"
+    summary = ("In a training loop, or a step function called from one (directly, jitted, or as a `lax.scan` / "
+               "`fori_loop` body): the new optimizer state from optax's `tx.update(grads, opt_state, ...)` "
+               "discarded (`updates, _ = ...`, `tx.update(...)[0]`, a name never read) or never fed back (the "
+               "loop never re-binds the `opt_state` it passes in, itself or through the step function it "
+               "calls); or the result of `optax.apply_updates(params, updates)` / flax's "
+               "`state.apply_gradients(grads=...)` dropped or never re-bound. Not flagged: a state returned "
+               "by the step function and re-bound by the caller, threaded through a scan carry or stored in "
+               "`self.`; flax `nnx.Optimizer.update` (in place); one-shot updates outside any loop; "
+               "stateless transforms (`optax.sgd` without momentum or schedule, `optax.scale`, clipping). "
+               "A state discarded outright is flagged for any optimizer; one only never re-bound, when the "
+               "file shows which optimizer it is.")
+    why = ("optax is functional: `tx.update` returns the next optimizer state and `optax.apply_updates` the "
+           "next parameters; nothing changes in place. A state that is not passed to the next `update` "
+           "restarts every step from the one built by `tx.init`: what the optimizer keeps there is lost, "
+           "without an error. Measured (optax 0.2.8, CPU): stateless `optax.sgd(lr)` is unaffected; with "
+           "momentum, momentum is silently off (updates stay at the first step's -0.05 instead of growing "
+           "-0.05, -0.095, -0.1355, ...); Adam's step count stays 0, so every update is its first, "
+           "bias-corrected to `lr·sign(g)`; a schedule is frozen at its step-0 value (a warm-up from 0 "
+           "leaves every update 0). A dropped `apply_updates` / `apply_gradients` result: the parameters "
+           "never change.")
+    symptom = ("tests/fixtures/LL905_bad.py (Adam, `updates, _ = tx.update(...)` in a jitted step that hands the old "
+               "state back) prints `step 1: adam count=0 loss=13.4534` ... `step 60: adam count=0 loss=0.0568`: the "
+               "count never leaves 0 and from step 30 on the loss is stuck at 0.0568 (sign steps oscillating "
+               "around the minimum), while the fixed program prints `step 60: adam count=60 loss=0.0210`. "
+               "tests/fixtures/LL905_apply_bad.py drops `optax.apply_updates(...)`'s result and prints "
+               "`loss=13.4534` at every step. No error or warning is raised.")
+    remedy = ("Bind the new state back to the name the next step passes in: `updates, opt_state = "
+              "tx.update(grads, opt_state, params)`; `params = optax.apply_updates(params, updates)`; "
+              "`state = state.apply_gradients(grads=grads)`. A step function returns both and its caller "
+              "re-binds them: `params, opt_state, loss = train_step(params, opt_state, batch)`.")
+    flagged = (
+        Example("""
+import jax
+import optax
+
+tx = optax.adam(1e-3)
+opt_state = tx.init(params)
+for batch in batches:
+    grads = jax.grad(loss_fn)(params, batch)
+    updates, _ = tx.update(grads, opt_state, params)
+    params = optax.apply_updates(params, updates)
+"""),
+        Example("""
+import jax
+import optax
+
+optimizer = optax.sgd(learning_rate=0.1, momentum=0.9)
+
+@jax.jit
+def train_step(params, opt_state, x, y):
+    loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+    updates, new_opt_state = optimizer.update(grads, opt_state)
+    return optax.apply_updates(params, updates), new_opt_state, loss
+
+def train(params, data):
+    opt_state = optimizer.init(params)
+    for x, y in data:
+        params, _, loss = train_step(params, opt_state, x, y)
+    return params
+"""),
+        Example("""
+import jax
+import optax
+
+def fit(params, tx, data, epochs):
+    opt_state = tx.init(params)
+    for epoch in range(epochs):
+        for x, y in data:
+            grads = jax.grad(loss_fn)(params, x, y)
+            updates = tx.update(grads, opt_state, params)[0]
+            params = optax.apply_updates(params, updates)
+    return params
+"""),
+        Example("""
+import jax
+import optax
+from flax.training import train_state
+
+def train_epoch(state, batches):
+    for batch in batches:
+        grads = jax.grad(loss_fn)(state.params, batch)
+        state.apply_gradients(grads=grads)
+    return state
+"""),
+        Example("""
+import jax
+import optax
+
+schedule = optax.warmup_cosine_decay_schedule(0.0, 1e-3, 100, 1000)
+tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule))
+
+def body(carry, batch):
+    params, opt_state = carry
+    grads = jax.grad(loss_fn)(params, batch)
+    updates, _ = tx.update(grads, opt_state, params)
+    return (optax.apply_updates(params, updates), opt_state), None
+
+params, opt_state = jax.lax.scan(body, (params, opt_state), batches)[0]
+"""),
+    )
+    not_flagged = (
+        Example("""
+import jax
+import optax
+
+tx = optax.adam(1e-3)
+
+@jax.jit
+def train_step(params, opt_state, x, y):
+    grads = jax.grad(loss_fn)(params, x, y)
+    updates, opt_state = tx.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
+for x, y in data:
+    params, opt_state = train_step(params, opt_state, x, y)
+"""),
+        Example("""
+import jax
+import optax
+
+tx = optax.sgd(learning_rate=0.01)
+opt_state = tx.init(params)
+for x, y in data:
+    grads = jax.grad(loss_fn)(params, x, y)
+    updates, _ = tx.update(grads, opt_state)
+    params = optax.apply_updates(params, updates)
+"""),
+        Example("""
+import jax
+import optax
+
+def body(carry, batch):
+    params, opt_state = carry
+    grads = jax.grad(loss_fn)(params, batch)
+    updates, opt_state = tx.update(grads, opt_state, params)
+    return (optax.apply_updates(params, updates), opt_state), None
+
+(params, opt_state), _ = jax.lax.scan(body, (params, opt_state), batches)
+"""),
+        Example("""
+import jax
+import optax
+from flax import nnx
+
+optimizer = nnx.Optimizer(model, optax.adam(1e-3), wrt=nnx.Param)
+for x, y in data:
+    grads = nnx.grad(loss_fn)(model, x, y)
+    optimizer.update(model, grads)
+"""),
+        Example("""
+import jax
+import optax
+
+def test_update_shapes():
+    opt = optax.adam(1e-3)
+    state = opt.init(params)
+    updates, _ = opt.update(grads, state, params)
+    assert updates["w"].shape == params["w"].shape
+"""),
+        Example("""
+import jax
+import optax
+
+class Trainer:
+    def step(self, batch):
+        grads = jax.grad(self.loss)(self.params, batch)
+        updates, self.opt_state = self.tx.update(grads, self.opt_state, self.params)
+        self.params = optax.apply_updates(self.params, updates)
+
+    def fit(self, batches):
+        for batch in batches:
+            self.step(batch)
+"""),
+        Example("""
+import jax
+import optax
+
+for name, opt in optimizers.items():
+    state = opt.init(params)
+    updates, _ = opt.update(grads, state, params)
+    results[name] = optax.apply_updates(params, updates)
+"""),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        states = self.ctx.optimizer_state
+        if node in states.update_calls:
+            lost = states.lost_state(node)
+            if lost is not None:
+                self._report_state(lost)
+        elif node in states.apply_calls:
+            lost = states.lost_result(node)
+            if lost is not None:
+                self._report_result(lost)
+
+    def _where(self, lost: LostResult) -> str:
+        """" in the loop `for x in data` at line 6" / " in `train_step`, called from the loop ... at line 14"."""
+        ctx = self.ctx
+        loop = lost.loop
+        if isinstance(loop, (cst.For, cst.While)):
+            label = f"the loop `{loop_header(ctx, loop)}`"
+        else:
+            label = f"`{ctx.snippet(loop.func)}`"
+        if not lost.chain:
+            return f" in {label} at line {ctx.line_of(loop)}" if isinstance(loop, (cst.For, cst.While)) \
+                else f" (a body repeated by {label} at line {ctx.line_of(loop)})"
+        function = next(a for a in ctx.ancestors(lost.call) if isinstance(a, cst.FunctionDef))
+        return f" in `{function.name.value}`{ctx.calls.describe_chain(lost.chain, label)}"
+
+    def _report_state(self, lost: LostResult) -> None:
+        ctx = self.ctx
+        optimizer = ctx.optimizer_state.optimizer_of(lost.call)
+        call = f"`{ctx.snippet(lost.call.func)}(...)`"
+        which = f" ({optimizer.label})" if optimizer.known else ""
+        if lost.certain:
+            head = f"the new optimizer state returned by {call}{which} is {lost.how}{self._where(lost)}"
+        else:
+            head = (f"{call}{which} returns the new optimizer state, but {lost.how} by the loop that repeats it"
+                    f"{self._where(lost)}: every update starts from the same state")
+        self.report(lost.call, f"{head} — {optimizer.cost}; bind it back to the state the next update reads "
+                               "(`updates, opt_state = tx.update(grads, opt_state, params)`, returned from the "
+                               "step function and re-bound by its caller)")
+
+    def _report_result(self, lost: LostResult) -> None:
+        ctx = self.ctx
+        if lost.what == "params":
+            what, fix = "the new parameters", "`params = optax.apply_updates(params, updates)`"
+        else:
+            what, fix = "the new TrainState", "`state = state.apply_gradients(grads=grads)`"
+        call = f"`{ctx.snippet(lost.call.func)}(...)`"
+        if lost.certain:
+            head = f"{what} returned by {call} {'are' if lost.what == 'params' else 'is'} {lost.how}{self._where(lost)}"
+        else:
+            head = f"{call} returns {what}, but {lost.how} by the loop that repeats it{self._where(lost)}"
+        self.report(lost.call, f"{head}: the parameters never change; re-bind the result: {fix}")
