@@ -155,4 +155,8 @@ CASES = [
     ("LL206_good", "jax", ["--steps", "20"], 0, ["loss 3.4534", "20 steps done, final loss 0.0038"]),
     ("LL902_bad", "jax", ["--steps", "20"], 0, ["step_count = 1 after 20 steps"]),
     ("LL902_good", "jax", ["--steps", "20"], 0, ["step_count = 20 after 20 steps"]),
+    ("LL901_bad", "jax", ["--steps", "5"], 0, ["5/5 steps drew the same dropout mask as step 1; 1 distinct masks"]),
+    ("LL901_good", "jax", ["--steps", "5"], 0, ["1/5 steps drew the same dropout mask as step 1; 5 distinct masks"]),
+    ("LL901_twodraws_bad", "jax", ["--steps", "20"], 0, ["corr(x, noise) = 1.000", "fitted w = 2.500 (true 2.0)"]),
+    ("LL901_twodraws_good", "jax", ["--steps", "20"], 0, ["corr(x, noise) = 0.045", "fitted w = 2.021 (true 2.0)"]),
 ]

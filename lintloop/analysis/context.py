@@ -23,6 +23,7 @@ from lintloop.analysis.names import Names
 from lintloop.analysis.optimizer_state import OptimizerStates
 from lintloop.analysis.outer_state import OuterState
 from lintloop.analysis.project import LintedFile, Project
+from lintloop.analysis.prng import Prng
 from lintloop.analysis.pytorch import PyTorch
 from lintloop.analysis.tensorflow import TensorFlow
 from lintloop.analysis.training import Training
@@ -126,6 +127,11 @@ class FileContext:
     def outer_state(self) -> OuterState:
         """Python state a function changes outside itself (lists, global/nonlocal variables)."""
         return OuterState(self)
+
+    @cached_property
+    def prng(self) -> Prng:
+        """Which JAX PRNG key value each draw consumes."""
+        return Prng(self)
 
     @cached_property
     def loop_values(self) -> LoopValues:

@@ -1,0 +1,691 @@
+"""JAX PRNG key flow: which key value each sampling call consumes, and where one value is consumed twice.
+
+A key *value* is what a binding holds: `key = jax.random.PRNGKey(0)` makes one, `key, sub =
+jax.random.split(key)` makes two new ones (the old one is used up), `keys[0]` / unpacking picks one
+out of a split. A value is *drawn from* by a sampler (`jax.random.normal`, ...), by flax's
+`apply(..., rngs=...)` / `init(key, ...)`, haiku's `init(key, ...)` / `apply(params, key, ...)`,
+`nnx.Rngs(key)`, `hk.PRNGSequence(key)`, a `jax.nn.initializers` initializer, or a same-file
+helper that draws from its parameter. Drawing twice from one value gives the same numbers:
+
+- *pairs*: two draws from one value on every path (an `if`/`else` drawing on exclusive paths is
+  fine; a draw on only some paths does not count). Only samplers, initializers, `apply(rngs=...)`
+  and helpers that draw from their parameter itself count in pairs (see `Draw.pairable`);
+- *loops*: a draw inside a loop (or a comprehension) from a value that is the same on every
+  iteration: made before the loop and never re-bound in it, re-made from a constant seed in it, or
+  split / folded from such a value with loop-invariant data. A loop whose body always leaves
+  (`return`, `break`) is not a repetition.
+
+The flow is followed per function (and module code) through assignments, tuple unpacking,
+constant indexes, branches, loops (twice round: the second pass sees values coming back), early
+exits, calls of same-file helpers (also through `step = jax.jit(train_step)`), and nested functions
+and lambdas that read a key of the function around them (counted where they are defined: a
+`loss_fn` closing over `dropout_rng`). Keys in attributes, dicts and containers (`self.rng`,
+`state.key`, `rngs["dropout"]`), globals read inside functions, and keys passed to functions the
+file does not define are not followed: such draws are not judged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from lintloop.analysis.base import Analysis, computed
+from lintloop.analysis.syntax import argument, call_name, children, dotted, keyword_arg, names_in, positional_args, walk
+
+# Every `jax.random` function that draws numbers from the key it is given (jax 0.10).
+SAMPLERS = frozenset({
+    "ball", "bernoulli", "beta", "binomial", "bits", "categorical", "cauchy", "chisquare", "choice",
+    "dirichlet", "double_sided_maxwell", "exponential", "f", "gamma", "generalized_normal", "geometric",
+    "gumbel", "laplace", "loggamma", "logistic", "lognormal", "maxwell", "multinomial",
+    "multivariate_normal", "normal", "orthogonal", "pareto", "permutation", "poisson", "rademacher",
+    "randint", "rayleigh", "shuffle", "t", "triangular", "truncated_normal", "uniform", "wald",
+    "weibull_min",
+})
+# Calls that make a key from a seed, and calls that derive new keys from a key.
+KEY_MAKERS = frozenset({"jax.random.PRNGKey", "jax.random.key", "jax.random.wrap_key_data"})
+DERIVERS = frozenset({"jax.random.split", "jax.random.fold_in", "jax.random.clone"})
+# Objects that draw from the key they are built with.
+KEY_STREAMS = frozenset({"flax.nnx.Rngs", "flax.nnx.rnglib.Rngs", "haiku.PRNGSequence"})
+INITIALIZER_MODULES = ("jax.nn.initializers.", "flax.linen.initializers.", "flax.nnx.initializers.")
+# Wrappers whose result runs the function passed first.
+JIT_WRAPPERS = frozenset({"jax.jit", "jax.pmap", "flax.nnx.jit", "equinox.filter_jit", "jax.checkpoint",
+                          "jax.remat"})
+# ... and pass their arguments to it unchanged (`jax.value_and_grad(loss_fn)(params, x, key)`).
+ARGUMENT_PRESERVING = JIT_WRAPPERS | {"jax.grad", "jax.value_and_grad", "flax.nnx.grad", "flax.nnx.value_and_grad",
+                                      "equinox.filter_grad", "equinox.filter_value_and_grad"}
+# Screen tokens of the calls that draw directly (the rule's `needs`).
+DRAW_CALL_NAMES = tuple(sorted(SAMPLERS | {"apply", "apply_fn", "init", "init_with_output", "Rngs", "PRNGSequence"}))
+# ... and of the calls that make keys, and the usual names of a key (not `split`: every `str.split` would
+# make a unit worth parsing, measured 1.5x the parse time on a JAX corpus; a unit that only splits a key
+# usually names it by one of these names).
+KEY_CALL_NAMES = ("PRNGKey", "key", "fold_in")
+KEY_PARAMETER_NAMES = ("key", "rng", "rngs", "prng", "rng_key", "prng_key", "dropout_rng", "subkey", "sub_key")
+# How many same-file calls deep a helper's draws are followed.
+_HELPER_DEPTH = 3
+_KEYISH = ("key", "rng")
+
+# A key value: the node that made it (a call, an assignment, a parameter, a `for`) and the
+# indexes that pick it out of a split (`k1, k2 = split(key)`: (call, 0) and (call, 1)).
+Value = tuple
+
+
+@dataclass
+class Definition:
+    """How a value was made: `maker` (from a seed), `derive` (split / fold_in of `inputs`), `param`,
+    or `other` (anything else: not followed further)."""
+
+    node: cst.CSTNode
+    kind: str
+    call: cst.Call | None = None
+    inputs: set = field(default_factory=set)  # key values a derive reads, over every pass
+    data: tuple = ()  # seed / fold_in data expressions
+    data_values: dict = field(default_factory=dict)  # name in `data` -> its values, over every pass
+
+
+@dataclass
+class Draw:
+    """A call that draws from the key `key` (an expression) holds: the values it may hold there."""
+
+    call: cst.Call
+    key: cst.BaseExpression
+    what: str  # for messages: "`jax.random.normal`", "`model.apply(rngs=...)`", "`train_step`"
+    direct: bool  # a jax.random sampler, apply/init, Rngs/PRNGSequence (not a helper or initializer)
+    # Judged in pairs (else only in loops): samplers, initializers, flax `apply(rngs=...)`, and helpers
+    # that draw from their parameter itself with one of those. Not `init`, `nnx.Rngs`, `hk.PRNGSequence`,
+    # haiku's `apply(params, rng)`: one key for `init` and `apply`, or two `init`s, is the usual way to
+    # get identical parameters on purpose; nor a helper that draws from a split of its key (`split` then
+    # a draw of the same key is not judged).
+    pairable: bool
+    at: cst.CSTNode  # where it runs in its flow: the call, or the nested function that makes it
+    values: set = field(default_factory=set)
+
+
+@dataclass
+class Reuse:
+    """A draw from a value already drawn from (`first`), or drawn from on every iteration of `loop`
+    though it does not change there (`root`: the statement that makes it inside the loop, if any)."""
+
+    draw: Draw
+    first: Draw | None = None
+    loop: cst.For | cst.While | None = None
+    root: cst.CSTNode | None = None
+
+
+@dataclass
+class _State:
+    env: dict  # name -> frozenset of Values
+    drawn: dict  # Value -> the Draw that drew from it first, on every path here
+
+    def copy(self) -> _State:
+        return _State(dict(self.env), dict(self.drawn))
+
+
+def _merge(states: list) -> _State | None:
+    states = [s for s in states if s is not None]
+    if not states:
+        return None
+    env: dict = {}
+    for state in states:
+        for name, values in state.env.items():
+            env[name] = env.get(name, frozenset()) | values
+    drawn = {v: d for v, d in states[0].drawn.items() if all(v in s.drawn for s in states[1:])}
+    return _State(env, drawn)
+
+
+class _ScopeFlow:
+    """The key flow of one function body (or the module's code)."""
+
+    def __init__(self, prng: Prng, scope: cst.Module | cst.FunctionDef, depth: int) -> None:
+        self.prng = prng
+        self.ctx = prng.ctx
+        self.scope = scope
+        self.depth = depth
+        self.definitions: dict = {}
+        self.draws: dict = {}  # (call, key expression) -> Draw
+        self.pairs: dict = {}  # (call, key) -> Reuse (pairs)
+        self._loop_exits: list = []  # per enclosing loop: [continue states, break states]
+        self._lambdas: list = []  # lambdas met while reading an expression
+        self._comprehensions: list = []  # comprehensions met while reading an expression
+        self._repeating: set = set()  # loops whose body can reach its next iteration
+        state = _State({}, {})
+        if isinstance(scope, cst.FunctionDef):
+            for param in _params(scope):
+                self.definitions[param] = Definition(param, "param")
+                state.env[param.name.value] = frozenset({(param,)})
+            body = scope.body.body if isinstance(scope.body, cst.IndentedBlock) else ()
+        else:
+            body = scope.body
+        self._block(body, state)
+
+    # ----- statements ------------------------------------------------------------------------
+    def _block(self, statements, state: _State | None) -> _State | None:
+        for statement in statements:
+            if state is None:
+                return None
+            state = self._statement(statement, state)
+        return state
+
+    def _suite(self, suite: cst.BaseSuite, state: _State | None) -> _State | None:
+        if isinstance(suite, cst.IndentedBlock):
+            return self._block(suite.body, state)
+        return self._block(suite.body, state) if isinstance(suite, cst.SimpleStatementSuite) else state
+
+    def _statement(self, node: cst.CSTNode, state: _State) -> _State | None:
+        if isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                state = self._small(small, state)
+                if state is None:
+                    return None
+            return state
+        if isinstance(node, cst.If):
+            self._draws_in(node.test, state)
+            branches = [self._suite(node.body, state.copy())]
+            orelse = node.orelse
+            if isinstance(orelse, cst.If):
+                branches.append(self._statement(orelse, state.copy()))
+            elif isinstance(orelse, cst.Else):
+                branches.append(self._suite(orelse.body, state.copy()))
+            else:
+                branches.append(state)
+            return _merge(branches)
+        if isinstance(node, (cst.For, cst.While)):
+            return self._loop(node, state)
+        if isinstance(node, cst.With):
+            for item in node.items:
+                self._draws_in(item.item, state)
+                if item.asname is not None:
+                    self._bind_other(item.asname.name, node, state)
+            return self._suite(node.body, state)
+        if isinstance(node, cst.Try):
+            after_body = self._suite(node.body, state.copy())
+            if node.orelse is not None:
+                after_body = self._suite(node.orelse.body, after_body)
+            ends = [after_body] + [self._suite(h.body, _merge([state, after_body]) or state.copy())
+                                   for h in node.handlers]
+            merged = _merge(ends)
+            if node.finalbody is not None and merged is not None:
+                merged = self._suite(node.finalbody.body, merged)
+            return merged
+        if isinstance(node, cst.Match):
+            self._draws_in(node.subject, state)
+            return _merge([state] + [self._suite(case.body, state.copy()) for case in node.cases])
+        if isinstance(node, cst.FunctionDef) and isinstance(self.scope, cst.FunctionDef):
+            self._closure_draws(node, state)
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            self._bind_other(node.name, node, state)
+        return state
+
+    def _small(self, node: cst.BaseSmallStatement, state: _State) -> _State | None:
+        if isinstance(node, (cst.Return, cst.Raise)):
+            for part in (getattr(node, "value", None), getattr(node, "exc", None)):
+                if part is not None:
+                    self._draws_in(part, state)
+            return None
+        if isinstance(node, (cst.Continue, cst.Break)):
+            if self._loop_exits:
+                self._loop_exits[-1][0 if isinstance(node, cst.Continue) else 1].append(state.copy())
+            return None
+        if isinstance(node, cst.Assign):
+            self._draws_in(node.value, state)
+            for target in node.targets:
+                self._bind(target.target, node.value, node, state)
+            return state
+        if isinstance(node, cst.AnnAssign):
+            if node.value is not None:
+                self._draws_in(node.value, state)
+                self._bind(node.target, node.value, node, state)
+            return state
+        if isinstance(node, cst.AugAssign):
+            self._draws_in(node.value, state)
+            self._bind_other(node.target, node, state)
+            return state
+        if isinstance(node, cst.Expr):
+            self._draws_in(node.value, state)
+        return state
+
+    def _loop(self, node: cst.For | cst.While, entry: _State) -> _State | None:
+        head = node.iter if isinstance(node, cst.For) else node.test
+        self._draws_in(head, entry)
+        ends = []
+        state = entry.copy()
+        for _ in range(2):  # the second pass sees the values the first sends round the loop
+            if isinstance(node, cst.For):
+                self._bind_other(node.target, node, state)
+            self._loop_exits.append([[], []])
+            end = self._suite(node.body, state)
+            continues, breaks = self._loop_exits.pop()
+            if end is not None or continues:
+                self._repeating.add(node)
+            ends = [end, *breaks]
+            back = _merge([entry, end, *continues])
+            # Draws of one iteration and the next are judged by the loop test, not as pairs.
+            state = _State(back.env if back else dict(entry.env), dict(entry.drawn))
+        forever = isinstance(node, cst.While) and isinstance(node.test, cst.Name) and node.test.value == "True"
+        after = _merge(ends if forever else [entry.copy(), *ends])
+        if after is not None and node.orelse is not None:
+            after = self._suite(node.orelse.body, after)
+        return after
+
+    # ----- bindings --------------------------------------------------------------------------
+    def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression, node: cst.CSTNode,
+              state: _State) -> None:
+        values = self.key_values(value, state)
+        if isinstance(target, cst.Name):
+            if values is None:
+                self._bind_other(target, node, state)
+            else:
+                state.env[target.value] = frozenset(values)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for index, element in enumerate(target.elements):
+                if isinstance(element, cst.StarredElement) or values is None:
+                    self._bind_other(element.value, node, state, index)
+                else:
+                    self._bind(element.value, _Picked(values, index), node, state)
+
+    def _bind_other(self, target: cst.CSTNode, node: cst.CSTNode, state: _State, index: int | None = None) -> None:
+        """Names bound to something that is not a followed key: a fresh value made at `node`."""
+        if isinstance(target, cst.Name):
+            self.definitions.setdefault(node, Definition(node, "other"))
+            state.env[target.value] = frozenset({(node,) if index is None else (node, index)})
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for i, element in enumerate(target.elements):
+                self._bind_other(element.value, node, state, i)
+        elif isinstance(target, cst.StarredElement):
+            self._bind_other(target.value, node, state, index)
+
+    # ----- expressions -----------------------------------------------------------------------
+    def key_values(self, expr, state: _State) -> set | None:
+        """The values a key expression may hold, or None when it is not followed."""
+        if isinstance(expr, _Picked):
+            return {v + (expr.index,) for v in expr.values}
+        if isinstance(expr, cst.Name):
+            found = state.env.get(expr.value)
+            return set(found) if found is not None else None
+        if isinstance(expr, cst.Subscript):
+            index = _constant_index(expr)
+            base = self.key_values(expr.value, state) if index is not None else None
+            return {v + (index,) for v in base} if base is not None else None
+        if isinstance(expr, cst.Call):
+            name = self.ctx.names.callee(expr)
+            if name in KEY_MAKERS or name in DERIVERS:
+                self._define(expr, name, state)
+                return {(expr,)}
+        return None
+
+    def _define(self, call: cst.Call, name: str, state: _State) -> None:
+        definition = self.definitions.get(call)
+        if definition is None:
+            if name in KEY_MAKERS:
+                data = tuple(a.value for a in call.args[:1])
+                definition = Definition(call, "maker", call, data=data)
+            else:
+                data = (argument(call, 1, "data"),) if name == "jax.random.fold_in" else ()
+                definition = Definition(call, "derive", call, data=tuple(d for d in data if d is not None))
+            self.definitions[call] = definition
+        if definition.kind == "derive":
+            source = argument(call, 0, "key")
+            found = self.key_values(source, state) if source is not None else None
+            # An unfollowed source (an attribute, a free variable) may change: never invariant.
+            definition.inputs |= found if found is not None else {("unfollowed",)}
+        for expr in definition.data:
+            for name_node in names_in(expr):
+                values = state.env.get(name_node)
+                if values is not None:
+                    definition.data_values.setdefault(name_node, set()).update(values)
+
+    def _draws_in(self, expr: cst.CSTNode, state: _State) -> None:
+        """Record the draws in an expression (in source order), and pairs among them."""
+        self._lambdas, self._comprehensions = [], []
+        for call in self._calls(expr):
+            name = self.ctx.names.callee(call)
+            if name in KEY_MAKERS or name in DERIVERS:
+                self.key_values(call, state)
+                continue
+            for key, what, direct, pairable in self.prng.drawn_keys(call, name, self.depth):
+                self._draw(call, key, what, direct, pairable, state)
+        for fn in self._lambdas:
+            self._closure_draws(fn, state)
+        for comprehension in self._comprehensions:
+            self._comprehension_draws(comprehension, state)
+
+    def _comprehension_draws(self, comprehension: cst.BaseComp, state: _State) -> None:
+        """Draws in a comprehension from a key that is not one of its `for` targets: one per element
+        (`[jax.random.normal(key, s) for s in shapes]` draws the same numbers for every element)."""
+        targets: set[str] = set()
+        clause = comprehension.for_in
+        while clause is not None:
+            targets |= names_in(clause.target)
+            clause = clause.inner_for_in
+        for call in _walk_calls(comprehension):
+            if any(isinstance(a, (cst.Lambda, cst.FunctionDef)) for a in self._ancestors_until(call, comprehension)):
+                continue
+            for key, what, direct, pairable in self.prng.drawn_keys(call, self.ctx.names.callee(call), self.depth):
+                if not names_in(key) & targets:
+                    self._draw(call, key, what, direct, pairable, state)
+
+    def _ancestors_until(self, node: cst.CSTNode, stop: cst.CSTNode):
+        for ancestor in self.ctx.ancestors(node):
+            if ancestor is stop:
+                return
+            yield ancestor
+
+    def _closure_draws(self, fn: cst.FunctionDef | cst.Lambda, state: _State) -> None:
+        """Draws a nested function or lambda makes from a key of this function it reads (`loss_fn` in a
+        train step, closing over `dropout_rng`): counted where it is defined, where it is usually
+        called once (`jax.grad(loss_fn)(params)`)."""
+        local = {p.name.value for p in _params(fn)} | (set(self.ctx.bindings.get(fn, {})) if isinstance(
+            fn, cst.FunctionDef) else set())
+        body = fn.body
+        for call in (n for n in _walk_calls(body)):
+            name = self.ctx.names.callee(call)
+            if name in KEY_MAKERS or name in DERIVERS:
+                continue
+            for key, what, direct, pairable in self.prng.drawn_keys(call, name, self.depth):
+                root = key.value if isinstance(key, cst.Subscript) else key
+                if isinstance(root, cst.Name) and root.value not in local:
+                    self._draw(call, key, what, direct, pairable, state, at=fn)
+
+    def _calls(self, expr: cst.CSTNode) -> list[cst.Call]:
+        """Calls evaluated by `expr`, not inside lambdas, comprehensions or nested definitions,
+        innermost first (arguments are evaluated before the call)."""
+        found: list[cst.Call] = []
+        stack: list = [(expr, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                found.append(node)
+                continue
+            if isinstance(node, cst.Lambda) and isinstance(self.scope, cst.FunctionDef):
+                self._lambdas.append(node)
+            if isinstance(node, _COMPREHENSIONS):
+                self._comprehensions.append(node)
+            if isinstance(node, (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp,
+                                 cst.FunctionDef, cst.ClassDef)):
+                continue
+            if isinstance(node, cst.Call):
+                stack.append((node, True))
+            stack.extend((child, False) for child in reversed(children(node)))
+        return found  # post-order: a call's arguments before the call
+
+    def _draw(self, call: cst.Call, key: cst.BaseExpression, what: str, direct: bool, pairable: bool,
+              state: _State, at: cst.CSTNode | None = None) -> None:
+        values = self.key_values(key, state)
+        if not values:
+            return
+        draw = self.draws.get((call, key))
+        if draw is None:
+            draw = self.draws[(call, key)] = Draw(call, key, what, direct, pairable, at or call)
+        draw.values |= values
+        if not pairable:
+            return
+        earlier = [state.drawn[v] for v in values if v in state.drawn]
+        if len(earlier) == len(values) and (call, key) not in self.pairs:
+            first = earlier[0]
+            if first.call is not call or first.key is not key:
+                self.pairs[(call, key)] = Reuse(draw, first=first)
+        for v in values:
+            state.drawn.setdefault(v, draw)
+
+    # ----- loop invariance -------------------------------------------------------------------
+    def invariant(self, value: Value, loop: cst.CSTNode, seen: frozenset = frozenset()) -> bool:
+        """Is `value` the same on every iteration of `loop`?"""
+        base = value[0]
+        if not isinstance(base, cst.CSTNode):
+            return False
+        if not self.ctx.is_inside(base, loop):
+            return True
+        definition = self.definitions.get(base)
+        if definition is None or base in seen or definition.kind not in ("maker", "derive"):
+            return False
+        seen = seen | {base}
+        if definition.kind == "derive" and not (definition.inputs and all(
+                self.invariant(v, loop, seen) for v in definition.inputs)):
+            return False
+        return all(self._invariant_data(e, definition, loop, seen) for e in definition.data)
+
+    def _invariant_data(self, expr: cst.BaseExpression, definition: Definition, loop: cst.CSTNode,
+                        seen: frozenset) -> bool:
+        if isinstance(expr, (cst.Integer, cst.Float, cst.SimpleString)):
+            return True
+        if isinstance(expr, (cst.UnaryOperation,)):
+            return self._invariant_data(expr.expression, definition, loop, seen)
+        if isinstance(expr, cst.BinaryOperation):
+            return all(self._invariant_data(e, definition, loop, seen) for e in (expr.left, expr.right))
+        if isinstance(expr, cst.Name):
+            values = definition.data_values.get(expr.value)
+            if values is None:  # not bound in this function: a global or a builtin
+                return True
+            return all(self.invariant(v, loop, seen) for v in values)
+        if isinstance(expr, cst.Attribute) and dotted(expr):
+            root = dotted(expr).split(".")[0]
+            assigned = self.prng.assigned_attributes(loop)
+            return dotted(expr) not in assigned and self._invariant_data(cst.Name(root), definition, loop, seen)
+        return False
+
+    def loop_reuses(self) -> list[Reuse]:
+        """Draws inside a loop from a value that does not change across its iterations."""
+        found: list[Reuse] = []
+        for draw in self.draws.values():
+            for loop in self._loops_around(draw.at):
+                if all(self.invariant(v, loop) for v in draw.values):
+                    root = next((v[0] for v in draw.values if self.ctx.is_inside(v[0], loop)), None)
+                    found.append(Reuse(draw, loop=loop, root=root))
+                    break
+        return found
+
+    def _loops_around(self, node: cst.CSTNode) -> list:
+        """The loops of this scope that run `node` on each iteration, innermost first (a comprehension
+        counts for what it computes per element)."""
+        loops = []
+        for ancestor in self.ctx.ancestors(node):
+            if ancestor is self.scope or isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+            if isinstance(ancestor, (cst.For, cst.While)) and self.ctx.is_inside(node, ancestor.body) \
+                    and ancestor in self._repeating:
+                loops.append(ancestor)
+            elif isinstance(ancestor, _COMPREHENSIONS) and not self.ctx.is_inside(node, _first_iterable(ancestor)):
+                loops.append(ancestor)
+        return loops
+
+    # ----- helpers -------------------------------------------------------------------------
+    def param_drawn_from(self, value: Value, seen: frozenset = frozenset()) -> cst.Param | None:
+        """The parameter a value is purely derived from (split, constant index, constant fold_in)."""
+        base = value[0]
+        if isinstance(base, cst.Param):
+            return base
+        definition = self.definitions.get(base)
+        if definition is None or definition.kind != "derive" or base in seen or not definition.inputs:
+            return None
+        if any(not isinstance(e, (cst.Integer, cst.SimpleString)) for e in definition.data):
+            return None
+        params = {self.param_drawn_from(v, seen | {base}) for v in definition.inputs}
+        return params.pop() if len(params) == 1 else None
+
+
+@dataclass
+class _Picked:
+    """The element `index` of an unpacked key value (`k1, k2 = split(key)`)."""
+
+    values: set
+    index: int
+
+
+def _params(fn: cst.FunctionDef) -> list[cst.Param]:
+    p = fn.params
+    return [*p.posonly_params, *p.params, *p.kwonly_params]
+
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
+def _first_iterable(comprehension: cst.BaseComp) -> cst.BaseExpression:
+    """The iterable of a comprehension's first `for`: evaluated once, outside its loop."""
+    return comprehension.for_in.iter
+
+
+def _walk_calls(node: cst.CSTNode) -> list[cst.Call]:
+    return [n for n in walk(node) if isinstance(n, cst.Call)]
+
+
+def _constant_index(node: cst.Subscript) -> int | None:
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return None
+    value = node.slice[0].slice.value
+    if isinstance(value, cst.Integer):
+        return int(value.value)
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus) \
+            and isinstance(value.expression, cst.Integer):
+        return -int(value.expression.value)
+    return None
+
+
+class Prng(Analysis):
+    """The key flow of every function of the file and its module code (see the module docstring)."""
+
+    @computed
+    def flows(self) -> list[_ScopeFlow]:
+        return [_ScopeFlow(self, scope, 0) for scope in (self.ctx.module, *self.ctx.nodes(cst.FunctionDef))]
+
+    @computed
+    def reuses(self) -> list[Reuse]:
+        """Every draw from a value already drawn from, and every loop draw from an unchanging value.
+        A draw is reported once (a pair first); a loop's unchanging key once, at its first draw."""
+        found: list[Reuse] = []
+        reported: set = set()
+        for flow in self.flows:
+            for reuse in flow.pairs.values():
+                if reuse.draw.direct or reuse.first.direct:
+                    found.append(reuse)
+                    reported.add(reuse.draw.call)
+            roots: set = set()
+            for reuse in sorted(flow.loop_reuses(), key=lambda r: self.ctx.order[r.draw.call]):
+                root = (reuse.loop, reuse.root if reuse.root is not None else frozenset(
+                    v[0] for v in reuse.draw.values))
+                if reuse.draw.call in reported or root in roots:
+                    continue
+                roots.add(root)
+                found.append(reuse)
+        return sorted(found, key=lambda r: self.ctx.order[r.draw.call])
+
+    def drawn_keys(self, call: cst.Call, name: str | None, depth: int = 0) -> list[tuple]:
+        """(key expression, description, direct, pairable) for each key `call` draws from (see `Draw`)."""
+        if name is not None and name.startswith("jax.random.") and name.rsplit(".", 1)[1] in SAMPLERS:
+            key = argument(call, 0, "key")
+            return [(key, f"`{name}`", True, True)] if key is not None else []
+        if name in KEY_STREAMS:
+            return [(a.value, f"`{self.ctx.snippet(call.func)}`", True, False) for a in call.args
+                    if not isinstance(a.value, (cst.Integer, cst.SimpleString))]
+        method = call_name(call)
+        if isinstance(call.func, cst.Attribute) and name is None:
+            if method in ("apply", "apply_fn"):  # flax `apply`, a TrainState's `apply_fn`
+                rngs = keyword_arg(call, "rngs")
+                if rngs is not None:
+                    return [(k, f"`{self.ctx.snippet(call.func)}(rngs=...)`", True, True)
+                            for k in _dict_values(rngs)]
+                args = positional_args(call)
+                if len(args) > 1 and self._keyish(args[1]):  # haiku: apply(params, rng, ...)
+                    return [(args[1], f"`{self.ctx.snippet(call.func)}`", True, False)]
+                return []
+            if method in ("init", "init_with_output"):
+                args = positional_args(call)
+                if args and (self._keyish(args[0]) or isinstance(args[0], cst.Dict)):
+                    return [(k, f"`{self.ctx.snippet(call.func)}`", True, False) for k in _dict_values(args[0])]
+                return []
+        initializer = self.ctx.flow.constructed_by(call.func) if isinstance(call.func, (cst.Name, cst.Call)) else None
+        if initializer is not None and initializer[1].startswith(INITIALIZER_MODULES):
+            key = argument(call, 0, "key")
+            return [(key, f"the initializer `{self.ctx.snippet(call.func)}`", False, True)] if key is not None else []
+        if depth < _HELPER_DEPTH:
+            return self._helper_draws(call, depth)
+        return []
+
+    def _helper_draws(self, call: cst.Call, depth: int) -> list[tuple]:
+        found = []
+        for fn in self._targets(call):
+            drawn = self.params_drawn(fn, depth + 1)
+            if not drawn:
+                continue
+            params = _params(fn)
+            shift = 1 if isinstance(call.func, cst.Attribute) and params and params[0].name.value in ("self", "cls") \
+                and not self.ctx.names.qualname(call.func) else 0
+            positional = positional_args(call)
+            for param, (inner, itself) in drawn.items():
+                index = params.index(param) - shift
+                arg = keyword_arg(call, param.name.value)
+                if arg is None and 0 <= index < len(positional) and param not in fn.params.kwonly_params:
+                    arg = positional[index]
+                if arg is not None:
+                    found.append((arg, f"`{fn.name.value}` (which draws from it with {inner.what} at line "
+                                       f"{self.ctx.line_of(inner.call)})", False, itself and inner.pairable))
+        return found
+
+    def _keyish(self, expr: cst.BaseExpression) -> bool:
+        """A key by its name (`rng`, `init_key`, `dropout_rng`) or by what makes it (`jax.random.PRNGKey(0)`,
+        `jax.random.split(key)[0]`): the argument of an `init` / haiku `apply` that is a key."""
+        if isinstance(expr, cst.Subscript):
+            expr = expr.value
+        if isinstance(expr, cst.Call):
+            name = self.ctx.names.callee(expr)
+            return name in KEY_MAKERS or name in DERIVERS
+        return isinstance(expr, cst.Name) and any(part in expr.value.lower() for part in _KEYISH)
+
+    def _targets(self, call: cst.Call) -> list[cst.FunctionDef]:
+        targets = self.ctx.calls.targets(call)
+        if isinstance(call.func, cst.Call) and self.ctx.names.callee(call.func) in ARGUMENT_PRESERVING:
+            inner = argument(call.func, 0, "fun")
+            return self.ctx.calls.local_functions(inner) if inner is not None else []
+        if targets or not isinstance(call.func, cst.Name):
+            return targets
+        made = self.ctx.flow.constructed_by(call.func)
+        if made is not None and made[1] in JIT_WRAPPERS:
+            inner = argument(made[0], 0, "fun")
+            return self.ctx.calls.local_functions(inner) if inner is not None else []
+        return []
+
+    def params_drawn(self, fn: cst.FunctionDef, depth: int) -> dict:
+        """The parameters of `fn` it draws from (through keys purely derived from them):
+        param -> (a Draw, whether it draws from the parameter itself, not from a split of it)."""
+        cache = self._params_cache
+        if fn in cache:
+            return cache[fn] or {}
+        cache[fn] = None
+        flow = _ScopeFlow(self, fn, depth)
+        drawn: dict = {}
+        for draw in flow.draws.values():
+            params = {flow.param_drawn_from(v) for v in draw.values}
+            if len(params) == 1 and None not in params:
+                param = params.pop()
+                itself = all(v == (param,) for v in draw.values)
+                if param not in drawn or (itself and draw.pairable and not drawn[param][1]):
+                    drawn[param] = (draw, itself)
+        cache[fn] = drawn
+        return drawn
+
+    @computed
+    def _params_cache(self) -> dict:
+        return {}
+
+    def assigned_attributes(self, loop: cst.CSTNode) -> set[str]:
+        """Dotted attributes (`self.seed`) assigned inside `loop`."""
+        cache = self._assigned_cache
+        if loop not in cache:
+            found = set()
+            for kind in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign):
+                for node in self.ctx.nodes(kind):
+                    target = node.target
+                    if isinstance(target, cst.Attribute) and dotted(target) and self.ctx.is_inside(node, loop):
+                        found.add(dotted(target))
+            cache[loop] = found
+        return cache[loop]
+
+    @computed
+    def _assigned_cache(self) -> dict:
+        return {}
+
+
+
+def _dict_values(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(expr, cst.Dict):
+        return [e.value for e in expr.elements if isinstance(e, cst.DictElement)]
+    return [expr]

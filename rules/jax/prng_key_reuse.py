@@ -1,0 +1,230 @@
+"""LL901 prng-key-reuse: the rule, its documentation and its examples."""
+
+from __future__ import annotations
+
+import os
+
+import libcst as cst
+
+from lintloop.analysis.prng import DRAW_CALL_NAMES, KEY_CALL_NAMES, KEY_MAKERS, KEY_PARAMETER_NAMES, Reuse
+from lintloop.rule import Example, Rule
+from lintloop.screen import Needs
+
+_SAME_PREFIX = ("(with jax 0.10 even draws of different shapes share their leading numbers)")
+
+
+class PrngKeyReuse(Rule):
+    code = "LL901"
+    name = "prng-key-reuse"
+    frameworks = ("jax",)
+    kind = "bug"
+    # A JAX file that makes or splits keys (`jax.random`, `from jax import random`, `import jax.random
+    # as jr`, `nnx.Rngs`, `hk.PRNGSequence`), and a unit that draws directly, or makes, splits or takes a
+    # key it may hand to a helper that draws (a parameter by its usual names).
+    needs = Needs(file=(("name:jax", "name:flax"), ("name:random", "name:Rngs", "name:PRNGSequence")),
+                  statement=((*(f"call:{name}" for name in (*DRAW_CALL_NAMES, *KEY_CALL_NAMES)),
+                              *(f"name:{name}" for name in KEY_PARAMETER_NAMES)),))
+    probe = "effect"
+    summary = ("One PRNG key value drawn from twice: passed to two `jax.random` sampling calls (`normal`, "
+               "`uniform`, `bernoulli`, `categorical`, `permutation`, ... any spelling), as `rngs=` to flax "
+               "`apply`, to `init` / haiku `apply(params, rng, ...)`, `nnx.Rngs(key)`, `hk.PRNGSequence(key)`, "
+               "a `jax.nn.initializers` initializer, or a same-file helper (jitted or not) that draws from its "
+               "key parameter — on every path, with no `split`/`fold_in` re-binding it between; or drawn from "
+               "inside a loop though it is the same on every iteration: made before the loop and never re-bound "
+               "in it, re-made from a constant seed in it, or split / folded from such a key with "
+               "loop-invariant data (`_, sub = jax.random.split(key)` without re-binding `key`). Keys followed "
+               "through assignments, unpacking, constant indexes (`keys[0]`), branches and loops; keys kept in "
+               "attributes, dicts or state (`self.rng`, `state.key`), and keys passed to functions of other "
+               "files, are not judged. In pairs, `init` calls (flax, haiku), `nnx.Rngs` and haiku's "
+               "`apply(params, rng)` are not counted (one key for `init` and `apply`, or for two `init`s, "
+               "gives identical parameters on purpose); in loops they are. Test modules (`test_*.py`, "
+               "`*_test.py`, `conftest.py`) are skipped: tests reuse keys on purpose.")
+    why = ("A JAX key is a value, not a stateful generator: a sampler returns the same numbers every time it "
+           "is given the same key. Two draws from one key are identical (or, for different distributions, "
+           "derived from the same bits: correlated), and with jax 0.10's default `threefry_partitionable` "
+           "draws of different shapes from one key share their leading numbers. In a loop, a key that never "
+           "changes gives every step the same dropout mask, noise or data order.")
+    symptom = ("tests/fixtures/LL901_bad.py draws its dropout mask every step from one key made before the "
+               "loop and prints `20/20 steps drew the same dropout mask as step 1; 1 distinct masks` (the fixed "
+               "program, which splits the key each step: `1/20 ...; 20 distinct masks`). "
+               "tests/fixtures/LL901_twodraws_bad.py draws its inputs and their label noise from one key and "
+               "prints `corr(x, noise) = 1.000` and `fitted w = 2.500 (true 2.0)` (fixed: `0.045`, `2.021`). "
+               "Measured, jax 0.10.2: `normal(key, (3,))` and `normal(key, (5,))` start with the same three "
+               "numbers. The probe (`lintloop check --probe`) reports `one PRNG key drawn from 20 times, by "
+               "`bernoulli` at LL901_bad.py:35 (20x): 19 of 19 later draws identical to the first`.")
+    remedy = ("Split before each draw and keep the new key: `key, sub = jax.random.split(key)` then "
+              "`jax.random.normal(sub, ...)`; for several draws, `k1, k2 = jax.random.split(key)`. In a "
+              "step function, `jax.random.fold_in(key, step)` gives a different key per step.")
+    flagged = (
+        Example("""
+import jax
+import jax.numpy as jnp
+def loss_fn(params, x, y, dropout_key):
+    keep = jax.random.bernoulli(dropout_key, 0.9, x.shape)
+    return jnp.mean(((x * keep) @ params - y) ** 2)
+@jax.jit
+def train_step(params, x, y, dropout_key):
+    loss, grads = jax.value_and_grad(loss_fn)(params, x, y, dropout_key)
+    return params - 0.1 * grads, loss
+def train(params, batches):
+    dropout_key = jax.random.PRNGKey(1)
+    for x, y in batches:
+        params, loss = train_step(params, x, y, dropout_key)
+"""),
+        Example("""
+import jax
+import jax.numpy as jnp
+key = jax.random.PRNGKey(0)
+for step in range(num_steps):
+    mask = jax.random.bernoulli(key, 0.9, (batch_size, hidden))
+    params, opt_state, loss = train_step(params, opt_state, batch, mask)
+"""),
+        Example("""
+from jax import random
+key = random.PRNGKey(42)
+X = random.normal(key, (n_samples, n_features))
+noise = 0.1 * random.normal(key, (n_samples,))
+y = X @ true_w + noise
+"""),
+        Example("""
+import jax
+@jax.jit
+def train_step(state, batch, dropout_rng):
+    def loss_fn(params):
+        logits = state.apply_fn({"params": params}, batch["x"], train=True, rngs={"dropout": dropout_rng})
+        return cross_entropy(logits, batch["y"])
+    grads = jax.grad(loss_fn)(state.params)
+    return state.apply_gradients(grads=grads)
+
+def train(state, batches, seed):
+    rng = jax.random.PRNGKey(seed)
+    for batch in batches:
+        state = train_step(state, batch, rng)
+    return state
+"""),
+        Example("""
+import jax.random as jr
+key = jr.PRNGKey(0)
+for epoch in range(epochs):
+    _, perm_key = jr.split(key)
+    order = jr.permutation(perm_key, n_train)
+    run_epoch(order)
+"""),
+        Example("""
+import jax
+keys = jax.random.split(jax.random.PRNGKey(0), 3)
+w1 = jax.random.normal(keys[0], (784, 512)) * 0.01
+w2 = jax.random.normal(keys[0], (512, 10)) * 0.01
+"""),
+        Example("""
+import jax
+def init_mlp(key, sizes):
+    return [(jax.random.normal(key, (m, n)) * 0.01, jnp.zeros(n)) for m, n in zip(sizes[:-1], sizes[1:])]
+"""),
+        Example("""
+import jax
+for i in range(n_rollouts):
+    rng = jax.random.key(0)
+    actions = jax.random.categorical(rng, logits)
+    rollouts.append(actions)
+"""),
+    )
+    not_flagged = (
+        Example("""
+import jax
+key = jax.random.PRNGKey(0)
+for step in range(num_steps):
+    key, mask_key = jax.random.split(key)
+    mask = jax.random.bernoulli(mask_key, 0.9, (batch_size, hidden))
+    params, opt_state, loss = train_step(params, opt_state, batch, mask)
+"""),
+        Example("""
+import jax
+@jax.jit
+def train_step(state, batch, dropout_rng):
+    dropout_rng = jax.random.fold_in(dropout_rng, state.step)
+    logits = state.apply_fn({"params": state.params}, batch["x"], rngs={"dropout": dropout_rng})
+    return state, logits
+
+rng = jax.random.PRNGKey(0)
+for batch in batches:
+    state, logits = train_step(state, batch, rng)
+"""),
+        Example("""
+import jax
+def sample_noise(key, shape, kind):
+    if kind == "gaussian":
+        return jax.random.normal(key, shape)
+    else:
+        return jax.random.uniform(key, shape, minval=-1.0, maxval=1.0)
+"""),
+        Example("""
+import jax
+class Agent:
+    def act(self, obs):
+        self.rng, key = jax.random.split(self.rng)
+        return jax.random.categorical(key, self.policy(obs))
+"""),
+        Example("""
+import jax
+key = jax.random.PRNGKey(0)
+for step in range(num_steps):
+    step_key = jax.random.fold_in(key, step)
+    noise = jax.random.normal(step_key, (batch_size, latent_dim))
+"""),
+        Example("""
+import jax
+keys = jax.random.split(key, num_envs)
+actions = jax.vmap(lambda k, logits: jax.random.categorical(k, logits))(keys, logits)
+w = jax.random.normal(keys[0], (4,))
+b = jax.random.normal(keys[1], (4,))
+"""),
+        Example("""
+import jax
+def normal(key, shape):
+    return shape
+key = jax.random.PRNGKey(0)
+a = normal(key, (3,))
+b = normal(key, (4,))
+"""),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        if self.ctx.file is not None and _is_test_module(self.ctx.file.path):
+            return
+        for reuse in self.ctx.prng.reuses:
+            self.report(reuse.draw.call, self._pair(reuse) if reuse.first is not None else self._loop(reuse))
+
+    def _pair(self, reuse: Reuse) -> str:
+        ctx = self.ctx
+        draw, first = reuse.draw, reuse.first
+        return (f"PRNG key `{ctx.snippet(draw.key, 40)}` was already drawn from by {first.what} at line "
+                f"{ctx.line_of(first.call)}, with no `split`/`fold_in` between: {draw.what} here draws the same "
+                f"random numbers {_SAME_PREFIX}; split the key and give each draw its own subkey "
+                f"(`k1, k2 = jax.random.split(key)`)")
+
+    def _loop(self, reuse: Reuse) -> str:
+        ctx = self.ctx
+        draw, root, loop = reuse.draw, reuse.root, reuse.loop
+        key = f"`{ctx.snippet(draw.key, 40)}`"
+        where = "comprehension" if isinstance(loop, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)) \
+            else "loop"
+        if root is None:
+            why = (f"PRNG key {key} does not change in the {where} at line {ctx.line_of(loop)} (made before it, "
+                   "never re-bound in it)")
+        elif isinstance(root, cst.Call) and ctx.names.callee(root) in KEY_MAKERS:
+            why = (f"PRNG key {key} is re-made from the same seed by `{ctx.snippet(root, 40)}` at line "
+                   f"{ctx.line_of(root)} on every iteration of the {where} at line {ctx.line_of(loop)}")
+        else:
+            why = (f"PRNG key {key} comes from `{ctx.snippet(root, 40)}` at line {ctx.line_of(root)}, which "
+                   f"derives the same keys on every iteration of the {where} at line {ctx.line_of(loop)} (the key it "
+                   f"splits is never re-bound in the {where})")
+        return (f"{why}: {draw.what} draws the same random numbers on every iteration; split it per "
+                "iteration (`key, sub = jax.random.split(key)` and draw from `sub`) or use "
+                "`jax.random.fold_in(key, step)`")
+
+
+def _is_test_module(path: str) -> bool:
+    """Test code reuses keys on purpose (inputs for assertions; two models given identical randomness)."""
+    name = os.path.basename(path)
+    return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
