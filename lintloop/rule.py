@@ -99,7 +99,7 @@ class Rule:
     @classmethod
     def may_fire(cls, source: SourceScreen) -> bool:
         """Cheap text test: False when this rule cannot fire on a file (so it needs no parse)."""
-        if not any(root in source.text for fw in cls.frameworks for root in FRAMEWORK_ROOTS[fw]):
+        if not any(source.contains(root) for fw in cls.frameworks for root in FRAMEWORK_ROOTS[fw]):
             return False
         return cls.needs.possible_in(source)
 

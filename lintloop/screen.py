@@ -89,15 +89,31 @@ class SourceScreen:
     def __init__(self, text: str) -> None:
         self.text = text
         self._imports: str | None = None
+        # Rules share tokens and framework names: each is searched for once per file.
+        self._held: dict[str, bool] = {}
+        self._contained: dict[str, bool] = {}
+
+    def contains(self, word: str) -> bool:
+        """`word` appears anywhere in the text."""
+        found = self._contained.get(word)
+        if found is None:
+            found = self._contained[word] = word in self.text
+        return found
 
     def may_hold(self, token: str) -> bool:
+        held = self._held.get(token)
+        if held is None:
+            held = self._held[token] = self._may_hold(token)
+        return held
+
+    def _may_hold(self, token: str) -> bool:
         kind, _, word = token.partition(":")
         text = self.text
         if kind == "text":
-            return word in text
+            return self.contains(word)
         if not word:
             return bool(_STRUCTURAL_TEXT[token].search(text))
-        if word not in text:
+        if not self.contains(word):
             return False
         if kind == "name":
             return _found(_word(word), text)
