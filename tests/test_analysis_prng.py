@@ -303,3 +303,10 @@ def test_test_modules_are_skipped(run_cli, write):
     paths = [write(name, code) for name in ("tests/train.py", "model_test.py", "test_model.py", "conftest.py")]
     status, out, _ = run_cli("check", *paths, "--select", "LL901", "--no-cache", "--format", "json")
     assert status == 1 and [f["path"].rsplit("/", 1)[-1] for f in json.loads(out)] == ["train.py"]
+
+
+def test_the_probe_watches_the_samplers_the_analysis_knows():
+    from lintloop.analysis.prng import SAMPLERS
+    from lintloop.runtime_probe.bootstrap._lintloop_probe import jax_random
+
+    assert set(jax_random.SAMPLERS) == SAMPLERS

@@ -64,6 +64,12 @@ _HOST_CALLBACKS = {
 # How many names, partials and wrappers deep `transform_of` follows.
 _DEPTH = 4
 
+# Screen tokens (a rule's `Needs.file` groups) of a file where JAX may trace a function: a JAX import, and
+# a compile or a traced control-flow body.
+TRACING_FILE_NEEDS = (("name:jax", "name:nnx", "name:equinox"),
+                      ("name:jit", "name:pmap", "name:pjit", "name:filter_jit", "name:filter_pmap", "name:scan",
+                       "name:fori_loop", "name:while_loop", "name:cond", "name:switch", "name:map"))
+
 TracedNode = cst.FunctionDef | cst.Lambda
 
 

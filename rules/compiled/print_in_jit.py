@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from lintloop.analysis.jax import TRACING_FILE_NEEDS
 from lintloop.rule import Example, FixSpec, Replacement, Rule
 from lintloop.screen import Needs
 
@@ -16,10 +17,7 @@ class PrintInJit(Rule):
     name = "print-in-jit"
     frameworks = ("jax",)
     # A JAX import, and something that traces: a compile or a traced control-flow body.
-    needs = Needs(file=(("name:jax", "name:nnx", "name:equinox"),
-                        ("name:jit", "name:pmap", "name:pjit", "name:filter_jit", "name:filter_pmap", "name:scan",
-                         "name:fori_loop", "name:while_loop", "name:cond", "name:switch", "name:map")),
-                  statement=(("call:print",),))
+    needs = Needs(file=TRACING_FILE_NEEDS, statement=(("call:print",),))
     fix_kind = "safe for plain positional args"
     probe = "trace"
     summary = ("Builtin `print(...)` in code JAX traces: a function compiled by `jax.jit` / `jax.pmap` / "

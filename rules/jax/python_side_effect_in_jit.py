@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from lintloop.analysis.jax import TRACING_FILE_NEEDS
 from lintloop.analysis.outer_state import declared
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
@@ -14,10 +15,7 @@ class PythonSideEffectInJit(Rule):
     name = "python-side-effect-in-jit"
     frameworks = ("jax",)
     # A JAX import, something that traces, and a mutation in the unit.
-    needs = Needs(file=(("name:jax", "name:nnx", "name:equinox"),
-                        ("name:jit", "name:pmap", "name:pjit", "name:filter_jit", "name:filter_pmap", "name:scan",
-                         "name:fori_loop", "name:while_loop", "name:cond", "name:switch", "name:map")),
-                  statement=(("call:append", "call:extend", "augassign", "global"),))
+    needs = Needs(file=TRACING_FILE_NEEDS, statement=(("call:append", "call:extend", "augassign", "global"),))
     probe = "trace"
     summary = ("Inside code JAX traces (as LL206: a `jax.jit` / `pmap` / `nnx.jit` function, a `lax.scan` / "
                "`fori_loop` / `while_loop` / `cond` body, or a same-file helper called only from them): "

@@ -22,7 +22,9 @@ from .frames import user_site
 from .state import S, at_fork_in_child
 from .steps import before_stop
 
-# The `jax.random` functions that draw from the key they are given (jax 0.10).
+# The `jax.random` functions that draw from the key they are given (jax 0.10): the analysis's
+# `lintloop.analysis.prng.SAMPLERS`, repeated because the probe runs without lintloop (a test keeps
+# them equal).
 SAMPLERS = (
     "ball", "bernoulli", "beta", "binomial", "bits", "categorical", "cauchy", "chisquare", "choice",
     "dirichlet", "double_sided_maxwell", "exponential", "f", "gamma", "generalized_normal", "geometric",
