@@ -1,5 +1,5 @@
 import sys
 
-from lintloop.cli import main
+from lintloop.entry import main
 
 sys.exit(main())

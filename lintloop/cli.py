@@ -11,10 +11,10 @@ import traceback
 from pathlib import Path
 from typing import IO
 
-from rich.console import Console
 from rich.table import Table
 
-from lintloop import __version__
+from lintloop import __version__, terminal
+from lintloop.entry import EXIT_INTERRUPTED
 from lintloop.cache import ResultCache
 from lintloop.config import ConfigError, Settings, load_settings, resolve_selector
 from lintloop.discovery import discover
@@ -24,6 +24,7 @@ from lintloop.reporters import FORMATS, render
 from lintloop.rules import ALL_RULES, lookup
 from lintloop.runner import JobResult, make_jobs, run_jobs
 from lintloop.runtime_probe.cli import add_probe_options, build_probe_parser, probe_command
+from lintloop.runtime_probe import store as probe_store
 from lintloop.runtime_probe.correlate import ProbeOptions, attach_verdicts
 from lintloop.source import SourceText, UndecodableSource
 
@@ -51,6 +52,7 @@ def _lint_options(parser: argparse.ArgumentParser) -> None:
                         help="apply `exclude` to files named on the command line too (for pre-commit)")
     parser.add_argument("--quiet", "-q", action="store_true", help="findings only, no summary")
     parser.add_argument("--verbose", action="store_true", help="show tracebacks of internal errors")
+    terminal.add_color_option(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,11 +75,27 @@ def build_parser() -> argparse.ArgumentParser:
     rule.add_argument("--format", choices=("text", "json"), default="text")
     rules = commands.add_parser("rules", help="list all rules")
     rules.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    terminal.add_color_option(rules)
     build_probe_parser(commands)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C anywhere, argument parsing and imports included: no traceback
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (`lintloop check | head`): stop quietly. stdout is pointed at
+        # /dev/null so that the interpreter's final flush does not report the pipe again.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return EXIT_FINDINGS
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     # `lintloop probe FILE [options] -- ARGS`: everything after `--` belongs to the script.
@@ -89,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_ERROR
+    terminal.set_color_choice(getattr(args, "color", "auto"))
     try:
         if args.command == "rule":
             return _rule(args)
@@ -100,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"lintloop: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        return 130
+    except (KeyboardInterrupt, BrokenPipeError):
+        raise
     except Exception as exc:  # noqa: BLE001 - the contract: one line, exit 2, traceback only with --verbose
         if getattr(args, "verbose", False):
             traceback.print_exc()
@@ -134,7 +153,7 @@ def _rules(args: argparse.Namespace) -> int:
     for r in ALL_RULES:
         meta = r.metadata()
         table.add_row(r.code, r.name, ", ".join(r.frameworks) or "—", r.kind, meta["default"], r.fix_kind, r.probe)
-    console = Console()
+    console = terminal.console(sys.stdout)
     if not console.is_terminal:
         console.width = 160  # a pipe or file gets whole lines, not the 80-column fallback
     console.print(table)
@@ -202,7 +221,10 @@ def _lint(args: argparse.Namespace) -> int:
     if getattr(args, "probe", False):
         options = ProbeOptions(steps=args.probe_steps or 100, timeout=args.probe_timeout, device=args.device,
                                python=args.python, memory_limit_mb=args.memory_limit)
-        attach_verdicts(findings, {f.display: f.path for f in files}, options)
+        by_display = {f.display: f.path for f in files}
+        attach_verdicts(findings, by_display, options)
+        if cache is not None:
+            _record_verdicts(cache.directory, findings, by_display)
     _report(args, results, findings, settings, mode, files)
     for error in errors:
         print(f"lintloop: error: {error}", file=sys.stderr)
@@ -210,6 +232,18 @@ def _lint(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     changed = mode == "diff" and any(r.diff for r in results)
     return EXIT_FINDINGS if (findings or changed) and not args.exit_zero else EXIT_CLEAN
+
+
+def _record_verdicts(cache_dir: Path, findings: list[Finding], paths: dict[str, Path]) -> None:
+    """Keep each probed file's verdicts for the language server (`runtime_probe.store`)."""
+    by_file: dict[str, list[Finding]] = {}
+    for finding in findings:
+        if finding.probe is not None:
+            by_file.setdefault(finding.path, []).append(finding)
+    for display, file_findings in by_file.items():
+        text = _read_text(paths[display])
+        if text is not None:
+            probe_store.record(cache_dir, paths[display], text, file_findings)
 
 
 def _report(args: argparse.Namespace, results: list[JobResult], findings: list[Finding], settings: Settings,

@@ -16,6 +16,8 @@ from typing import IO, Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from lintloop import terminal
+
 DEFAULT_DELAY_S = 1.0
 
 
@@ -79,7 +81,7 @@ def progress_bar(total: int, *, quiet: bool, stream: IO[str] | None = None,
             return None
     except (AttributeError, ValueError):  # no isatty, or a closed stream
         return None
-    console = Console(file=stream)
+    console = Console(file=stream, no_color=not terminal.color_enabled(stream))
     if not console.is_interactive:  # TERM=dumb
         return None
     return ProgressBar(total, console, DEFAULT_DELAY_S if delay is None else delay)

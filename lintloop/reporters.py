@@ -8,10 +8,9 @@ from collections import Counter
 from typing import IO, Any, Callable
 from urllib.parse import quote
 
-from rich.console import Console
 from rich.markup import escape
 
-from lintloop import __version__
+from lintloop import __version__, terminal
 from lintloop.finding import Finding
 from lintloop.rules import ALL_RULES
 from lintloop.runtime_probe.verdicts import describe
@@ -34,8 +33,7 @@ def _fixable(finding: Finding, unsafe_fixes: bool) -> bool:
 
 def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str], quiet: bool,
           unsafe_fixes: bool, is_file: bool) -> None:
-    console = Console(file=stream, no_color=is_file or bool(os.environ.get("NO_COLOR")) or None,
-                      force_terminal=False if is_file else None, highlight=False, soft_wrap=True)
+    console = terminal.console(stream, is_file)
     current = None
     for finding in findings:
         if finding.path != current:

@@ -7,6 +7,7 @@ import gc
 import json
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -66,9 +67,8 @@ def run_jobs(jobs: list[Job], workers: int,
         context = multiprocessing.get_context("fork") if os.name == "posix" else None
         size = chunk_size(len(jobs), workers)
         starts = range(0, len(jobs), size)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=gc.set_threshold,
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker,
                                  initargs=gc.get_threshold()) as pool:
-            # Workers get this process's GC thresholds (inherited under fork; passed for spawn).
             futures = {pool.submit(_run_chunk, jobs[start:start + size]): start for start in starts}
             try:
                 for future in as_completed(futures):
@@ -76,8 +76,12 @@ def run_jobs(jobs: list[Job], workers: int,
                         results.append((futures[future] + offset, result))
                         if on_result is not None:
                             on_result(result)
-            except BaseException:  # Ctrl-C or a failed worker: do not wait for the queued chunks
+            except BaseException:
+                # Ctrl-C or a failed worker: stop now. Cancelling alone would let each worker finish
+                # the chunks already handed to it (seconds); the workers hold nothing worth keeping.
                 pool.shutdown(wait=False, cancel_futures=True)
+                for worker in multiprocessing.active_children():
+                    worker.terminate()
                 raise
     else:
         for index, job in enumerate(jobs):
@@ -87,6 +91,13 @@ def run_jobs(jobs: list[Job], workers: int,
                 on_result(result)
     results.sort(key=lambda item: (item[1].display, item[0]))
     return [result for _, result in results]
+
+
+def _start_worker(*gc_thresholds: int) -> None:
+    """A worker gets this process's GC thresholds (inherited under fork; passed for spawn), and
+    leaves Ctrl-C to the parent, which stops the workers: no worker prints a traceback."""
+    gc.set_threshold(*gc_thresholds)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _run_chunk(jobs: list[Job]) -> list[JobResult]:

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import IO, Any
 
-from rich.console import Console
 from rich.markup import escape
 
+from lintloop import terminal
 from lintloop.runtime_probe.runner import ProbeRun, run_probe
 from lintloop.runtime_probe.verdicts import Summary, replicas, sample_interval
 
@@ -39,6 +39,7 @@ def build_probe_parser(commands: Any) -> None:
     probe.add_argument("file", metavar="FILE")
     probe.add_argument("--format", choices=("text", "json"), default="text")
     probe.add_argument("--output", metavar="FILE", help="write the report to FILE")
+    terminal.add_color_option(probe)
     add_probe_options(probe)
 
 
@@ -71,8 +72,7 @@ def _render(fmt: str, path: Path, run: ProbeRun, summary: Summary, stream: IO[st
                    "stderr_tail": run.stderr_tail}, stream, indent=2)
         stream.write("\n")
         return
-    console = Console(file=stream, no_color=is_file or None, force_terminal=False if is_file else None,
-                      highlight=False, soft_wrap=True)
+    console = terminal.console(stream, is_file)
     outcome = ("timed out" if run.timed_out else "killed: over the memory limit" if run.killed_for_memory
                else f"exit {run.returncode}")
     stop = " (step cap reached)" if summary.stop_reason == "step_limit" else ""
