@@ -92,6 +92,7 @@ def _json(findings: list[Finding], stream: IO[str], **_: object) -> None:
 
 
 def _github_escape(text: str, property_value: bool = False) -> str:
+    """Escape a workflow command's message, or with `property_value` one of its `key=value` values."""
     text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
     if property_value:
         text = text.replace(":", "%3A").replace(",", "%2C")
@@ -101,7 +102,10 @@ def _github_escape(text: str, property_value: bool = False) -> str:
 def _github(findings: list[Finding], stream: IO[str], **_: object) -> None:
     for f in findings:
         level = "error" if f.severity == "error" else "warning"
-        stream.write(f"::{level} file={_github_escape(f.path, True)},line={f.line},col={f.column},"
+        # GitHub accepts a column range on a single line only: a finding spanning lines keeps
+        # its start `line,col` and sends no end.
+        span = f",endLine={f.end_line},endColumn={f.end_column}" if f.end_line == f.line else ""
+        stream.write(f"::{level} file={_github_escape(f.path, True)},line={f.line},col={f.column}{span},"
                      f"title={f.code}::{_github_escape(f'{f.message} [{f.name}]')}\n")
 
 

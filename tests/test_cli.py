@@ -45,7 +45,7 @@ def test_concise_and_github_formats(run_cli, write):
     assert out == f"{path}:5:5: LL201 " + out.split(" LL201 ", 1)[1]
     assert out.rstrip().endswith("[print-in-tf-function]")
     _, out, _ = run_cli("check", path, "--format", "github", "--no-cache")
-    assert out.startswith(f"::error file={path},line=5,col=5,title=LL201::")
+    assert out.startswith(f"::error file={path},line=5,col=5,endLine=5,endColumn=18,title=LL201::")
 
 
 def test_text_format_is_plain_with_source_and_caret(run_cli, write):
