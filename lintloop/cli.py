@@ -77,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     terminal.add_color_option(rules)
     build_probe_parser(commands)
+    commands.add_parser("server", help="run the language server (LSP over stdin/stdout) for editors",
+                        description="A Language Server over stdio: diagnostics while you type, quick fixes, "
+                        "suppressions and rule documentation on hover. Configure your editor to start "
+                        "`lintloop server` for Python files.")
     return parser
 
 
@@ -107,6 +111,10 @@ def _main(argv: list[str] | None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_ERROR
+    if args.command == "server":
+        from lintloop.server import run_server  # the LSP stack is loaded by the server alone
+
+        return run_server()
     terminal.set_color_choice(getattr(args, "color", "auto"))
     try:
         if args.command == "rule":

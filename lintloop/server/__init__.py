@@ -1,0 +1,18 @@
+"""`lintloop server`: a Language Server (LSP over stdio) on the engine the CLI uses.
+
+- `documents`: a document's settings, rule set, lint and fix (config discovery per file, as the CLI);
+- `scheduling`: debounced linting off the event loop, stale results dropped;
+- `positions`: lintloop positions (1-based code points) to LSP positions (negotiated encoding);
+- `diagnostics`, `actions`, `hover`, `ruledocs`: what the editor is sent;
+- `app`: the pygls wiring.
+"""
+
+from __future__ import annotations
+
+
+def run_server() -> int:
+    """Serve LSP over stdin/stdout until the client exits; the exit code follows the spec
+    (0 after a `shutdown` request, else 1)."""
+    from lintloop.server.app import serve  # pygls is imported by the server command only
+
+    return serve()
