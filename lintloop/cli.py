@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="then run each script with probe-able findings under the runtime probe (runs your "
                             "code) and attach a verdict to each finding")
     add_probe_options(check, prefix="probe-")
+    check.add_argument("--report", type=Path, metavar="DIR",
+                       help="with --probe: write an HTML page per probed program (memory per step, traces, "
+                            "gradient norms; the flagged and the fixed program side by side) into DIR")
     fix = commands.add_parser("fix", help="apply fixes in place, then report what remains")
     _lint_options(fix)
     fix.add_argument("--unsafe-fixes", action="store_true", default=None, help="also apply unsafe fixes")
@@ -197,6 +200,8 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _lint(args: argparse.Namespace) -> int:
+    if getattr(args, "report", None) is not None and not args.probe:
+        raise ConfigError("--report needs --probe (the report shows what the probe measured)")
     settings = _settings(args)
     ruleset = settings.ruleset()
     paths = args.paths or ["."]
@@ -228,7 +233,7 @@ def _lint(args: argparse.Namespace) -> int:
     errors = [e for r in results for e in r.errors]
     if getattr(args, "probe", False):
         options = ProbeOptions(steps=args.probe_steps or 100, timeout=args.probe_timeout, device=args.device,
-                               python=args.python, memory_limit_mb=args.memory_limit)
+                               python=args.python, memory_limit_mb=args.memory_limit, report_dir=args.report)
         by_display = {f.display: f.path for f in files}
         attach_verdicts(findings, by_display, options)
         if cache is not None:

@@ -34,12 +34,17 @@ def _fixable(finding: Finding, unsafe_fixes: bool) -> bool:
 def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str], quiet: bool,
           unsafe_fixes: bool, is_file: bool) -> None:
     console = terminal.console(stream, is_file)
+    # `check --probe --report DIR`: each probed file's page, named once under the file's name.
+    pages = {f.path: f.probe["evidence"]["report"] for f in findings
+             if f.probe and "report" in f.probe.get("evidence", {})}
     current = None
     for finding in findings:
         if finding.path != current:
             if current is not None:
                 console.print()
             console.print(f"[bold]{escape(finding.path)}[/bold]")
+            if finding.path in pages:
+                console.print(f"  report: {pages[finding.path]}", markup=False, highlight=False)
             current = finding.path
         marker = " [cyan][*][/cyan]" if _fixable(finding, unsafe_fixes) else ""
         colour = "red" if finding.severity == "error" else "yellow"

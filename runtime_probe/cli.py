@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import IO, Any
@@ -11,8 +12,13 @@ from typing import IO, Any
 from rich.markup import escape
 
 from lintloop import terminal
+from lintloop.config import load_settings
+from lintloop.finding import Finding
+from lintloop.linter import lint_text
+from lintloop.runtime_probe.correlate import probeable, report_pages
 from lintloop.runtime_probe.runner import ProbeRun, run_probe
-from lintloop.runtime_probe.verdicts import Summary, replicas, sample_interval
+from lintloop.runtime_probe.verdicts import Summary, replicas, sample_interval, verdict
+from lintloop.source import SourceText
 
 EXIT_CLEAN, EXIT_PROBLEMS, EXIT_ERROR = 0, 1, 2
 
@@ -39,6 +45,8 @@ def build_probe_parser(commands: Any) -> None:
     probe.add_argument("file", metavar="FILE")
     probe.add_argument("--format", choices=("text", "json"), default="text")
     probe.add_argument("--output", metavar="FILE", help="write the report to FILE")
+    probe.add_argument("--report", type=Path, metavar="DIR",
+                       help="also write an HTML page of the run (memory per step, traces, gradient norms) into DIR")
     terminal.add_color_option(probe)
     add_probe_options(probe)
 
@@ -48,15 +56,23 @@ def probe_command(args: argparse.Namespace, script_args: list[str]) -> int:
     if not path.is_file():
         print(f"lintloop: error: {args.file}: no such file", file=sys.stderr)
         return EXIT_ERROR
+    pages = report_pages() if args.report is not None else None
+    findings = _static_findings(path) if pages is not None else []  # a bad configuration stops us before the run
     steps = args.steps or 100
     run = run_probe(path, script_args, steps=steps, timeout=args.timeout, device=args.device,
                     python=args.python, memory_limit_mb=args.memory_limit, sample_every=sample_interval(steps))
     summary = Summary.from_events(run.events, run.returncode, run.timed_out or run.killed_for_memory)
+    page = None
+    if pages is not None:
+        for finding in findings:
+            if probeable(finding):
+                finding.probe = verdict(finding.code, summary)
+        page = pages.write_report(args.report, str(path), [pages.ProgramRun("program", run)], findings)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as stream:
-            _render(args.format, path, run, summary, stream, is_file=True)
+            _render(args.format, path, run, summary, stream, is_file=True, page=page)
     else:
-        _render(args.format, path, run, summary, sys.stdout, is_file=False)
+        _render(args.format, path, run, summary, sys.stdout, is_file=False, page=page)
     if run.returncode is None or run.timed_out or run.killed_for_memory:
         return EXIT_ERROR
     problems = (summary.none_gradients or summary.errors or summary.trace_prints or summary.per_replica_means
@@ -64,25 +80,43 @@ def probe_command(args: argparse.Namespace, script_args: list[str]) -> int:
     return EXIT_PROBLEMS if problems else EXIT_CLEAN
 
 
-def _render(fmt: str, path: Path, run: ProbeRun, summary: Summary, stream: IO[str], is_file: bool) -> None:
+def _static_findings(path: Path) -> list[Finding]:
+    """The findings `check` reports for the file, under the configuration that applies to it."""
+    settings = load_settings(start=path.resolve().parent)
+    text = SourceText.from_bytes(path.read_bytes()).text
+    ignored = settings.ignored_for(os.path.relpath(path.resolve(), settings.root))
+    return [f for f in lint_text(str(path), text, settings.ruleset(), path=path).findings if f.code not in ignored]
+
+
+def describe_outcome(run: ProbeRun) -> str:
+    """How the program ended: "exit 0", "timed out", "killed: over the memory limit"."""
+    return ("timed out" if run.timed_out else "killed: over the memory limit" if run.killed_for_memory
+            else f"exit {run.returncode}")
+
+
+def _render(fmt: str, path: Path, run: ProbeRun, summary: Summary, stream: IO[str], is_file: bool,
+            page: Path | None) -> None:
     if fmt == "json":
-        json.dump({"file": str(path), "command": run.command, "returncode": run.returncode,
-                   "timed_out": run.timed_out, "killed_for_memory": run.killed_for_memory,
-                   "duration_s": round(run.duration, 3), "summary": summary.to_json(), "events": run.events,
-                   "stderr_tail": run.stderr_tail}, stream, indent=2)
+        result = {"file": str(path), "command": run.command, "returncode": run.returncode,
+                  "timed_out": run.timed_out, "killed_for_memory": run.killed_for_memory,
+                  "duration_s": round(run.duration, 3), "summary": summary.to_json(), "events": run.events,
+                  "stderr_tail": run.stderr_tail}
+        if page is not None:
+            result["report"] = str(page)
+        json.dump(result, stream, indent=2)
         stream.write("\n")
         return
     console = terminal.console(stream, is_file)
-    outcome = ("timed out" if run.timed_out else "killed: over the memory limit" if run.killed_for_memory
-               else f"exit {run.returncode}")
     stop = " (step cap reached)" if summary.stop_reason == "step_limit" else ""
-    console.print(f"[bold]{escape(str(path))}[/bold]: {outcome} after {summary.steps} step(s){stop}, "
+    console.print(f"[bold]{escape(str(path))}[/bold]: {describe_outcome(run)} after {summary.steps} step(s){stop}, "
                   f"{run.duration:.1f} s")
     for line in describe_summary(summary, path.name):
         console.print("  " + escape(line))
     if run.returncode not in (0, None) and run.stderr_tail and not summary.errors:
         console.print("  program output (stderr, last lines):")
         console.print("\n".join("    " + l for l in run.stderr_tail.strip().splitlines()[-8:]), markup=False)
+    if page is not None:
+        console.print(f"  report: {page}", markup=False, highlight=False)
 
 
 def describe_summary(summary: Summary, name: str) -> list[str]:

@@ -10,8 +10,10 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable
 
+from lintloop.config import ConfigError
 from lintloop.finding import Finding
 from lintloop.linter import apply_edits
 from lintloop.runtime_probe.runner import ProbeRun, bootstrap_dir, run_probe
@@ -30,6 +32,7 @@ class ProbeOptions:
     python: str | None = None
     memory_limit_mb: int | None = 8192
     argv: tuple[str, ...] = ()
+    report_dir: Path | None = None  # write an HTML page per probed program here
 
 
 def probeable(finding: Finding) -> bool:
@@ -78,7 +81,11 @@ class _FrameworkCheck:
 
 def attach_verdicts(findings: list[Finding], paths: dict[str, Path], options: ProbeOptions,
                     run: Callable[..., ProbeRun] = run_probe) -> None:
-    """Set `finding.probe` for every probe-able finding: one run per file (and one of its fixed copy)."""
+    """Set `finding.probe` for every probe-able finding: one run per file (and one of its fixed copy).
+
+    With `options.report_dir`, each probed file also gets an HTML page there, named in its verdicts'
+    evidence as `report`."""
+    write_page = _page_writer(options.report_dir)
     frameworks = _FrameworkCheck(options.python)
     by_file: dict[str, list[Finding]] = {}
     for finding in findings:
@@ -92,14 +99,44 @@ def attach_verdicts(findings: list[Finding], paths: dict[str, Path], options: Pr
             for finding in file_findings:
                 finding.probe = {"status": "skipped", "evidence": {"reason": reason}}
             continue
-        summary = _summarize(run(path, list(options.argv), **_run_options(options)))
-        fixed = _probe_fixed_copy(path, text, file_findings, options, run)
+        flagged_run = run(path, list(options.argv), **_run_options(options))
+        summary = _summarize(flagged_run)
+        fixed_run = _probe_fixed_copy(path, text, file_findings, options, run)
+        fixed = _summarize(fixed_run) if fixed_run is not None else None
         for finding in file_findings:
             finding.probe = verdict(finding.code, summary, fixed)
             if fixed is not None and finding.fix is not None and finding.probe["status"] == "confirmed":
                 again = verdict(finding.code, fixed)
                 finding.probe["evidence"]["fixed_program"] = (
                     "symptom gone" if again["status"] != "confirmed" else "symptom still present")
+        if write_page is not None:
+            page = write_page(display, flagged_run, fixed_run, [f for f in findings if f.path == display])
+            for finding in file_findings:
+                finding.probe["evidence"]["report"] = str(page)
+
+
+def report_pages() -> ModuleType:
+    """`runtime_probe.report`, which needs plotly (the `probe` extra): imported only for `--report`."""
+    try:
+        from lintloop.runtime_probe import report
+    except ImportError as exc:
+        raise ConfigError(f"--report: the HTML report needs plotly ({exc}): pip install 'lintloop[probe]'") from exc
+    return report
+
+
+def _page_writer(directory: Path | None) -> Callable[[str, ProbeRun, ProbeRun | None, list[Finding]], Path] | None:
+    """What writes a probed file's page into `directory` (None: no report asked for)."""
+    if directory is None:
+        return None
+    report = report_pages()
+
+    def write(display: str, flagged: ProbeRun, fixed: ProbeRun | None, findings: list[Finding]) -> Path:
+        runs = [report.ProgramRun("flagged program", flagged)]
+        if fixed is not None:
+            runs.append(report.ProgramRun("fixed program", fixed))
+        return report.write_report(directory, display, runs, findings)
+
+    return write
 
 
 def _run_options(options: ProbeOptions) -> dict[str, Any]:
@@ -125,7 +162,7 @@ def _skip_reason(text: str, findings: list[Finding], frameworks: _FrameworkCheck
 
 
 def _probe_fixed_copy(path: Path, text: str, findings: list[Finding], options: ProbeOptions,
-                      run: Callable[..., ProbeRun]) -> Summary | None:
+                      run: Callable[..., ProbeRun]) -> ProbeRun | None:
     """The differential run: the same program with the findings' fixes (safe and unsafe) applied."""
     edits = [e for f in findings if f.fix is not None for e in f.fix.edits]
     if not edits:
@@ -137,7 +174,6 @@ def _probe_fixed_copy(path: Path, text: str, findings: list[Finding], options: P
         # The fixed copy imports its neighbours as the original does.
         pythonpath = os.pathsep.join(p for p in (str(bootstrap_dir()), str(path.resolve().parent),
                                                  os.environ.get("PYTHONPATH", "")) if p)
-        return _summarize(run(fixed, list(options.argv), extra_env={"PYTHONPATH": pythonpath},
-                              **_run_options(options)))
+        return run(fixed, list(options.argv), extra_env={"PYTHONPATH": pythonpath}, **_run_options(options))
     finally:
         shutil.rmtree(directory, ignore_errors=True)

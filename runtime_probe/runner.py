@@ -27,9 +27,10 @@ probe, with autograph-generated code mapped back to the user's source):
 - ``framework``: ``framework`` (torch|tensorflow|keras|tf_keras|jax), ``version``, ``hooks``.
 - ``step``: ``n``, ``kind`` (optimizer_step|apply_gradients|tape_gradient|tf_function_call),
   ``mem`` (bytes), ``mem_source`` (mallinfo2|mallinfo|mstats|rss|cuda|tf_gpu), ``host_mem``
-  (with a device source), torch: ``optimizer``, and on the steps whose gradients were checked
-  (1-5, every 10th, the last) ``grad_norm`` (global L2 norm; None if not finite) and
-  ``nonfinite_grads``; keras: ``optimizer``; tf.function: ``function``, ``fallback`` (a call
+  (with a device source), torch: ``optimizer``, ``grad_norm`` (global L2 norm of the
+  gradients; None if not finite) and ``nonfinite_grads``; eager TensorFlow (``tape_gradient``,
+  ``apply_gradients``): ``grad_norm`` of the step's ``tape.gradient`` results; keras:
+  ``optimizer``; tf.function: ``function``, ``fallback`` (a call
   of a function that computes no gradients, counted only while nothing else counts as a
   step).  Emitted for step 1, every ``sample_every``-th step and the last step.  What counts
   as a step: a torch optimizer step (of the first optimizer; another one only while that one

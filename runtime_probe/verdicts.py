@@ -94,6 +94,16 @@ def growth(series: list[tuple[int, int]]) -> GrowthStats | None:
     )
 
 
+def step_series(events: list[dict[str, Any]], key: str) -> list[tuple[int, Any]]:
+    """(step, value) of `key` ("mem", "host_mem", "grad_norm") in the `step` events that have it, of
+    the process with the most of them: workers count their own steps."""
+    per_process: dict[Any, list[tuple[int, Any]]] = {}
+    for event in events:
+        if event.get("type") == "step" and event.get(key) is not None:
+            per_process.setdefault(event.get("pid"), []).append((int(event.get("n", 0)), event[key]))
+    return max(per_process.values(), key=len) if per_process else []
+
+
 def _positive(values: list[float]) -> float:
     return sum(v > 0 for v in values) / len(values)
 
@@ -128,18 +138,12 @@ class Summary:
     @classmethod
     def from_events(cls, events: list[dict[str, Any]], returncode: int | None, timed_out: bool) -> Summary:
         summary = cls(returncode, timed_out)
-        series: dict[Any, list[tuple[int, int]]] = {}  # per process: workers count their own steps
-        host_series: dict[Any, list[tuple[int, int]]] = {}
         for event in events:
             kind = event.get("type")
             summary.by_type.setdefault(str(kind), []).append(event)
             if kind == "step":
                 summary.steps = max(summary.steps, int(event.get("n", 0)))
                 if event.get("mem") is not None:
-                    series.setdefault(event.get("pid"), []).append((int(event.get("n", 0)), int(event["mem"])))
-                    if event.get("host_mem") is not None:
-                        host_series.setdefault(event.get("pid"), []).append(
-                            (int(event.get("n", 0)), int(event["host_mem"])))
                     summary.mem_source = event.get("mem_source")
             elif kind == "none_gradients":
                 summary.none_gradients.append(event)
@@ -168,8 +172,8 @@ class Summary:
             elif kind == "stop":
                 summary.stop_reason = event.get("reason")
                 summary.steps = max(summary.steps, int(event.get("steps", 0)))
-        summary.memory = growth(max(series.values(), key=len)) if series else None
-        summary.host_memory = growth(max(host_series.values(), key=len)) if host_series else None
+        summary.memory = growth(step_series(events, "mem"))
+        summary.host_memory = growth(step_series(events, "host_mem"))
         return summary
 
     @property
@@ -359,7 +363,7 @@ def describe(probe: dict[str, Any] | None) -> str:
                 f"replicas: gradients {evidence.get('gradient_scale')} too large{where}")
     elif "text" in evidence:
         text = f"{evidence['text']}{where}"
-    else:
-        text = str(evidence)
+    else:  # the report page is named on its own line, not in every verdict's
+        text = str({k: v for k, v in evidence.items() if k != "report"})
     fixed = evidence.get("fixed_program")
     return f"probe: confirmed — {text}" + (f"; fixed program: {fixed}" if fixed else "")

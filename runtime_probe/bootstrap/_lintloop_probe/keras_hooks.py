@@ -15,6 +15,7 @@ import sys
 from .errors import record_exception
 from .events import emit, probe_error
 from .frames import add_nonuser_dir, user_site
+from .grad_norms import tape_norm_extra
 from .imports import framework_event
 from .state import S
 from .steps import eager_step
@@ -66,8 +67,9 @@ def _patch_apply_gradients(cls):
         finally:
             S.fn_depth -= 1
         if is_eager and S.fn_depth == 0:
+            # The norm of this step's eager tape gradients, if they were measured (tf_hooks).
             eager_step("apply_gradients", "tf" if "tensorflow" in sys.modules else "keras",
-                       {"optimizer": type(self).__name__})
+                       {"optimizer": type(self).__name__, **tape_norm_extra(S.steps + 1)})
         return result
 
     cls.apply_gradients = apply_gradients

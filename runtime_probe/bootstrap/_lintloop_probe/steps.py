@@ -9,6 +9,7 @@ import threading
 import time
 
 from .events import emit, flush
+from .grad_norms import memory_sampled
 from .memory import count_live, cuda_peak, sample
 from .state import S
 
@@ -41,7 +42,7 @@ def count_step(kind, fw, extra=None, on_cuda=False):
     n = S.steps
     S.kinds[kind] = S.kinds.get(kind, 0) + 1
     last = bool(S.cap) and n >= S.cap
-    if n == 1 or last or n % S.sample_every == 0:
+    if memory_sampled(n):
         mem, source, host = sample(fw, on_cuda)
         ev = {"type": "step", "n": n, "kind": kind, "mem": mem, "mem_source": source}
         if host is not None:

@@ -1,13 +1,13 @@
 """TensorFlow: installed when `tensorflow` is imported.  `tape.gradient` (None gradients,
-eager steps, errors), autograph's source maps (generated code -> the user's line),
-TensorFlow's logged warnings; the other hooks live by concern: `tf_function` (traces, `print`,
-trace-time mutations, check_numerics), `tf_distribute`, `tf_data`, `tf_summary`, `tf_tapes`
-(persistent tapes) and `tf_amp` (loss scaling).
+eager steps, errors, the gradients' global norm at memory samples), autograph's source maps
+(generated code -> the user's line), TensorFlow's logged warnings; the other hooks live by
+concern: `tf_function` (traces, `print`, trace-time mutations, check_numerics), `tf_distribute`,
+`tf_data`, `tf_summary`, `tf_tapes` (persistent tapes) and `tf_amp` (loss scaling).
 """
 import functools
 import logging
 
-from . import events, tf_amp, tf_data, tf_distribute, tf_function, tf_summary, tf_tapes
+from . import events, grad_norms, tf_amp, tf_data, tf_distribute, tf_function, tf_summary, tf_tapes
 from .errors import record_exception
 from .events import first_line, probe_error
 from .frames import PROBE_DIR, add_autograph_line, add_nonuser_dir, user_site
@@ -131,7 +131,10 @@ def _install_tape(tf):
             probe_error("tape_gradient", err)
             return result
         if eager:
-            eager_step("tape_gradient", "tf")
+            step = S.steps + 1  # the step these gradients belong to (counted here or at apply_gradients)
+            if grad_norms.memory_sampled(step):
+                grad_norms.add_tape_gradients(tf, flat, step)
+            eager_step("tape_gradient", "tf", grad_norms.tape_norm_extra(step))
         return result
 
     backprop.GradientTape.gradient = gradient

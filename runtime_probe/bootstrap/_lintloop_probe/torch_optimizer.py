@@ -1,6 +1,6 @@
 """PyTorch optimizer steps (global optimizer step hooks): which steps count as training
-steps, gradient checks (None / all-zero / non-finite gradients, the global norm), and
-whether a step changed any parameter (`params_unchanged`).  Before each step, the order of
+steps, gradient checks (None / all-zero / non-finite gradients, the global norm, which also
+goes with every memory sample), and whether a step changed any parameter (`params_unchanged`).  Before each step, the order of
 backward passes and resets since the last one (`torch_autograd`) and unscaled GradScaler
 gradients (`torch_amp`) are checked.
 """
@@ -9,6 +9,7 @@ import sys
 from . import torch_amp, torch_autograd
 from .events import emit, probe_error
 from .frames import user_site
+from .grad_norms import memory_sampled
 from .state import S, at_fork_in_child
 from .steps import eager_step
 
@@ -106,12 +107,14 @@ def _pre_hook(opt, args, kwargs):
         sampled = n_next <= 5 or n_next % S.check_every == 0 or (S.cap and n_next >= S.cap)
         extra = {"optimizer": type(opt).__name__}
         on_cuda = bool(params) and getattr(params[0], "is_cuda", False)
-        if sampled:
+        # The norm alone (the same kernel) also goes with each memory sample, for the report's chart.
+        if sampled or (counts and memory_sampled(n_next)):
             none, zero, total, grad_norm, nonfinite, shapes = _grad_check(opt, params)
-            S.checks["optimizer_step"] = S.checks.get("optimizer_step", 0) + 1
             extra["grad_norm"] = grad_norm
             if nonfinite:
                 extra["nonfinite_grads"] = nonfinite
+        if sampled:
+            S.checks["optimizer_step"] = S.checks.get("optimizer_step", 0) + 1
             if none or zero:
                 site = user_site(2)
                 key = ("torch", id(opt), site)
@@ -126,8 +129,9 @@ def _pre_hook(opt, args, kwargs):
         # backward / reset order and loss scaling since this optimizer's last step
         positional = args[1:] if args and args[0] is opt else args  # torch passes (self, closure?)
         closure = bool(positional and callable(positional[0])) or callable(kwargs.get("closure"))
-        torch_autograd.before_step(opt, params, n_next, sampled, extra.get("grad_norm"), counts, closure)
-        torch_amp.before_step(opt, n_next, extra.get("grad_norm"))
+        checked_norm = extra.get("grad_norm") if sampled else None
+        torch_autograd.before_step(opt, params, n_next, sampled, checked_norm, counts, closure)
+        torch_amp.before_step(opt, n_next, checked_norm)
     except Exception as err:
         probe_error("torch_pre_hook", err)
         counts, extra, on_cuda = False, None, False
