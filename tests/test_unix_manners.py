@@ -67,7 +67,9 @@ def _interrupt(args: list[str], after: float) -> tuple[int, str, float]:
     return proc.returncode, err.decode(), took
 
 
-@pytest.mark.parametrize("after", [0.05, 1.5], ids=["while-starting", "while-linting"])
+# 0.2 s: within the import of the engine (0.3-0.5 s); a signal during the interpreter's own start-up,
+# before any lintloop code runs, is Python's to handle.
+@pytest.mark.parametrize("after", [0.2, 1.5], ids=["while-importing", "while-linting"])
 def test_ctrl_c_ends_with_130_and_no_traceback(many_findings, after):
     if shutil.which("pgrep") is None:
         pytest.skip("pgrep (procps) is not installed")
