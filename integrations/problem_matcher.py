@@ -16,8 +16,10 @@ from typing import Any
 from lintloop.rules import ALL_RULES
 
 # Groups: 1 path (any characters, spaces and a Windows drive included: the shortest prefix
-# followed by `:line:col: CODE `), 2 line, 3 column, 4 code, 5 message, 6 the rule's name.
-_LINE_PATTERN = r"^(.+?):(\d+):(\d+): ({codes}) (.*) \[([a-z0-9-]+)\]$"
+# followed by `:line:col: CODE `), 2 line, 3 column, 4 code, 5 message, 6 the rule's name. In a
+# notebook the position is `cell N:line:col` (the line in the cell): matched, the cell not captured,
+# since a problem matcher has no cell to point at (the language server shows notebook diagnostics in their cells).
+_LINE_PATTERN = r"^(.+?):(?:cell \d+:)?(\d+):(\d+): ({codes}) (.*) \[([a-z0-9-]+)\]$"
 
 
 def problem_matchers() -> list[dict[str, Any]]:

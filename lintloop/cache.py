@@ -42,7 +42,7 @@ from lintloop.analysis.project import file_digest
 from lintloop.finding import Edit, Finding, Fix
 
 CACHE_DIR_NAME = ".lintloop_cache"
-FORMAT = 2  # bump when the entry layout changes
+FORMAT = 3  # bump when the entry layout changes
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 LOW_WATER = 0.8  # prune down to this fraction of the bound, so that the next runs need not prune again
 TOUCH_AFTER_S = 3600.0  # a hit refreshes an entry's mtime (for LRU pruning) at most hourly: warm runs write nothing
@@ -292,10 +292,19 @@ def _finding_from_json(data: object, display: str) -> Finding | None:
             if (not isinstance(edit, dict) or not all(_is_int(edit.get(k)) for k in _INT_FIELDS)
                     or not isinstance(edit.get("content"), str)):
                 return None
-            parsed.append(Edit(edit["line"], edit["column"], edit["end_line"], edit["end_column"], edit["content"]))
+            if not _is_cell(edit.get("cell")):
+                return None
+            parsed.append(Edit(edit["line"], edit["column"], edit["end_line"], edit["end_column"], edit["content"],
+                               edit.get("cell")))
         fix = Fix(raw_fix["applicability"], tuple(parsed), description)
+    if not _is_cell(data.get("cell")):
+        return None
     return Finding(display, *(data[k] for k in _INT_FIELDS), *(data[k] for k in _STR_FIELDS),
-                   fix=fix, probe=probe, suppression_lines=tuple(lines))
+                   fix=fix, probe=probe, suppression_lines=tuple(lines), cell=data.get("cell"))
+
+
+def _is_cell(value: object) -> bool:
+    return value is None or _is_int(value)
 
 
 # -- file system helpers ------------------------------------------------------------------------

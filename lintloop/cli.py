@@ -19,6 +19,7 @@ from lintloop.cache import ResultCache
 from lintloop.config import ConfigError, Settings, load_settings, resolve_selector
 from lintloop.discovery import discover
 from lintloop.finding import Finding
+from lintloop.notebook import Notebook, NotebookError, is_notebook
 from lintloop.progress import progress_bar
 from lintloop.reporters import FORMATS, render
 from lintloop.rules import ALL_RULES, lookup
@@ -273,7 +274,7 @@ def _report(args: argparse.Namespace, results: list[JobResult], findings: list[F
         print(f"Fixed {fixed} finding{'s' if fixed != 1 else ''} in {touched} file{'s' if touched != 1 else ''}.",
               file=sys.stderr)
     with_findings = {f.path for f in findings}
-    sources = {f.display: _read_text(f.path) for f in files if f.display in with_findings} if fmt == "text" else {}
+    sources = {f.display: _read_source(f.path) for f in files if f.display in with_findings} if fmt == "text" else {}
     stream: IO[str]
     if args.output:
         with open(args.output, "w", encoding="utf-8") as stream:
@@ -288,4 +289,15 @@ def _read_text(path: Path) -> str | None:
     try:
         return SourceText.from_bytes(path.read_bytes()).text
     except (OSError, UndecodableSource):
+        return None
+
+
+def _read_source(path: Path) -> str | dict[int, str] | None:
+    """What the text report shows lines of: a file's text, or a notebook's code cells' sources."""
+    text = _read_text(path)
+    if text is None or not is_notebook(str(path)):
+        return text
+    try:
+        return {cell.index: cell.source for cell in Notebook.parse(text).cells}
+    except NotebookError:
         return None

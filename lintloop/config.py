@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,9 @@ from lintloop.rules import ALL_RULES, lookup
 DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", ".eggs", "__pycache__",
                    "build", "dist", "node_modules", "site-packages", ".mypy_cache", ".ruff_cache",
                    ".pytest_cache", ".lintloop_cache")
-_LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude")
+# Files that directories are searched for (gitignore-style patterns, as `exclude`).
+DEFAULT_INCLUDE = ("*.py", "*.pyi", "*.ipynb")
+_LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "include", "extend-include")
 KNOWN_KEYS = set(_LIST_KEYS) | {"per-file-ignores", "unsafe-fixes", "jobs", "rules"}
 
 
@@ -36,6 +39,7 @@ class Settings:
     ignore: list[str] = field(default_factory=list)
     extend_select: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
+    include: list[str] = field(default_factory=lambda: list(DEFAULT_INCLUDE))
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     unsafe_fixes: bool = False
     jobs: int | None = None
@@ -49,6 +53,18 @@ class Settings:
         enabled |= _resolve_all(self.extend_select, "extend-select")
         enabled -= _resolve_all(self.ignore, "ignore")
         return RuleSet(sorted(enabled, key=lambda r: r.code), dict(self.rule_options))
+
+    def ruleset_for(self, path: Path) -> RuleSet:
+        """The rule set for one file: `ruleset()` less the codes its per-file-ignores switch off."""
+        ruleset = self.ruleset()
+        if not self.per_file_ignores:
+            return ruleset
+        try:
+            relative = os.path.relpath(path.resolve(), self.root)
+        except ValueError:  # another drive (Windows): no pattern can match
+            return ruleset
+        ignored = self.ignored_for(relative)
+        return RuleSet([r for r in ruleset.rules if r.code not in ignored], ruleset.settings)
 
     def ignored_for(self, relative_path: str) -> set[str]:
         """Codes that per-file-ignores switch off for this path (relative to the config root)."""
@@ -130,6 +146,7 @@ def settings_from_table(table: dict[str, Any], path: Path) -> Settings:
     settings.ignore = table.get("ignore", [])
     settings.extend_select = table.get("extend-select", [])
     settings.exclude = table.get("exclude", list(DEFAULT_EXCLUDE)) + table.get("extend-exclude", [])
+    settings.include = table.get("include", list(DEFAULT_INCLUDE)) + table.get("extend-include", [])
     pfi = table.get("per-file-ignores", {})
     if not isinstance(pfi, dict) or not all(
             isinstance(v, list) and all(isinstance(c, str) for c in v) for v in pfi.values()):

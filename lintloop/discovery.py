@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pathspec
 
 from lintloop.config import Settings
-
-PYTHON_SUFFIXES = (".py", ".pyi")
-
 
 @dataclass(frozen=True)
 class SourceFile:
@@ -26,6 +24,7 @@ def discover(arguments: list[str], settings: Settings, force_exclude: bool = Fal
     passes every changed file) applies `exclude` to them too.
     """
     excluded = pathspec.GitIgnoreSpec.from_lines(settings.exclude)
+    included = _Included(settings.include)
     files: dict[Path, SourceFile] = {}
     missing: list[str] = []
     for argument in arguments:
@@ -35,14 +34,31 @@ def discover(arguments: list[str], settings: Settings, force_exclude: bool = Fal
                 continue
             files.setdefault(path.resolve(), SourceFile(path, argument))
         elif path.is_dir():
-            for found in _walk(path, argument, excluded, settings.root):
+            for found in _walk(path, argument, excluded, included, settings.root):
                 files.setdefault(found.path.resolve(), found)
         else:
             missing.append(f"{argument}: no such file or directory")
     return sorted(files.values(), key=lambda f: f.display), missing
 
 
-def _walk(top: Path, argument: str, excluded: pathspec.PathSpec, root: Path) -> list[SourceFile]:
+class _Included:
+    """Which files found in a directory are linted: `include` patterns, matched against the path
+    relative to the directory searched."""
+
+    def __init__(self, patterns: list[str]) -> None:
+        suffixes = tuple(p[1:] for p in patterns if re.fullmatch(r"\*\.[\w.]+", p))
+        # Only `*.ext` patterns (the default): a test of the name's end, no path to build (~50x faster).
+        self.suffixes = suffixes if len(suffixes) == len(patterns) else None
+        self.spec = pathspec.GitIgnoreSpec.from_lines(patterns)
+
+    def __call__(self, name: str, path: Path, top: Path) -> bool:
+        if self.suffixes is not None:
+            return name.endswith(self.suffixes)
+        return self.spec.match_file(Path(os.path.relpath(path, top)).as_posix())
+
+
+def _walk(top: Path, argument: str, excluded: pathspec.PathSpec, included: _Included,
+          root: Path) -> list[SourceFile]:
     found = []
     ignores = _ancestor_gitignores(top.resolve())
     for directory, subdirs, filenames in os.walk(top):
@@ -53,7 +69,7 @@ def _walk(top: Path, argument: str, excluded: pathspec.PathSpec, root: Path) -> 
 
         subdirs[:] = sorted(d for d in subdirs if not _skipped(here / d, True, excluded, root, ignores))
         for name in sorted(filenames):
-            if name.endswith(PYTHON_SUFFIXES) and not _skipped(here / name, False, excluded, root, ignores):
+            if included(name, here / name, top) and not _skipped(here / name, False, excluded, root, ignores):
                 relative = os.path.relpath(here / name, top)
                 display = relative if argument == "." else os.path.join(argument, relative)
                 found.append(SourceFile(here / name, display))

@@ -17,6 +17,13 @@ class Edit:
     end_line: int
     end_column: int
     content: str
+    cell: int | None = None  # in a notebook: the cell the positions are in (1-based)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        if self.cell is None:
+            del data["cell"]
+        return data
 
 
 @dataclass(frozen=True)
@@ -26,7 +33,7 @@ class Fix:
     description: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"applicability": self.applicability, "edits": [asdict(e) for e in self.edits]}
+        return {"applicability": self.applicability, "edits": [e.to_json() for e in self.edits]}
 
 
 @dataclass
@@ -46,12 +53,20 @@ class Finding:
     # Lines on which a suppression comment applies: the reported line and, for a finding in
     # a multi-line statement, that statement's first and last line.
     suppression_lines: tuple[int, ...] = field(default=(), compare=False)
+    # In a notebook: the cell (1-based place among all cells) that `line`..`end_column` are in.
+    cell: int | None = None
 
-    def sort_key(self) -> tuple[str, int, int, str]:
-        return (self.path, self.line, self.column, self.code)
+    def sort_key(self) -> tuple[str, int, int, int, str]:
+        return (self.path, self.cell or 0, self.line, self.column, self.code)
+
+    @property
+    def where(self) -> str:
+        """`line:column`, or `cell N:line:column` in a notebook."""
+        position = f"{self.line}:{self.column}"
+        return position if self.cell is None else f"cell {self.cell}:{position}"
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "path": self.path,
             "line": self.line,
             "column": self.column,
@@ -65,3 +80,6 @@ class Finding:
             "fix": self.fix.to_json() if self.fix else None,
             "probe": self.probe,
         }
+        if self.cell is not None:
+            data["cell"] = self.cell
+        return data

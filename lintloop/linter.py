@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 import os
 import warnings
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
@@ -15,12 +16,16 @@ from lintloop.analysis.context import LINE_REF
 from lintloop.analysis.names import Names
 from lintloop.analysis.project import LintedFile
 from lintloop.finding import Edit, Finding, Fix
+from lintloop.notebook import Notebook, NotebookError, NotebookModule, is_notebook
 from lintloop.rule import Report, Rule, RuleSet
 from lintloop.rules import BY_CODE, lookup
 from lintloop.screen import FileFacts, SourceScreen
 from lintloop.source import SourceText, UndecodableSource
 from lintloop.suppression import Suppressions
 from lintloop.timing import NO_TIMER, StageTimer
+
+
+LineLabel = Callable[[int], str]
 
 
 @dataclass
@@ -46,11 +51,47 @@ def lint_bytes(display: str, data: bytes, ruleset: RuleSet, timer: StageTimer | 
         source = SourceText.from_bytes(data)
     except UndecodableSource as exc:
         return FileResult(_enabled([engine_finding(display, BY_CODE["LL001"], str(exc))], ruleset))
+    if is_notebook(os.fspath(path) if path is not None else display):
+        return lint_notebook(display, source.text, ruleset, timer, path)
     return lint_text(display, source.text, ruleset, timer, path)
 
 
+def lint_notebook(display: str, text: str, ruleset: RuleSet, timer: StageTimer | None = None,
+                  path: str | os.PathLike[str] | None = None) -> FileResult:
+    """Lint a notebook's code cells as one module; positions are given by cell."""
+    try:
+        notebook = Notebook.parse(text)
+    except NotebookError as exc:
+        return FileResult(_enabled([engine_finding(display, BY_CODE["LL001"], str(exc))], ruleset))
+    if not notebook.python:
+        return FileResult()  # a notebook of another kernel's language
+    module = notebook.module()
+    result = lint_text(display, module.text, ruleset, timer, path, module.line_label)
+    result.findings = [in_cells(f, module) for f in result.findings]
+    return result
+
+
+def in_cells(finding: Finding, module: NotebookModule) -> Finding:
+    """A finding on the notebook's module, with its positions (and its fix's) given by cell."""
+    start, end = module.position(finding.line), module.position(finding.end_line)
+    fix = finding.fix
+    if fix is not None:
+        edits = []
+        for edit in fix.edits:
+            edit_start, edit_end = module.position(edit.line), module.position(edit.end_line)
+            edits.append(Edit(edit_start.line, edit.column, edit_end.line, edit.end_column, edit.content,
+                              edit_start.cell))
+        fix = Fix(fix.applicability, tuple(edits), fix.description)
+    same_cell = end.cell == start.cell
+    return replace(finding, line=start.line, end_line=end.line if same_cell else start.line,
+                   end_column=finding.end_column if same_cell else finding.column, fix=fix, cell=start.cell,
+                   suppression_lines=tuple(module.position(n).line for n in finding.suppression_lines))
+
+
 def lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | None = None,
-              path: str | os.PathLike[str] | None = None) -> FileResult:
+              path: str | os.PathLike[str] | None = None, line_label: LineLabel = str) -> FileResult:
+    """`line_label`: how a message names a line of `text` ("called at line 7"): its number, or in
+    a notebook's module the line and cell."""
     timer = timer or NO_TIMER
     file = LintedFile(os.path.abspath(path), text) if path is not None else None
     result = FileResult()
@@ -64,7 +105,7 @@ def lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | Non
         if error is not None:
             result.findings.append(_syntax_finding(display, error))
     else:
-        result.findings.extend(_lint_parsed(display, text, rules, ruleset, timer, result, file))
+        result.findings.extend(_lint_parsed(display, text, rules, ruleset, timer, result, file, line_label))
     with timer.stage("suppress"):
         # Comments are tokenized only where they can matter: to hide a finding, or to be reported.
         suppressions = (Suppressions.scan(text) if result.findings or Suppressions.may_report(text)
@@ -102,7 +143,7 @@ def _from_libcst_if_it_parses(text: str, exc: BaseException) -> BaseException | 
 
 
 def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: RuleSet, timer: StageTimer,
-                 result: FileResult, file: LintedFile | None) -> list[Finding]:
+                 result: FileResult, file: LintedFile | None, line_label: LineLabel) -> list[Finding]:
     """Screen the file with CPython's tree, build a CST of what the screen selects, run the rules."""
     facts = None
     line_map: list[int] | None = None
@@ -134,7 +175,7 @@ def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: Rule
     except (RecursionError, MemoryError) as exc:
         return [_syntax_finding(display, exc)]
     return _run_rules(display, source, module, rules, ruleset, result, timer,
-                      facts.names if facts is not None else None, line_map, file)
+                      facts.names if facts is not None else None, line_map, file, line_label)
 
 
 def _seeded(facts: FileFacts, rules: list[type[Rule]], text: str) -> tuple[list[type[Rule]], set[int]]:
@@ -167,7 +208,7 @@ def _syntax_finding(display: str, exc: BaseException) -> Finding:
 
 def _run_rules(display: str, text: str, module: cst.Module, rules: list[type[Rule]], ruleset: RuleSet,
                result: FileResult, timer: StageTimer, names: Names | None, line_map: list[int] | None,
-               file: LintedFile | None) -> list[Finding]:
+               file: LintedFile | None, line_label: LineLabel) -> list[Finding]:
     """Run `rules` on `module` (the file's `text`, or only the statements the screen selected: then
     `line_map` gives each line's number in the file, and `names` the whole file's imports)."""
     ctx = FileContext(module, timer, names, file)
@@ -186,11 +227,12 @@ def _run_rules(display: str, text: str, module: cst.Module, rules: list[type[Rul
     if not reports:
         return []
     with timer.stage("positions"):
-        return _locate(display, text, module, ctx, reports, line_map)
+        return _locate(display, text, module, ctx, reports, line_map, line_label)
 
 
 def _locate(display: str, text: str, module: cst.Module, ctx: FileContext,
-            reports: list[tuple[type[Rule], Report]], line_map: list[int] | None) -> list[Finding]:
+            reports: list[tuple[type[Rule], Report]], line_map: list[int] | None,
+            line_label: LineLabel) -> list[Finding]:
     wanted = [r.node for _, r in reports]
     wanted += [ctx.statement_of(node) for node in wanted]
     wanted += [rep.node for _, r in reports if r.fix for rep in r.fix.replacements]
@@ -217,16 +259,17 @@ def _locate(display: str, text: str, module: cst.Module, ctx: FileContext,
             fix = Fix(report.fix.applicability, edits, report.fix.description)
         findings.append(Finding(
             display, where.start.line, where.start.column + 1, where.end.line, where.end.column + 1,
-            rule.code, rule.name, _with_lines(report.message, ctx, positions), rule.kind, rule.severity(), fix,
+            rule.code, rule.name, _with_lines(report.message, ctx, positions, line_label), rule.kind, rule.severity(), fix,
             suppression_lines=tuple(sorted({where.start.line, statement.start.line, header_end})),
         ))
     return findings
 
 
-def _with_lines(message: str, ctx: FileContext, positions: dict[cst.CSTNode, CodeRange]) -> str:
+def _with_lines(message: str, ctx: FileContext, positions: dict[cst.CSTNode, CodeRange],
+                line_label: LineLabel) -> str:
     """`message` with each `ctx.line_of` placeholder replaced by its node's line in the file."""
     parts = message.split(LINE_REF)
-    parts[1::2] = [str(positions[ctx.line_refs[int(ref)]].start.line) for ref in parts[1::2]]
+    parts[1::2] = [line_label(positions[ctx.line_refs[int(ref)]].start.line) for ref in parts[1::2]]
     return "".join(parts)
 
 
@@ -352,3 +395,41 @@ def fix_text(display: str, text: str, ruleset: RuleSet, unsafe: bool, max_passes
         applied += len(chosen)
         result = lint_text(display, text, ruleset, path=path)
     return FixOutcome(text, applied, result, refused)
+
+
+@dataclass
+class NotebookFixOutcome:
+    text: str  # the notebook file's new text (its old text where nothing changed)
+    applied: int
+    remaining: FileResult
+    refused: list[str] = field(default_factory=list)
+    changed_cells: dict[int, tuple[str, str]] = field(default_factory=dict)  # cell -> (old, new) source
+
+
+def fix_notebook(display: str, text: str, ruleset: RuleSet, unsafe: bool,
+                 path: str | os.PathLike[str] | None = None) -> NotebookFixOutcome:
+    """Fix a notebook's code cells as `fix_text` fixes a module, and write the fixed code back into
+    the cells' sources, every other byte of the file as it was."""
+    try:
+        notebook = Notebook.parse(text)
+    except NotebookError:
+        return NotebookFixOutcome(text, 0, lint_notebook(display, text, ruleset, path=path))
+    if not notebook.python:
+        return NotebookFixOutcome(text, 0, FileResult())
+    module = notebook.module()
+    outcome = fix_text(display, module.text, ruleset, unsafe, path=path)
+    if not outcome.applied:
+        # Linted again as a notebook: the messages name lines by cell.
+        return NotebookFixOutcome(text, 0, lint_notebook(display, text, ruleset, path=path), outcome.refused)
+    try:
+        sources = notebook.cell_sources(outcome.text, module)
+        new_text = notebook.with_sources(sources)
+        written = Notebook.parse(new_text)
+        if {c.index: c.source for c in written.cells} != {**{c.index: c.source for c in notebook.cells}, **sources}:
+            raise NotebookError("the rewritten file does not read back as the fixed cells")
+    except NotebookError as exc:
+        refused = [*outcome.refused, f"{display}: fixes refused: {exc}"]
+        return NotebookFixOutcome(text, 0, lint_notebook(display, text, ruleset, path=path), refused)
+    old = {c.index: c.source for c in notebook.cells}
+    return NotebookFixOutcome(new_text, outcome.applied, lint_notebook(display, new_text, ruleset, path=path),
+                              outcome.refused, {i: (old[i], new) for i, new in sorted(sources.items())})

@@ -19,7 +19,7 @@ FORMATS = ("text", "concise", "json", "sarif", "github")
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 
 
-def render(findings: list[Finding], fmt: str, stream: IO[str], *, sources: dict[str, str],
+def render(findings: list[Finding], fmt: str, stream: IO[str], *, sources: dict[str, str | dict[int, str] | None],
            statistics: bool, quiet: bool, unsafe_fixes: bool, is_file: bool) -> None:
     if statistics:
         _statistics(findings, stream, unsafe_fixes)
@@ -31,7 +31,7 @@ def _fixable(finding: Finding, unsafe_fixes: bool) -> bool:
     return finding.fix is not None and (finding.fix.applicability == "safe" or unsafe_fixes)
 
 
-def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str], quiet: bool,
+def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str | dict[int, str] | None], quiet: bool,
           unsafe_fixes: bool, is_file: bool) -> None:
     console = terminal.console(stream, is_file)
     # `check --probe --report DIR`: each probed file's page, named once under the file's name.
@@ -48,7 +48,7 @@ def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str], 
             current = finding.path
         marker = " [cyan][*][/cyan]" if _fixable(finding, unsafe_fixes) else ""
         colour = "red" if finding.severity == "error" else "yellow"
-        console.print(f"  {finding.line}:{finding.column}  [{colour} bold]{finding.code}[/]{marker} "
+        console.print(f"  {finding.where}  [{colour} bold]{finding.code}[/]{marker} "
                       f"{escape(finding.message)} [dim]\\[{finding.name}][/dim]")
         snippet = _snippet(finding, sources.get(finding.path))
         if snippet:
@@ -73,7 +73,9 @@ def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str], 
     console.print(escape(summary))
 
 
-def _snippet(finding: Finding, text: str | None) -> str | None:
+def _snippet(finding: Finding, source: str | dict[int, str] | None) -> str | None:
+    """The finding's line with a caret under it; `source` is the file's text, or a notebook's cells' sources."""
+    text = source.get(finding.cell or 0) if isinstance(source, dict) else source
     if text is None:
         return None
     lines = text.splitlines()
@@ -88,7 +90,7 @@ def _snippet(finding: Finding, text: str | None) -> str | None:
 
 def _concise(findings: list[Finding], stream: IO[str], **_: object) -> None:
     for f in findings:
-        stream.write(f"{f.path}:{f.line}:{f.column}: {f.code} {f.message} [{f.name}]\n")
+        stream.write(f"{f.path}:{f.where}: {f.code} {f.message} [{f.name}]\n")
 
 
 def _json(findings: list[Finding], stream: IO[str], **_: object) -> None:
@@ -109,6 +111,11 @@ def _github(findings: list[Finding], stream: IO[str], **_: object) -> None:
         level = "error" if f.severity == "error" else "warning"
         # GitHub accepts a column range on a single line only: a finding spanning lines keeps
         # its start `line,col` and sends no end.
+        if f.cell is not None:
+            # Lines of a notebook's JSON file mean nothing to a reader: a file annotation naming the cell.
+            stream.write(f"::{level} file={_github_escape(f.path, True)},title={f.code}::"
+                         f"{_github_escape(f'{f.where}: {f.message} [{f.name}]')}\n")
+            continue
         span = f",endLine={f.end_line},endColumn={f.end_column}" if f.end_line == f.line else ""
         stream.write(f"::{level} file={_github_escape(f.path, True)},line={f.line},col={f.column}{span},"
                      f"title={f.code}::{_github_escape(f'{f.message} [{f.name}]')}\n")
@@ -141,8 +148,11 @@ def _sarif(findings: list[Finding], stream: IO[str], **_: object) -> None:
     stream.write("\n")
 
 
-def _sarif_region(line: int, column: int, end_line: int, end_column: int) -> dict[str, int]:
-    return {"startLine": line, "startColumn": column, "endLine": end_line, "endColumn": end_column}
+def _sarif_region(line: int, column: int, end_line: int, end_column: int, cell: int | None) -> dict[str, Any]:
+    region: dict[str, Any] = {"startLine": line, "startColumn": column, "endLine": end_line, "endColumn": end_column}
+    if cell is not None:  # a notebook: the lines are the cell's (SARIF's property bag carries the cell)
+        region["properties"] = {"cell": cell}
+    return region
 
 
 def _sarif_result(finding: Finding, rule_index: int) -> dict[str, Any]:
@@ -154,14 +164,14 @@ def _sarif_result(finding: Finding, rule_index: int) -> dict[str, Any]:
         "message": {"text": finding.message},
         "locations": [{"physicalLocation": {
             "artifactLocation": {"uri": uri},
-            "region": _sarif_region(finding.line, finding.column, finding.end_line, finding.end_column),
+            "region": _sarif_region(finding.line, finding.column, finding.end_line, finding.end_column, finding.cell),
         }}],
     }
     if finding.fix is not None:
         result["fixes"] = [{
             "description": {"text": f"{finding.fix.description or 'apply the fix'} ({finding.fix.applicability})"},
             "artifactChanges": [{"artifactLocation": {"uri": uri}, "replacements": [
-                {"deletedRegion": _sarif_region(e.line, e.column, e.end_line, e.end_column),
+                {"deletedRegion": _sarif_region(e.line, e.column, e.end_line, e.end_column, e.cell),
                  "insertedContent": {"text": e.content}} for e in finding.fix.edits]}],
         }]
     if finding.probe is not None:

@@ -16,7 +16,8 @@ from pathlib import Path
 from lintloop.cache import ResultCache
 from lintloop.discovery import SourceFile
 from lintloop.finding import Finding
-from lintloop.linter import fix_text, lint_bytes
+from lintloop.linter import fix_notebook, fix_text, lint_bytes
+from lintloop.notebook import is_notebook
 from lintloop.rule import RuleSet
 from lintloop.rules import BY_CODE
 from lintloop.source import SourceText, UndecodableSource, write_atomically
@@ -122,6 +123,9 @@ def run_job(job: Job) -> JobResult:
         lint = lint_bytes(job.display, data, ruleset, path=job.path)  # LL001; such a file is never touched
         result.findings, result.errors = lint.findings, lint.errors
         return result
+    if is_notebook(job.path):
+        _fix_notebook(job, path, source, ruleset, result)
+        return result
     outcome = fix_text(job.display, source.text, ruleset, job.unsafe_fixes, path=job.path)
     result.findings, result.errors = outcome.remaining.findings, outcome.remaining.errors
     result.messages = outcome.refused
@@ -134,6 +138,27 @@ def run_job(job: Job) -> JobResult:
         else:
             write_atomically(path, source.encode(outcome.text))
     return result
+
+
+def _fix_notebook(job: Job, path: Path, source: SourceText, ruleset: RuleSet, result: JobResult) -> None:
+    outcome = fix_notebook(job.display, source.text, ruleset, job.unsafe_fixes, path=job.path)
+    result.findings, result.errors = outcome.remaining.findings, outcome.remaining.errors
+    result.messages = outcome.refused
+    if not outcome.applied:
+        return
+    result.fixed = outcome.applied
+    if job.mode == "diff":
+        # One diff per changed cell, named by the cell (as positions are in the reports).
+        result.diff = "".join("".join(difflib.unified_diff(
+            _diff_lines(old), _diff_lines(new), fromfile=f"a/{job.display}:cell {cell}",
+            tofile=f"b/{job.display}:cell {cell}")) for cell, (old, new) in outcome.changed_cells.items())
+    else:
+        write_atomically(path, source.encode(outcome.text))
+
+
+def _diff_lines(cell_source: str) -> list[str]:
+    """A cell's lines for a diff: a cell's last line has no newline in the file, a diff line needs one."""
+    return (cell_source + "\n" if cell_source and not cell_source.endswith("\n") else cell_source).splitlines(True)
 
 
 def _cached_lint(job: Job, data: bytes, ruleset: RuleSet, result: JobResult) -> None:

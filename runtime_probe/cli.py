@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import IO, Any
@@ -14,11 +13,10 @@ from rich.markup import escape
 from lintloop import terminal
 from lintloop.config import load_settings
 from lintloop.finding import Finding
-from lintloop.linter import lint_text
+from lintloop.linter import lint_bytes
 from lintloop.runtime_probe.correlate import probeable, report_pages
 from lintloop.runtime_probe.runner import ProbeRun, run_probe
 from lintloop.runtime_probe.verdicts import Summary, replicas, sample_interval, verdict
-from lintloop.source import SourceText
 
 EXIT_CLEAN, EXIT_PROBLEMS, EXIT_ERROR = 0, 1, 2
 
@@ -83,9 +81,7 @@ def probe_command(args: argparse.Namespace, script_args: list[str]) -> int:
 def _static_findings(path: Path) -> list[Finding]:
     """The findings `check` reports for the file, under the configuration that applies to it."""
     settings = load_settings(start=path.resolve().parent)
-    text = SourceText.from_bytes(path.read_bytes()).text
-    ignored = settings.ignored_for(os.path.relpath(path.resolve(), settings.root))
-    return [f for f in lint_text(str(path), text, settings.ruleset(), path=path).findings if f.code not in ignored]
+    return lint_bytes(str(path), path.read_bytes(), settings.ruleset_for(path), path=path).findings
 
 
 def describe_outcome(run: ProbeRun) -> str:

@@ -109,13 +109,17 @@ def test_an_oversized_entry_is_a_miss_without_being_read(setup, monkeypatch):
 
 
 def test_entry_round_trips_every_field():
-    fix = Fix("unsafe", (Edit(1, 2, 3, 4, "x"), Edit(5, 6, 5, 9, "")), "use .item()")
-    finding = Finding("a.py", 7, 5, 7, 18, "LL301", "name", "message ✓", "bug", "error", fix,
-                      {"verdict": "confirmed"}, (6, 7, 8))
+    fix = Fix("unsafe", (Edit(1, 2, 3, 4, "x", 2), Edit(5, 6, 5, 9, "", 3)), "use .item()")
+    finding = Finding("a.ipynb", 7, 5, 7, 18, "LL301", "name", "message ✓", "bug", "error", fix,
+                      {"verdict": "confirmed"}, (6, 7, 8), cell=3)
     assert set(finding_to_json(finding)) == {f.name for f in dataclasses.fields(Finding)}
-    (back,) = decode_entry(encode_entry("k", [finding]), "k", "a.py")
+    (back,) = decode_entry(encode_entry("k", [finding]), "k", "a.ipynb")
     assert back == finding and back.suppression_lines == (6, 7, 8) and back.fix.description == "use .item()"
-    assert decode_entry(encode_entry("k", [finding]), "other-key", "a.py") is None
+    assert back.cell == 3 and [e.cell for e in back.fix.edits] == [2, 3]
+    assert decode_entry(encode_entry("k", [finding]), "other-key", "a.ipynb") is None
+    plain = dataclasses.replace(finding, path="a.py", cell=None, fix=Fix("safe", (Edit(1, 2, 3, 4, "x"),)))
+    (back,) = decode_entry(encode_entry("k", [plain]), "k", "a.py")
+    assert back == plain and back.cell is None and back.fix.edits[0].cell is None
 
 
 def _tamper(entry, edit):

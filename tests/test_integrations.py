@@ -26,7 +26,7 @@ from conftest import FIXTURES, TF_PRINT, TORCH_LEAK
 from lintloop.cli import build_parser, main
 from lintloop.config import load_settings
 from lintloop.finding import Finding
-from lintloop.linter import lint_text
+from lintloop.linter import lint_bytes, lint_text
 from lintloop.reporters import REPORTERS
 from lintloop.rules import ALL_RULES
 
@@ -167,6 +167,10 @@ def _parse_workflow_command(line: str) -> tuple[str, dict[str, str], str]:
 
 
 def _expected_annotation(finding: dict[str, Any]) -> tuple[str, dict[str, str], str]:
+    if "cell" in finding:  # a notebook: a file annotation, the cell position in the message
+        where = f"cell {finding['cell']}:{finding['line']}:{finding['column']}"
+        return (finding["severity"], {"file": finding["path"], "title": finding["code"]},
+                f"{where}: {finding['message']} [{finding['name']}]")
     properties = {"file": finding["path"], "line": str(finding["line"]), "col": str(finding["column"]),
                   "title": finding["code"]}
     if finding["end_line"] == finding["line"]:  # GitHub takes a column range on one line only
@@ -345,6 +349,8 @@ def test_precommit_check_hook_blocks_staged_findings_only(tmp_path, hook_source)
     # A script without a suffix is Python by its shebang (pre-commit's `python` type) and linted too.
     project.write("bin/train", "#!/usr/bin/env python\n" + TORCH_LEAK)
     (tmp_path / "bin/train").chmod(0o755)
+    # Notebooks too (pre-commit's `jupyter` type): findings named by cell.
+    project.write("explore.ipynb", (FIXTURES / "notebooks" / "LL301_bad.ipynb").read_text())
     project.git("add", "--all")
     project.write("clean.py", TORCH_LEAK)  # an unstaged change to a staged file
     project.write("scratch.py", TORCH_LEAK)  # never staged
@@ -365,9 +371,16 @@ def test_precommit_check_hook_blocks_staged_findings_only(tmp_path, hook_source)
             [line] = [text for text in section if text.startswith(prefix)]
             assert line.endswith(f" {finding.message} [{finding.name}]"), line
     assert (tmp_path / "clean.py").read_text() == TORCH_LEAK  # pre-commit gave the unstaged change back
+    notebook = lint_bytes("explore.ipynb", (tmp_path / "explore.ipynb").read_bytes(),
+                          load_settings(start=tmp_path).ruleset()).findings
+    start = report.index("explore.ipynb") + 1
+    assert notebook and [line for line in report[start:] if line.startswith("  cell ")][:len(notebook)] == [
+        f"  {f.where}  {f.code}{' [*]' if f.fix and f.fix.applicability == 'safe' else ''} {f.message} [{f.name}]"
+        for f in notebook]
 
     project.write("train.py", "import torch\n")
     project.write("bin/train", "#!/usr/bin/env python\nimport torch\n")
+    project.git("rm", "--cached", "--quiet", "explore.ipynb")
     project.git("add", "train.py", "bin/train")
     passed = project.commit()
     assert passed.returncode == 0, passed.stdout

@@ -3,7 +3,6 @@ per-file-ignores, rule options and suppressions; plus the probe verdicts `check 
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,16 +84,8 @@ class DocumentConfigError(ConfigError):
 
 
 def ruleset_for(settings: Settings, path: Path | None) -> RuleSet:
-    """The rule set for a file, less its per-file-ignores (as `lintloop check` builds it)."""
-    ruleset = settings.ruleset()
-    if path is None or not settings.per_file_ignores:
-        return ruleset
-    try:
-        relative = os.path.relpath(path.resolve(), settings.root)
-    except ValueError:  # another drive (Windows): no pattern can match
-        return ruleset
-    ignored = settings.ignored_for(relative)
-    return RuleSet([r for r in ruleset.rules if r.code not in ignored], ruleset.settings)
+    """The rule set for a document (an unsaved one has no per-file-ignores)."""
+    return settings.ruleset() if path is None else settings.ruleset_for(path)
 
 
 def lint_document(snapshot: Snapshot, settings_cache: SettingsCache) -> DocumentLint:

@@ -1,0 +1,436 @@
+"""Jupyter notebooks: their code cells as one Python module, and fixed code written back into the cells.
+
+A notebook's code cells, in order, are one program (a model defined in cell 3 and trained in cell
+7): lintloop lints them as one module. IPython syntax that is not Python (line magics, shell
+escapes, `?` help, a cell magic's first line) is masked line by line, so that it is neither a
+syntax error nor hides the code around it; cells in another language (`%%bash`) are left out.
+Every cell is preceded in the module by a marker comment line, so that fixed module text can be
+cut back into cells, and every masked line carries a marker comment, so that it is restored
+exactly. Positions are mapped back to (cell, line in the cell): cells are numbered from 1 by
+their place in the notebook, markdown cells included, as the notebook's editor shows them.
+
+Reading uses nbformat (its reader: JSON, the format version, conversion of old versions);
+writing replaces only the text of the changed cells' `source` values in the file, so outputs,
+execution counts, metadata, key order, indentation and the final newline stay byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+NOTEBOOK_SUFFIX = ".ipynb"
+
+# Cell magics whose body is Python run in the kernel: their first line is masked, the body linted.
+PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "memit", "mprun"})
+CELL_MARKER = "# lintloop-cell "
+# IPython removes a cell's common indentation before running it; an indented cell is linted as
+# the body of an `if True:` on its marker line, so that its columns stay the cell's.
+INDENTED_CELL_MARKER = "if True:  " + CELL_MARKER
+_CELL_MARKER_LINE = re.compile(r"(?:if True:  )?# lintloop-cell (\d+)\r?\n?")
+MASK_MARKER = "# lintloop-masked "
+# IPython's automagics and shell aliases: a one-line cell `ls data` or `timeit f()` runs as `%ls data`.
+AUTOMAGICS = frozenset({
+    "alias", "autoreload", "cat", "cd", "clear", "conda", "config", "cp", "debug", "env", "history", "less",
+    "load", "load_ext", "ls", "matplotlib", "mkdir", "mv", "pdb", "pip", "prun", "pwd", "reset", "rm", "rmdir",
+    "run", "save", "store", "sx", "system", "tensorboard", "time", "timeit", "who", "whos", "xmode"})
+_CELL_MAGIC = re.compile(r"%%(\w+)")
+# `name?`, `name??`, `?name`, `??name` (dotted names, `*` wildcards): IPython's help, not Python.
+_HELP = re.compile(r"(\?{1,2}[\w.*]*(?:\(\))?|[\w.*]+(?:\(\))?\?{1,2})\s*(#.*)?")
+# A cell pasted from a console: `>>> x = 1` / `... ` or `In [3]: x = 1` / `   ...: ` (IPython strips them).
+_CLASSIC_PROMPT = re.compile(r"(>>>|\.\.\.)( |$)")
+_IPYTHON_PROMPT = re.compile(r"(In \[\d+\]: |\s*\.\.\.+: )")
+# `files = !ls`, `out = %sx ls`, `x = %time f()`: IPython assigns the output of a command or magic.
+_ASSIGNED_ESCAPE = re.compile(r"([\w.\[\]\s,()*]+?=\s*)[!%]")
+_MARKER_SUFFIX = re.compile(r"  # lintloop-masked (\d+)$")
+
+
+class NotebookError(Exception):
+    """Not a notebook: invalid JSON, or JSON that is not a Jupyter notebook. The message says which."""
+
+
+def is_notebook(path: str) -> bool:
+    return path.endswith(NOTEBOOK_SUFFIX)
+
+
+@dataclass(frozen=True)
+class CodeCell:
+    index: int  # 1-based place of the cell in the notebook, markdown cells counted
+    source: str
+
+
+@dataclass
+class CellPosition:
+    cell: int
+    line: int  # 1-based line in the cell
+
+
+@dataclass
+class NotebookModule:
+    """The code cells as one module: its text, and for each of its lines the cell line it is."""
+
+    text: str
+    lines: list[CellPosition | None]  # None: a marker line between cells
+    masked: dict[int, str] = field(default_factory=dict)  # mask number -> the original line
+    # Cells pasted from a console: their text with the prompts blanked (such cells are not fixed).
+    unprompted: dict[int, str] = field(default_factory=dict)
+
+    def line_label(self, line: int) -> str:
+        """How a message names a module line: "3 of cell 5" (as in "called at line 3 of cell 5")."""
+        where = self.position(line)
+        return f"{where.line} of cell {where.cell}"
+
+    def position(self, line: int) -> CellPosition:
+        """The cell position of a module line (a line past the end: the last cell's last line + n)."""
+        if 1 <= line <= len(self.lines) and self.lines[line - 1] is not None:
+            return self.lines[line - 1]  # type: ignore[return-value]
+        before = next((p for p in reversed(self.lines[:max(0, line - 1)]) if p is not None), None)
+        if before is None:
+            return CellPosition(1, 1)
+        return CellPosition(before.cell, before.line + 1)
+
+
+@dataclass
+class Notebook:
+    text: str
+    cells: list[CodeCell]
+    # (start, end) of each cell's `source` value in `text`, by cell index; only where it could be located.
+    source_spans: dict[int, tuple[int, int]]
+    python: bool  # the kernel is Python (or says nothing)
+
+    @classmethod
+    def parse(cls, text: str) -> Notebook:
+        import nbformat  # ~200 ms: imported only when a notebook is linted
+        from nbformat.reader import NotJSONError, reads
+
+        if not text.strip():
+            raise NotebookError("not a notebook: the file is empty")
+        try:
+            node = reads(text)
+            major = node.get("nbformat")
+            if major != 4:
+                node = nbformat.convert(node, 4)
+        except NotJSONError:
+            raise NotebookError("not a notebook: the file is not valid JSON") from None
+        except Exception as exc:  # nbformat's errors for JSON that is no notebook are of several kinds
+            raise NotebookError(f"not a notebook: {exc}") from None
+        raw_cells = node.get("cells")
+        if not isinstance(raw_cells, list):
+            raise NotebookError("not a notebook: no list of cells")
+        cells = []
+        for index, cell in enumerate(raw_cells, 1):
+            if not isinstance(cell, dict):
+                raise NotebookError(f"not a notebook: cell {index} is not an object")
+            if cell.get("cell_type") != "code":
+                continue
+            source = cell.get("source", "")
+            if isinstance(source, list):
+                source = "".join(s for s in source if isinstance(s, str))
+            if not isinstance(source, str):
+                raise NotebookError(f"not a notebook: cell {index} has no text source")
+            cells.append(CodeCell(index, source))
+        spans = _source_spans(text) if major == 4 else {}
+        return cls(text, cells, spans, _python_kernel(node.get("metadata") or {}))
+
+    def module(self) -> NotebookModule:
+        """The code cells as one module (other-language cells left out, IPython syntax masked)."""
+        text: list[str] = []
+        lines: list[CellPosition | None] = []
+        masked: dict[int, str] = {}
+        unprompted: dict[int, str] = {}
+        for cell in self.cells:
+            source = _without_prompts(cell.source)
+            if source != cell.source:
+                unprompted[cell.index] = source
+            cell_lines = masked_lines(source, masked)
+            if cell_lines is None:
+                continue  # %%bash and the like
+            text.append(f"{INDENTED_CELL_MARKER if _indented(cell_lines) else CELL_MARKER}{cell.index}\n")
+            lines.append(None)
+            for number, line in enumerate(cell_lines, 1):
+                text.append(line if line.endswith("\n") else line + "\n")
+                lines.append(CellPosition(cell.index, number))
+        return NotebookModule("".join(text), lines, masked, unprompted)
+
+    def cell_sources(self, module_text: str, module: NotebookModule) -> dict[int, str]:
+        """Cut fixed module text back into cell sources (masked lines restored); raises
+        NotebookError when the fixed text no longer has the shape of the cells."""
+        original = {c.index: c.source for c in self.cells}
+        sources: dict[int, str] = {}
+        current: int | None = None
+        collected: list[str] = []
+        restored: list[int] = []
+        for line in module_text.splitlines(keepends=True):
+            marker = _CELL_MARKER_LINE.fullmatch(line)
+            if marker is not None:
+                if current is not None:
+                    sources[current] = "".join(collected)
+                current, collected = int(marker.group(1)), []
+                continue
+            if current is None:
+                raise NotebookError("the fixed code does not start with a cell")
+            collected.append(_unmask(line, module.masked, restored))
+        if sorted(restored) != sorted(module.masked):
+            raise NotebookError("a fix changed a line of IPython syntax")
+        if current is not None:
+            sources[current] = "".join(collected)
+        for index, source in sources.items():
+            if not original[index].endswith("\n") and source.endswith("\n"):
+                source = sources[index] = source[:-1]  # the newline the module added after the cell's last line
+            if index in module.unprompted:
+                if source != module.unprompted[index]:
+                    raise NotebookError(f"cell {index} holds console prompts (`>>>`): it is not fixed")
+                sources[index] = original[index]
+        left = {c.index for c in self.cells if masked_lines(c.source, {}) is not None}
+        if set(sources) != left:
+            raise NotebookError("a fix moved code across cells")
+        return {i: s for i, s in sources.items() if s != original[i]}
+
+    def with_sources(self, sources: dict[int, str]) -> str:
+        """The file's text with these cells' sources replaced, every other byte kept."""
+        missing = sorted(set(sources) - set(self.source_spans))
+        if missing:
+            raise NotebookError(f"cannot locate the source of cell {missing[0]} in the file")
+        pieces, cursor = [], 0
+        for index in sorted(sources, key=lambda i: self.source_spans[i][0]):
+            start, end = self.source_spans[index]
+            pieces.append(self.text[cursor:start])
+            pieces.append(_encode_source(sources[index], self.text[start:end], self.text, start))
+            cursor = end
+        pieces.append(self.text[cursor:])
+        return "".join(pieces)
+
+
+def _without_prompts(source: str) -> str:
+    """The cell with console prompts blanked (columns kept), if its first line of code has one."""
+    lines = source.splitlines(keepends=True)
+    first = next((line for line in lines if line.strip()), "")
+    prompt = next((p for p in (_CLASSIC_PROMPT, _IPYTHON_PROMPT) if p.match(first) and not first.startswith("...")),
+                  None)
+    if prompt is None:
+        return source
+    blanked = []
+    for line in lines:
+        found = prompt.match(line)
+        blanked.append(" " * found.end() + line[found.end():] if found else line)
+    return "".join(blanked)
+
+
+def _indented(lines: list[str]) -> bool:
+    """Is every line of code of the cell indented (IPython then removes the common indentation)?"""
+    code = [line for line in lines if line.strip()]
+    return bool(code) and all(line[:1] in " \t" for line in code)
+
+
+def _python_kernel(metadata: dict) -> bool:
+    language = (metadata.get("kernelspec") or {}).get("language") or (metadata.get("language_info") or {}).get("name")
+    return not isinstance(language, str) or language.lower() in ("python", "python3", "ipython", "")
+
+
+# ----- masking IPython syntax ----------------------------------------------------------------
+
+
+def masked_lines(source: str, masked: dict[int, str]) -> list[str] | None:
+    """The cell's lines with IPython-only syntax masked (each masked line recorded in `masked`
+    under a new number); None for a cell in another language (a cell magic such as `%%bash`)."""
+    lines = source.splitlines(keepends=True)
+    first_code = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first_code is None:
+        return lines
+    magic = _CELL_MAGIC.match(lines[first_code].lstrip())
+    if magic is not None and magic.group(1) not in PYTHON_CELL_MAGICS:
+        return None
+    if _automagic(lines, first_code):
+        return [*lines[:first_code], _mask(lines[first_code], "pass", masked), *lines[first_code + 1:]]
+    out: list[str] = []
+    scanner = _LogicalLines()
+    continued = False  # inside a masked line's backslash continuation
+    for number, line in enumerate(lines):
+        body = line.rstrip("\r\n")
+        stripped = body.lstrip()
+        indent = body[:len(body) - len(stripped)]
+        if continued:
+            out.append(_mask(line, indent + "#", masked))
+            continued = body.endswith("\\")
+            continue
+        if scanner.at_statement_start and _is_ipython(stripped, number == first_code):
+            assigned = _ASSIGNED_ESCAPE.match(stripped)
+            if assigned is not None and not stripped.startswith(("%", "!")):
+                out.append(_mask(line, indent + assigned.group(1) + "None", masked))
+            else:
+                out.append(_mask(line, indent + "pass", masked))
+            continued = body.endswith("\\")
+            continue
+        scanner.feed(line)
+        out.append(line)
+    return out
+
+
+def _automagic(lines: list[str], first_code: int) -> bool:
+    """A one-line cell that IPython runs as a magic without its `%` (`ls data`, `timeit f()`): the
+    first word names a magic, and the line is not Python."""
+    if any(line.strip() for line in lines[first_code + 1:]):
+        return False
+    line = lines[first_code].strip()
+    if line.split(maxsplit=1)[0] not in AUTOMAGICS or " " not in line:
+        return False
+    try:
+        compile(line, "<cell>", "exec", dont_inherit=True)
+    except SyntaxError:
+        return True
+    return False
+
+
+def _is_ipython(stripped: str, first_line: bool) -> bool:
+    if not stripped or stripped.startswith("#"):
+        return False
+    if stripped.startswith("%%"):
+        return first_line
+    if stripped[0] in "%!":
+        return not stripped.startswith("!=")
+    if _HELP.fullmatch(stripped):
+        return True
+    assigned = _ASSIGNED_ESCAPE.match(stripped)
+    return assigned is not None and not stripped[assigned.end() - 1:].startswith(("!=", "%="))
+
+
+def _mask(line: str, replacement: str, masked: dict[int, str]) -> str:
+    number = len(masked) + 1
+    masked[number] = line.rstrip("\r\n")
+    ending = line[len(line.rstrip("\r\n")):]
+    return f"{replacement}  {MASK_MARKER.strip()} {number}{ending}"
+
+
+def _unmask(line: str, masked: dict[int, str], restored: list[int]) -> str:
+    """The original of a masked line (its number added to `restored`); other lines as they are."""
+    body = line.rstrip("\r\n")
+    match = _MARKER_SUFFIX.search(body)
+    if match is None or int(match.group(1)) not in masked:
+        return line
+    restored.append(int(match.group(1)))
+    return masked[int(match.group(1))] + line[len(body):]
+
+
+class _LogicalLines:
+    """Whether the next physical line starts a statement: not inside brackets, a string that spans
+    lines, or a backslash continuation. Enough of Python's tokenizer for that, and no more."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.open_string: str | None = None  # the closing quotes of a string spanning lines
+        self.backslash = False
+
+    @property
+    def at_statement_start(self) -> bool:
+        return self.depth == 0 and self.open_string is None and not self.backslash
+
+    def feed(self, line: str) -> None:
+        text = line.rstrip("\r\n")
+        i, n = 0, len(text)
+        self.backslash = False
+        while i < n:
+            if self.open_string is not None:
+                close = self.open_string
+                j = i
+                while j < n:
+                    if text[j] == "\\":
+                        j += 2
+                        continue
+                    if text.startswith(close, j):
+                        break
+                    j += 1
+                if j >= n:
+                    # A triple-quoted string goes on; a one-quote string only after a backslash
+                    # (else it is a syntax error, which the parser reports).
+                    if len(close) == 1 and not text.endswith("\\"):
+                        self.open_string = None
+                    return
+                i = j + len(close)
+                self.open_string = None
+                continue
+            char = text[i]
+            if char == "#":
+                return
+            if char in "([{":
+                self.depth += 1
+            elif char in ")]}":
+                self.depth = max(0, self.depth - 1)
+            elif char in "'\"":
+                self.open_string = char * 3 if text.startswith(char * 3, i) else char
+                i += len(self.open_string)
+                continue
+            elif char == "\\" and i == n - 1:
+                self.backslash = True
+            i += 1
+
+
+# ----- writing sources back ------------------------------------------------------------------
+
+
+def _source_spans(text: str) -> dict[int, tuple[int, int]]:
+    """Where each cell's `source` value lies in the file's text, by 1-based cell index."""
+    decoder = json.JSONDecoder()
+    spans: dict[int, tuple[int, int]] = {}
+
+    def members(start: int):
+        """(key, value start, value end) of the object at `start`."""
+        i = _skip(text, start + 1)
+        while i < len(text) and text[i] != "}":
+            key, i = json.decoder.scanstring(text, i + 1)
+            i = _skip(text, _skip(text, i) + 1)  # past ':'
+            _, end = decoder.raw_decode(text, i)
+            yield key, i, end
+            i = _skip(text, end)
+            if i < len(text) and text[i] == ",":
+                i = _skip(text, i + 1)
+
+    try:
+        top = _skip(text, 0)
+        for key, start, _ in members(top):
+            if key != "cells":
+                continue
+            i = _skip(text, start + 1)
+            index = 0
+            while text[i] != "]":
+                index += 1
+                _, end = decoder.raw_decode(text, i)
+                for cell_key, value_start, value_end in members(i):
+                    if cell_key == "source":
+                        spans[index] = (value_start, value_end)
+                i = _skip(text, end)
+                if text[i] == ",":
+                    i = _skip(text, i + 1)
+    except (ValueError, IndexError, StopIteration):
+        return {}
+    return spans
+
+
+def _skip(text: str, i: int) -> int:
+    while i < len(text) and text[i] in " \t\r\n":
+        i += 1
+    return i
+
+
+def _encode_source(source: str, old: str, text: str, at: int) -> str:
+    """`source` as a JSON value written the way the old value was: a string, or a list of lines
+    with the old list's indentation; `\\u` escapes only if the file uses them."""
+    ascii_only = bool(re.search(r"\\u[0-9a-fA-F]{4}", text)) and not any(ord(c) > 127 for c in text)
+    if old.startswith('"'):
+        return json.dumps(source, ensure_ascii=ascii_only)
+    lines = source.splitlines(keepends=True)
+    if not lines:
+        return "[]"
+    line_start = text.rfind("\n", 0, at) + 1
+    key_indent = re.match(r"[ \t]*", text[line_start:at]).group(0)
+    item = re.match(r"\[(\r?\n)([ \t]*)", old)
+    close = re.search(r"(\r?\n)([ \t]*)\]$", old)
+    if item is None or close is None:  # `[]` or a one-line list: the file's own indentation unit
+        newline = "\r\n" if "\r\n" in text else "\n"
+        unit = re.match(r"\{\r?\n([ \t]*)", text)
+        step = unit.group(1) if unit else " "
+        item_indent, close_indent = key_indent + step, key_indent
+    else:
+        newline, item_indent, close_indent = item.group(1), item.group(2), close.group(2)
+    items = f",{newline}".join(item_indent + json.dumps(line, ensure_ascii=ascii_only) for line in lines)
+    return f"[{newline}{items}{newline}{close_indent}]"

