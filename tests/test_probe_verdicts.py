@@ -8,6 +8,7 @@ import pytest
 from conftest import FIXTURES, fixture_framework
 from fixture_cases import CASES as RUNS
 from lintloop.rules import lookup
+from lintloop.runtime_probe import store as probe_store
 from lintloop.runtime_probe.verdicts import verdict
 
 pytestmark = pytest.mark.framework
@@ -55,12 +56,15 @@ def test_check_probe_attaches_verdicts_and_the_fix_removes_the_symptom(run_cli, 
     _needs("LL301")
     script = tmp_path / "LL301_bad.py"
     script.write_bytes((FIXTURES / "LL301_bad.py").read_bytes())
-    code, out, _ = run_cli("check", script, "--probe", "--probe-steps", STEPS, "--format", "json", "--no-cache")
+    code, out, _ = run_cli("check", script, "--probe", "--probe-steps", STEPS, "--format", "json", cwd=tmp_path)
     [finding] = json.loads(out)
     assert code == 1 and finding["code"] == "LL301"
     assert finding["probe"]["status"] == "confirmed"
     assert finding["probe"]["evidence"]["signal"] == "memory_growth"
     assert finding["probe"]["evidence"]["fixed_program"] == "symptom gone"
+    # Kept for the language server, for this text of the file.
+    recorded = probe_store.recorded(tmp_path / ".lintloop_cache", script, script.read_text())
+    assert recorded == {("LL301", finding["line"], finding["column"]): finding["probe"]}
 
 
 def test_check_probe_skips_what_it_cannot_run(run_cli, write):
