@@ -3,6 +3,7 @@
 - `documents`: a document's settings, rule set, lint and fix (config discovery per file, as the CLI);
 - `scheduling`: debounced linting off the event loop, stale results dropped;
 - `positions`: lintloop positions (1-based code points) to LSP positions (negotiated encoding);
+- `notebooks`: Jupyter notebooks (notebook document sync): linted as their `.ipynb` file, findings per cell;
 - `diagnostics`, `actions`, `hover`, `ruledocs`: what the editor is sent;
 - `app`: the pygls wiring.
 """

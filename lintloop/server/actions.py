@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Protocol
 
 from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
@@ -28,11 +29,25 @@ class EditTarget:
     document_changes: bool  # the client supports versioned TextDocumentEdits
 
     def workspace_edit(self, edits: list[Edit]) -> types.WorkspaceEdit:
-        text_edits = [types.TextEdit(range=edit_range(self.codec, self.lines, e), new_text=e.content) for e in edits]
-        if self.document_changes:
-            document = types.OptionalVersionedTextDocumentIdentifier(uri=self.uri, version=self.version)
-            return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(document, text_edits)])
-        return types.WorkspaceEdit(changes={self.uri: text_edits})
+        return combined_edit([(self, edits)])
+
+    def text_edits(self, edits: list[Edit]) -> list[types.TextEdit]:
+        return [types.TextEdit(range=edit_range(self.codec, self.lines, e), new_text=e.content) for e in edits]
+
+
+class EditsTarget(Protocol):
+    """Where a fix's edits go: one document, or the cells of a notebook (by each edit's `cell`)."""
+
+    def workspace_edit(self, edits: list[Edit]) -> types.WorkspaceEdit: ...
+
+
+def combined_edit(parts: Sequence[tuple[EditTarget, list[Edit]]]) -> types.WorkspaceEdit:
+    """One workspace edit making the edits of each part in its document (all targets of one client)."""
+    if all(target.document_changes for target, _ in parts):
+        return types.WorkspaceEdit(document_changes=[
+            types.TextDocumentEdit(types.OptionalVersionedTextDocumentIdentifier(target.uri, target.version),
+                                   target.text_edits(edits)) for target, edits in parts])
+    return types.WorkspaceEdit(changes={target.uri: target.text_edits(edits) for target, edits in parts})
 
 
 def requested(kind: str, only: Sequence[str] | None) -> bool:
@@ -40,7 +55,7 @@ def requested(kind: str, only: Sequence[str] | None) -> bool:
     return only is None or any(kind == wanted or kind.startswith(f"{wanted}.") for wanted in only)
 
 
-def fix_action(finding: Finding, target: EditTarget, diagnostic: types.Diagnostic) -> types.CodeAction:
+def fix_action(finding: Finding, target: EditsTarget, diagnostic: types.Diagnostic) -> types.CodeAction:
     assert finding.fix is not None
     safe = finding.fix.applicability == "safe"
     description = finding.fix.description or f"apply the fix for {finding.name}"
@@ -86,14 +101,16 @@ def suppression_edit(code: str, line: int, lines: Sequence[str], suppressions: S
     return Edit(line, end, line, end, f"  # lintloop: ignore[{code}]")
 
 
-def fix_all_action(old_text: str, new_text: str, target: EditTarget) -> types.CodeAction | None:
-    """All safe fixes as one edit replacing the changed part of the text (None if nothing changes)."""
-    if new_text == old_text:
+def fix_all_action(changes: dict[int | None, tuple[str, str]], target: EditsTarget) -> types.CodeAction | None:
+    """All safe fixes as one edit per changed text, replacing its changed part; `changes` are the
+    (old, new) texts of the document (under None) or of a notebook's cells (by place). None if no change."""
+    edits = [replace(replacement(old, new), cell=cell) for cell, (old, new) in changes.items() if new != old]
+    if not edits:
         return None
     return types.CodeAction(
         title="Fix all safe lintloop fixes",
         kind=FIX_ALL_KIND,
-        edit=target.workspace_edit([replacement(old_text, new_text)]),
+        edit=target.workspace_edit(edits),
     )
 
 

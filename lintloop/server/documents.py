@@ -1,5 +1,6 @@
 """Linting one open document the way `lintloop check` lints the file: its nearest configuration,
-per-file-ignores, rule options and suppressions; plus the probe verdicts `check --probe` recorded."""
+per-file-ignores, rule options and suppressions; plus the probe verdicts `check --probe` recorded.
+An open notebook is linted as `lintloop check` lints its `.ipynb` file."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 from lintloop.cache import CACHE_DIR_NAME
 from lintloop.config import ConfigError, Settings, load_settings
 from lintloop.finding import Finding
-from lintloop.linter import fix_text, lint_text
+from lintloop.linter import fix_notebook, fix_text, lint_notebook, lint_text
 from lintloop.rule import RuleSet
 from lintloop.runtime_probe import store as probe_store
 from lintloop.runtime_probe.verdicts import describe
@@ -19,13 +20,23 @@ CONFIG_FILE_NAMES = ("pyproject.toml", "lintloop.toml")
 
 
 @dataclass(frozen=True)
+class CellVersion:
+    """A notebook cell's text document, at the version a notebook snapshot holds."""
+
+    uri: str
+    version: int | None
+
+
+@dataclass(frozen=True)
 class Snapshot:
-    """A document's text at one version. `path` is None for an unsaved (non-file) document."""
+    """A document's text at one version. `path` is None for an unsaved (non-file) document.
+    For a notebook, `cells` are its cells in order and `text` is the notebook as `.ipynb` JSON."""
 
     uri: str
     version: int | None
     text: str
     path: Path | None
+    cells: tuple[CellVersion, ...] | None = None
 
     @property
     def display(self) -> str:
@@ -91,7 +102,11 @@ def ruleset_for(settings: Settings, path: Path | None) -> RuleSet:
 def lint_document(snapshot: Snapshot, settings_cache: SettingsCache) -> DocumentLint:
     """Lint a snapshot (raises DocumentConfigError when its configuration is broken)."""
     settings = settings_cache.settings_for(snapshot.path)
-    result = lint_text(snapshot.display, snapshot.text, ruleset_for(settings, snapshot.path), path=snapshot.path)
+    ruleset = ruleset_for(settings, snapshot.path)
+    if snapshot.cells is not None:  # probe verdicts are recorded for scripts, not notebooks
+        result = lint_notebook(snapshot.display, snapshot.text, ruleset, path=snapshot.path)
+        return DocumentLint(snapshot, result.findings, result.errors)
+    result = lint_text(snapshot.display, snapshot.text, ruleset, path=snapshot.path)
     if snapshot.path is not None:
         _attach_verdicts(result.findings, settings.root / CACHE_DIR_NAME, snapshot)
     return DocumentLint(snapshot, result.findings, result.errors)
@@ -107,11 +122,16 @@ def _attach_verdicts(findings: list[Finding], cache_dir: Path, snapshot: Snapsho
             finding.message = f"{finding.message} ({describe(verdict)})"
 
 
-def safe_fixes_applied(snapshot: Snapshot, settings_cache: SettingsCache) -> str:
-    """The snapshot's text after every safe fix (what `lintloop fix` would write)."""
+def safe_fix_changes(snapshot: Snapshot, settings_cache: SettingsCache) -> dict[int | None, tuple[str, str]]:
+    """What every safe fix changes (what `lintloop fix` would write): (old, new) text of the document
+    (under None), or of each changed cell of a notebook (under its 1-based place)."""
     settings = settings_cache.settings_for(snapshot.path)
     ruleset = ruleset_for(settings, snapshot.path)
-    return fix_text(snapshot.display, snapshot.text, ruleset, unsafe=False, path=snapshot.path).text
+    if snapshot.cells is not None:
+        return dict(fix_notebook(snapshot.display, snapshot.text, ruleset, unsafe=False,
+                                 path=snapshot.path).changed_cells)
+    fixed = fix_text(snapshot.display, snapshot.text, ruleset, unsafe=False, path=snapshot.path).text
+    return {None: (snapshot.text, fixed)} if fixed != snapshot.text else {}
 
 
 def is_config_file(path: Path | None) -> bool:
