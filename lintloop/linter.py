@@ -65,10 +65,34 @@ def lint_notebook(display: str, text: str, ruleset: RuleSet, timer: StageTimer |
         return FileResult(_enabled([engine_finding(display, BY_CODE["LL001"], str(exc))], ruleset))
     if not notebook.python:
         return FileResult()  # a notebook of another kernel's language
-    module = notebook.module()
+    module, broken = _parsable_module(display, notebook)
     result = lint_text(display, module.text, ruleset, timer, path, module.line_label)
-    result.findings = [in_cells(f, module) for f in result.findings]
+    result.findings = sorted([*_enabled(broken, ruleset), *(in_cells(f, module) for f in result.findings)],
+                             key=Finding.sort_key)
     return result
+
+
+def _parsable_module(display: str, notebook: Notebook) -> tuple[NotebookModule, list[Finding]]:
+    """The notebook's module, and an LL001 finding for each cell left out of it because it does not
+    parse: as in Jupyter, such a cell fails alone and the others run (and are linted)."""
+    module = notebook.module()
+    if _syntax_error(module.text) is None:
+        return module, []
+    broken = _broken_cells(display, module)
+    return notebook.module(leave_out=frozenset(f.cell for f in broken if f.cell is not None)), broken
+
+
+def _broken_cells(display: str, module: NotebookModule) -> list[Finding]:
+    """An LL001 finding for each cell of the module that does not parse by itself."""
+    broken = []
+    for cell, text in module.cell_texts().items():
+        try:
+            ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+            finding = _syntax_finding(display, exc)
+            line = max(1, finding.line - 1)  # the cell's marker line comes first
+            broken.append(replace(finding, cell=cell, line=line, end_line=line, suppression_lines=(line,)))
+    return broken
 
 
 def in_cells(finding: Finding, module: NotebookModule) -> Finding:
@@ -416,7 +440,7 @@ def fix_notebook(display: str, text: str, ruleset: RuleSet, unsafe: bool,
         return NotebookFixOutcome(text, 0, lint_notebook(display, text, ruleset, path=path))
     if not notebook.python:
         return NotebookFixOutcome(text, 0, FileResult())
-    module = notebook.module()
+    module, _ = _parsable_module(display, notebook)
     outcome = fix_text(display, module.text, ruleset, unsafe, path=path)
     if not outcome.applied:
         # Linted again as a notebook: the messages name lines by cell.

@@ -76,6 +76,22 @@ class NotebookModule:
     # Cells pasted from a console: their text with the prompts blanked (such cells are not fixed).
     unprompted: dict[int, str] = field(default_factory=dict)
 
+    def cell_texts(self) -> dict[int, str]:
+        """Each cell's part of the module, its marker line first (so that it parses alone)."""
+        parts: dict[int, list[str]] = {}
+        current: list[str] = []
+        for text_line, where in zip(self.text.splitlines(keepends=True), self.lines):
+            if where is None:
+                current = []
+                parts[int(_CELL_MARKER_LINE.fullmatch(text_line).group(1))] = current  # type: ignore[union-attr]
+            current.append(text_line)
+        return {cell: "".join(lines) for cell, lines in parts.items()}
+
+    @property
+    def cells(self) -> list[int]:
+        """The cells in the module (code cells in Python, and not left out as unparsable)."""
+        return sorted({where.cell for where in self.lines if where is not None} | set(self.cell_texts()))
+
     def line_label(self, line: int) -> str:
         """How a message names a module line: "3 of cell 5" (as in "called at line 3 of cell 5")."""
         where = self.position(line)
@@ -133,8 +149,9 @@ class Notebook:
         spans = _source_spans(text) if major == 4 else {}
         return cls(text, cells, spans, _python_kernel(node.get("metadata") or {}))
 
-    def module(self) -> NotebookModule:
-        """The code cells as one module (other-language cells left out, IPython syntax masked)."""
+    def module(self, leave_out: frozenset[int] = frozenset()) -> NotebookModule:
+        """The code cells as one module (other-language cells and the cells `leave_out` names left
+        out, IPython syntax masked)."""
         text: list[str] = []
         lines: list[CellPosition | None] = []
         masked: dict[int, str] = {}
@@ -143,7 +160,7 @@ class Notebook:
             source = _without_prompts(cell.source)
             if source != cell.source:
                 unprompted[cell.index] = source
-            cell_lines = masked_lines(source, masked)
+            cell_lines = masked_lines(source, masked) if cell.index not in leave_out else None
             if cell_lines is None:
                 continue  # %%bash and the like
             text.append(f"{INDENTED_CELL_MARKER if _indented(cell_lines) else CELL_MARKER}{cell.index}\n")
@@ -182,8 +199,7 @@ class Notebook:
                 if source != module.unprompted[index]:
                     raise NotebookError(f"cell {index} holds console prompts (`>>>`): it is not fixed")
                 sources[index] = original[index]
-        left = {c.index for c in self.cells if masked_lines(c.source, {}) is not None}
-        if set(sources) != left:
+        if set(sources) != set(module.cells):
             raise NotebookError("a fix moved code across cells")
         return {i: s for i, s in sources.items() if s != original[i]}
 

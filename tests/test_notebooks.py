@@ -136,11 +136,20 @@ def test_a_file_that_is_no_notebook_is_one_ll001_and_the_run_goes_on(tmp_path, c
     assert "LL301" in {f["code"] for f in report if f["path"].endswith("train.ipynb")}
 
 
-def test_a_syntax_error_is_reported_in_its_cell(tmp_path):
+LEAKY_LOOP = ("total = 0\nfor x, y in loader:\n    loss = ((model(x) - y) ** 2).mean()\n    loss.backward()\n"
+              "    optimizer.step()\n    optimizer.zero_grad()\n    total += loss")
+SETUP = ("import torch\nmodel = torch.nn.Linear(3, 1)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+         "loader = [(torch.randn(4, 3), torch.randn(4, 1))]")
+
+
+def test_a_cell_that_does_not_parse_is_reported_and_the_others_are_linted_and_fixed(tmp_path):
     path = tmp_path / "typo.ipynb"
-    path.write_text(_notebook("import torch", "for x in range(3)\n    print(x)", markdown_first=True))
-    [finding] = _lint(path)
-    assert (finding.code, finding.cell, finding.line) == ("LL001", 3, 1)
+    path.write_text(_notebook(SETUP, "for x in range(3)\n    print(x)", "print 'python 2'", LEAKY_LOOP,
+                              markdown_first=True))
+    assert [(f.code, f.cell, f.line) for f in _lint(path)] == [("LL001", 3, 1), ("LL001", 4, 1), ("LL301", 5, 7)]
+    assert main(["fix", "--unsafe-fixes", str(path)]) == 1  # the syntax errors remain
+    cells = json.loads(path.read_text())["cells"]
+    assert cells[4]["source"][-1] == "    total += loss.item()" and cells[3]["source"] == ["print 'python 2'"]
 
 
 def test_suppression_comments_work_in_cells(tmp_path):
