@@ -61,6 +61,11 @@ _HOST_CALLBACKS = {
     "jax.pure_callback", "jax.debug.callback", "jax.experimental.io_callback", "jax.experimental.host_callback.call",
     "jax.experimental.host_callback.id_tap", "jax.experimental.host_callback.id_print",
 }
+# What JAX knows about an array while tracing it (`x.sharding` raises on a tracer, `jax.typeof(x).sharding`
+# does not): reading these gives plain values, not tracers.
+_STATIC_ATTRIBUTES = {"shape", "dtype", "ndim", "size", "sharding", "aval", "weak_type"}
+# Calls that return trace-time type information: the abstract value (shape, dtype, sharding), the mesh.
+_STATIC_INFO_CALLS = {"jax.typeof", "jax.sharding.get_abstract_mesh"}
 # How many names, partials and wrappers deep `transform_of` follows.
 _DEPTH = 4
 
@@ -303,6 +308,17 @@ class Jax(Analysis):
             return None
         found = self.transform_around(chain[-1] if chain else node)
         return (chain, found[0]) if found is not None else None
+
+    def is_static_info(self, expr: cst.BaseExpression) -> bool:
+        """Is `expr` type information JAX knows while tracing: `jax.typeof(x)`, `x.shape`, `x.dtype`, `x.ndim`,
+        `jax.sharding.get_abstract_mesh()`, or a part of one (`x.shape[0]`, `jax.typeof(x).sharding.spec`)?
+        At trace time it is a plain value, not a tracer (printing it is JAX's documented way to inspect
+        shardings; `jax.debug.print` cannot format `jax.typeof(x)`: measured, jax 0.10.2)."""
+        while isinstance(expr, (cst.Attribute, cst.Subscript)):
+            if isinstance(expr, cst.Attribute) and expr.attr.value in _STATIC_ATTRIBUTES:
+                return True
+            expr = expr.value
+        return isinstance(expr, cst.Call) and self.ctx.names.callee(expr) in _STATIC_INFO_CALLS
 
     def describe(self, fn: TracedNode) -> str:
         """How a message names a traced function: "the jitted `train_step`", "the `lax.scan` body `step`"."""

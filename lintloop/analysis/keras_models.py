@@ -209,9 +209,9 @@ class KerasModels(Analysis):
             cls = next((a for a in ctx.ancestors(at) if isinstance(a, cst.ClassDef)), None)
             return self.class_output(cls) if cls in self.model_classes else None
         if isinstance(expr, cst.Name):
-            added = self._last_added_layer(expr, at)
-            if added is not None:
-                return self.layer_output(added[0], added[1])
+            added = self._added_layers(expr, at)
+            if added:
+                return self._sequential_output(added)
             binding = ctx.flow.last_binding(expr.value, at)
             if binding is None or binding.value is None or binding.augmented or isinstance(binding.node, cst.WithItem):
                 return None
@@ -225,7 +225,7 @@ class KerasModels(Analysis):
         if qualname in _SEQUENTIAL:
             layers = argument(expr, 0, "layers")
             if isinstance(layers, (cst.List, cst.Tuple)) and layers.elements:
-                return self._sequential_output([e.value for e in layers.elements], expr)
+                return self._sequential_output([(e.value, expr) for e in layers.elements])
             return None
         if qualname in _FUNCTIONAL:
             outputs = argument(expr, 1, "outputs")
@@ -256,28 +256,27 @@ class KerasModels(Analysis):
             return found[0] if all(o is not None and o.activation == found[0].activation for o in found) else None
         return None
 
-    def _last_added_layer(self, name: cst.Name, at: cst.CSTNode) -> tuple[cst.BaseExpression, cst.CSTNode] | None:
-        """`model.add(layer)` calls on a `Sequential` bound to `name` before `at`: the last one's layer."""
+    def _added_layers(self, name: cst.Name, at: cst.CSTNode) -> list[tuple[cst.BaseExpression, cst.CSTNode]]:
+        """`model.add(layer)` calls on a `Sequential` bound to `name` before `at`: each layer and its `add`, in
+        order."""
         ctx = self.ctx
         binding = ctx.flow.last_binding(name.value, at)
         if binding is None or not isinstance(binding.value, cst.Call) or ctx.names.callee(binding.value) not in _SEQUENTIAL:
-            return None
+            return []
         scope = ctx.scope_of(binding.node)
         adds = [c for c in ctx.nodes(cst.Call)
                 if call_name(c) == "add" and isinstance(receiver(c), cst.Name) and receiver(c).value == name.value
                 and ctx.scope_of(c) is scope and ctx.order[binding.node] < ctx.order[c] < ctx.order[at]
                 and positional_args(c)]
-        if not adds:
-            return None
-        last = max(adds, key=lambda c: ctx.order[c])
-        return positional_args(last)[0], last
+        return [(positional_args(add)[0], add) for add in sorted(adds, key=lambda c: ctx.order[c])]
 
-    def _sequential_output(self, layers: list[cst.BaseExpression], at: cst.CSTNode) -> Output | None:
-        """The last layer of a `Sequential` list that decides its output (pass-through layers skipped)."""
-        for layer in reversed(layers):
+    def _sequential_output(self, layers: list[tuple[cst.BaseExpression, cst.CSTNode]]) -> Output | None:
+        """The last layer of a `Sequential` list that decides its output (pass-through layers and linear
+        `Activation` casts skipped)."""
+        for layer, at in reversed(layers):
             made = self.ctx.flow.constructed_by(layer, at)
             name = _layer_name(made[1]) if made else None
-            if name in _PASS_THROUGH_LAYERS:
+            if name in _PASS_THROUGH_LAYERS or made is not None and self._is_linear_activation(made[0], name):
                 continue
             return self.layer_output(layer, at)
         return None
@@ -367,10 +366,18 @@ class KerasModels(Analysis):
 
     def _applied_layer(self, layer: cst.Call, name: str, applied: cst.Call, at: cst.CSTNode,
                        depth: int) -> Output | None:
-        if name in _PASS_THROUGH_LAYERS:
+        if name in _PASS_THROUGH_LAYERS or self._is_linear_activation(layer, name):
             inputs = argument(applied, 0, "inputs")
             return self.output_of(inputs, at, depth + 1) if inputs is not None else None
         return self._constructed_layer(layer, name)
+
+    def _is_linear_activation(self, layer: cst.Call, name: str | None) -> bool:
+        """`Activation("linear")` / `Activation(None)`: an identity (with `dtype="float32"`, the mixed-precision
+        cast of a float16 output), so what the model outputs comes from the layer below."""
+        if name != "Activation":
+            return False
+        activation = argument(layer, 0, "activation")
+        return activation is not None and self._activation_value(activation, layer) == "linear"
 
     # ----- models built in the file, and the losses applied to them ----------------------------------
     @computed
@@ -393,8 +400,8 @@ class KerasModels(Analysis):
                 assign = statement.body[0]
                 if assign.value is call and isinstance(assign.targets[0].target, cst.Name):
                     target = assign.targets[0].target
-            added = self._last_added_layer(target, _end_of_scope(self.ctx, call)) if target is not None else None
-            output = self.layer_output(added[0], added[1]) if added else self.model_output(call, call)
+            added = self._added_layers(target, _end_of_scope(self.ctx, call)) if target is not None else []
+            output = self._sequential_output(added) if added else self.model_output(call, call)
             if output is not None:
                 outputs.append(output)
         for cls in self.model_classes:

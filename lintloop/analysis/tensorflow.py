@@ -11,12 +11,16 @@ import libcst as cst
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.calls import CallChain
 from lintloop.analysis.contexts import WithBlocks, WithContext
-from lintloop.analysis.syntax import argument, call_name, keyword_arg, positional_args, receiver, string_value
+from lintloop.analysis.syntax import (argument, call_name, keyword_arg, names_in, positional_args, receiver,
+                                      string_value)
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext
 
 _TAPES = {"tensorflow.GradientTape", "tensorflow.autodiff.GradientTape"}
+# Tape methods that differentiate their first argument, `target`.
+_DIFFERENTIATING_METHODS = {"gradient", "jacobian", "batch_jacobian"}
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 # Functions handed to these run eagerly, even when called from a graph.
 _EAGER_WRAPPERS = {"tensorflow.py_function", "tensorflow.numpy_function", "tensorflow.compat.v1.py_func"}
 # How many wrappers deep `function_wrapper` follows (a wrapper of a partial of tf.function ...).
@@ -83,15 +87,63 @@ class TensorFlow(Analysis):
         return max(candidates, key=lambda c: ctx.order[c.block]) if candidates else None
 
     @computed
-    def gradient_calls(self) -> list[tuple[cst.Call, WithContext]]:
-        """`tape.gradient(target, sources)` calls with the tape block they belong to."""
+    def differentiating_calls(self) -> list[tuple[cst.Call, WithContext]]:
+        """`tape.gradient` / `tape.jacobian` / `tape.batch_jacobian(target, sources)` calls with the tape
+        block they belong to."""
         found = []
         for call in self.ctx.nodes(cst.Call):
             tape_name = receiver(call)
-            if call_name(call) == "gradient" and isinstance(tape_name, cst.Name):
+            if call_name(call) in _DIFFERENTIATING_METHODS and isinstance(tape_name, cst.Name):
                 tape = self.tape_of(tape_name.value, call)
                 if tape is not None:
                     found.append((call, tape))
+        return found
+
+    @computed
+    def gradient_calls(self) -> list[tuple[cst.Call, WithContext]]:
+        """`tape.gradient(target, sources)` calls with the tape block they belong to."""
+        return [(call, tape) for call, tape in self.differentiating_calls if call_name(call) == "gradient"]
+
+    def differentiated_again(self, call: cst.Call) -> bool:
+        """Is the result of `call` (a tape's `gradient`) differentiated by a tape's `gradient` / `jacobian` /
+        `batch_jacobian` in the same function: a higher-order derivative? The result may reach that target
+        through assignments, a tuple unpack (`dx, dy = t.gradient(f, [x, y])`), or a `for` loop or a
+        comprehension over the gradients (`[t2.gradient(g, w) for g in grads]`)."""
+        scope = self.ctx.scope_of(call)
+        for other, _ in self.differentiating_calls:
+            target = argument(other, 0, "target")
+            if other is not call and target is not None and self.ctx.scope_of(other) is scope \
+                    and self._reaches(call, target, other):
+                return True
+        return False
+
+    def _reaches(self, node: cst.CSTNode, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """Does the value computed at `node` reach `expr` (evaluated at `at`) through the bindings before
+        `at`, following unpacked tuples and `for` / comprehension targets to what they iterate?"""
+        flow = self.ctx.flow
+        seen: set[str] = set()
+        work = [expr]
+        while work:
+            current = work.pop()
+            if self.ctx.is_inside(node, current):
+                return True
+            for name in names_in(current) - seen:
+                seen.add(name)
+                work.extend(self._comprehension_iterables(name, at))
+                sources = (flow.source_value(b) for b in flow.bindings_of(name, at))
+                work.extend(source for source in sources if source is not None)
+        return False
+
+    def _comprehension_iterables(self, name: str, at: cst.CSTNode) -> list[cst.BaseExpression]:
+        """What `name` iterates over when it is a target of a comprehension around `at`."""
+        found = []
+        for ancestor in self.ctx.ancestors(at):
+            if isinstance(ancestor, _COMPREHENSIONS):
+                clause: cst.CompFor | None = ancestor.for_in
+                while clause is not None:
+                    if name in names_in(clause.target):
+                        found.append(clause.iter)
+                    clause = clause.inner_for_in
         return found
 
     # ----- traced code -------------------------------------------------------------------------
@@ -200,14 +252,22 @@ class TensorFlow(Analysis):
 
     @computed
     def eager_callbacks(self) -> set[cst.FunctionDef]:
-        """Functions handed to `tf.py_function` / `tf.numpy_function`: they run eagerly even in a graph."""
+        """Functions handed to `tf.py_function` / `tf.numpy_function`, or decorated by them
+        (`@tf.py_function(Tout=tf.float32)`): they run eagerly, at every call, even in a graph."""
         eager: set[cst.FunctionDef] = set()
         for call in self.ctx.nodes(cst.Call):
             if self.ctx.names.callee(call) in _EAGER_WRAPPERS:
                 func = argument(call, 0, "func")
                 if func is not None:
                     eager.update(self.ctx.calls.local_functions(func))
+        for fn in self.ctx.nodes(cst.FunctionDef):
+            if any(isinstance(d.decorator, cst.Call) and self.ctx.names.callee(d.decorator) in _EAGER_WRAPPERS
+                   for d in fn.decorators):
+                eager.add(fn)
         return eager
+
+    def _in_eager_callback(self, node: cst.CSTNode) -> bool:
+        return any(ancestor in self.eager_callbacks for ancestor in self.ctx.ancestors(node))
 
     def compiled_function_of(self, node: cst.CSTNode) -> cst.FunctionDef | None:
         """The tf.function that traces `node`, if any (nested defs inside one are traced too)."""
@@ -240,7 +300,8 @@ class TensorFlow(Analysis):
             return fn is not None and (not xla or self.is_xla(fn))
 
         chain = self.ctx.calls.through_callers(node, holds)
-        if chain is None:
+        # A call of an eager callback (`py_plus(x)` of a `@tf.py_function` def) runs its body eagerly.
+        if chain is None or (chain and any(self._in_eager_callback(n) for n in (node, *chain[:-1]))):
             return None
         traced = self.traced_function_of(chain[-1] if chain else node, keras_steps)
         return (chain, traced) if traced is not None else None

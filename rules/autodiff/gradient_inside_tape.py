@@ -22,7 +22,9 @@ class GradientInsideTape(Rule):
                "the block), when no higher-order gradient is taken of its result. Not flagged: a "
                "non-persistent tape's own `gradient` in its block with no other tape recording, nested "
                "tapes that differentiate the inner gradient on purpose (gradient penalty, Hessian-vector "
-               "products), and calls under `with t.stop_recording():`.")
+               "products, Hessians: a tape's `gradient`, `jacobian` or `batch_jacobian` of the result, also "
+               "through a tuple unpack or a comprehension over the gradients), and calls under "
+               "`with t.stop_recording():`.")
     why = ("A recording tape records every operation run in its block, the gradient computation "
            "included. A non-persistent tape stops recording when its own `gradient` is called, so nothing "
            "extra is kept; a persistent tape keeps recording, and so does any other tape still open around "
@@ -136,6 +138,32 @@ d2y = tape.gradient(dy, x)
 """),
         Example("""
 import tensorflow as tf
+x, y = tf.Variable(3.0), tf.Variable(4.0)
+with tf.GradientTape(persistent=True) as tape:
+    f = x * x * y
+    df_dx, df_dy = tape.gradient(f, [x, y])
+d2f_dx2, _ = tape.gradient(df_dx, [x, y])
+del tape
+"""),
+        Example("""
+import tensorflow as tf
+with tf.GradientTape(persistent=True) as outer:
+    with tf.GradientTape() as inner:
+        z = w1 * w1 * w2
+    jacobians = inner.gradient(z, [w1, w2])
+hessians = [outer.gradient(j, [w1, w2]) for j in jacobians]
+del outer
+"""),
+        Example("""
+import tensorflow as tf
+with tf.GradientTape() as t2:
+    with tf.GradientTape() as t1:
+        loss = tf.reduce_mean(layer(x) ** 2)
+    g = t1.gradient(loss, layer.kernel)
+h = t2.jacobian(g, layer.kernel)
+"""),
+        Example("""
+import tensorflow as tf
 with tf.GradientTape(persistent=True) as tape:
     loss = compute_loss(model, x)
     with tape.stop_recording():
@@ -161,7 +189,7 @@ grads_b = tape.gradient(loss_b, model.trainable_variables)
                       if self.ctx.scope_of(t.block) is self.ctx.scope_of(node)]
         recording = [t for t in open_tapes if not self._recording_stopped(node, t)
                      and (self._persistent(t) or t is not tape and not self._gradient_taken_before(t, node))]
-        if not recording or self.ctx.training.is_differentiated(node):
+        if not recording or self.ctx.training.is_differentiated(node) or self.ctx.tf.differentiated_again(node):
             return
         if recording[0] is tape:
             self.report(node, f"`{tape.alias}.gradient(...)` inside the `with` block of the persistent tape "

@@ -17,6 +17,12 @@ _SUMMARY_OPS = {f"tensorflow.summary.{op}" for op in ("scalar", "histogram", "im
 # `.as_default()` of these is a graph or a session, not a summary writer.
 _NOT_WRITERS = {"tensorflow.Graph", "tensorflow.compat.v1.Graph", "tensorflow.compat.v1.get_default_graph",
                 "tensorflow.compat.v1.Session", "tensorflow.compat.v1.InteractiveSession", "tensorflow.get_default_graph"}
+# Names TF 2 does not have (AttributeError there): a file calling them is TF 1.x code, whose `tf.summary.scalar`
+# builds a graph-mode summary proto that `Session.run` fetches and a `FileWriter.add_summary` writes; no default
+# writer exists in TF 1. (`tf.compat.v1.summary.merge_all` is not listed: TF 2's `tf.summary.*` ops in a
+# compat.v1 graph still need a default writer; measured, TF 2.21: `merge_all()` is None, the op returns False.)
+_TF1_ONLY = {"tensorflow.summary.merge_all", "tensorflow.summary.merge", "tensorflow.summary.FileWriter",
+             "tensorflow.summary.FileWriterCache", "tensorflow.Session", "tensorflow.InteractiveSession"}
 
 
 class SummaryWithoutDefaultWriter(Rule):
@@ -27,7 +33,7 @@ class SummaryWithoutDefaultWriter(Rule):
     needs = Needs(file=(("text:summary",),),
                   # `set_as_default()` and `as_default()` anywhere in the file clear findings: their units are parsed.
                   statement=(("name:summary", "call:scalar", "call:histogram", "call:set_as_default",
-                              "call:as_default"),))
+                              "call:as_default", "call:Session", "call:InteractiveSession"),))
     summary = ("`tf.summary.scalar/histogram/image/text/audio/write(...)` (any spelling, `tf.compat.v2.summary` "
                "too) that runs with no default summary writer: no `with writer.as_default():` around it, "
                "lexically or around a call of its function in the same file (no visible call path has one), "
@@ -35,7 +41,9 @@ class SummaryWithoutDefaultWriter(Rule):
                "Keras callback method, a helper called from another module) is not flagged: its caller may "
                "hold the writer; nor is a file that enters a writer some other way (`stack.enter_context("
                "writer.as_default())`). Every visible call path must lack the writer (a helper called under a "
-               "writer from one place is not flagged for another call).")
+               "writer from one place is not flagged for another call). TF 1.x code (a file calling "
+               "`tf.summary.merge_all/merge/FileWriter` or `tf.Session`, names TF 2 lacks) is not flagged: its "
+               "summary ops are fetched by `Session.run` and written by `FileWriter.add_summary`.")
     why = ("TF 2 summary ops write to the thread's default writer. Creating a writer with "
            "`tf.summary.create_file_writer(logdir)` does not make it the default: without "
            "`writer.as_default()` (or `set_as_default()`) every summary op is a no-op that returns False.")
@@ -79,6 +87,16 @@ def train(steps):
 if __name__ == "__main__":
     train(1000)
 """, count=2),
+        Example("""
+import tensorflow as tf
+tf.compat.v1.disable_eager_execution()
+x = tf.compat.v1.placeholder(tf.float32, [])
+tf.summary.scalar("loss", x, step=0)
+merged = tf.compat.v1.summary.merge_all()
+with tf.compat.v1.Session() as sess:
+    writer = tf.compat.v1.summary.FileWriter("logs")
+    writer.add_summary(sess.run(merged, {x: 1.0}), 0)
+"""),
     )
     not_flagged = (
         Example("""
@@ -139,10 +157,23 @@ def train(steps, logdir):
             tf.summary.scalar("loss", train_step(), step=step)
 train(100, "logs")
 """),
+        Example("""
+import tensorflow as tf
+x = tf.placeholder(tf.float32, [None, 1])
+loss = tf.reduce_mean(x ** 2)
+train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+tf.summary.scalar("loss", loss)
+merged = tf.summary.merge_all()
+with tf.Session() as sess:
+    writer = tf.summary.FileWriter("/tmp/logs", graph=tf.get_default_graph())
+    for step in range(100):
+        _, s = sess.run([train_op, merged], feed_dict={x: [[1.0]]})
+        writer.add_summary(s, step)
+"""),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.ctx.names.callee(node) not in _SUMMARY_OPS or self._writer_set_elsewhere:
+        if self.ctx.names.callee(node) not in _SUMMARY_OPS or self._writer_set_elsewhere or self._tf1_code:
             return
         calls = self.ctx.calls
         if calls.through_callers(node, self._writer_or_unseen_caller, every=False) is not None:
@@ -175,6 +206,11 @@ train(100, "logs")
         callee = made[1] if made else self.ctx.names.callee(owner) if isinstance(owner, cst.Call) else None
         label = (dotted(owner) or "").lower()
         return callee not in _NOT_WRITERS and "graph" not in label and "sess" not in label
+
+    @cached_property
+    def _tf1_code(self) -> bool:
+        """The file calls a TF 1.x-only name: its `tf.summary.*` are TF 1 graph ops, not TF 2 writer ops."""
+        return any(self.ctx.names.callee(call) in _TF1_ONLY for call in self.ctx.nodes(cst.Call))
 
     @cached_property
     def _writer_set_elsewhere(self) -> bool:

@@ -10,6 +10,9 @@ from lintloop.screen import Needs
 
 # Spellings of a string formatted in Python: an f-string, `"...".format(...)`, `"..." % (...)`.
 _FORMAT_METHOD = "format"
+# `print` keywords that say where or how to write, not what.
+_DESTINATION_KEYWORDS = {"file", "flush"}
+_LITERALS = (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float)
 
 
 class PrintInJit(Rule):
@@ -26,7 +29,10 @@ class PrintInJit(Rule):
                "`jax.jit(jax.grad(loss))`), a body or branch of `lax.scan` / `fori_loop` / `while_loop` / "
                "`cond` / `switch` / `map` (traced even without jit), or a same-file helper called only from "
                "such code. Also `jax.debug.print` handed a string already formatted in Python (an f-string, "
-               "`.format`, `%`) from values of the traced function.")
+               "`.format`, `%`) from values of the traced function. Not flagged: a `print` that shows only "
+               "what JAX knows while tracing (`jax.typeof(x)`, `.shape`, `.dtype`, `.ndim`, `.sharding`, "
+               "`jax.sharding.get_abstract_mesh()`) between literals: JAX's documented way to inspect types "
+               "and shardings at trace time, which `jax.debug.print` cannot format.")
     why = ("JAX runs a traced function's Python body only while tracing it: on the first call, and again for "
            "each new input shape, dtype or static argument; later calls run the compiled program, which holds "
            "no Python. A `lax.scan` body is traced once per trace of the scan, not once per iteration. So the "
@@ -157,21 +163,38 @@ def step(x, n):
     jax.debug.print("step {n}: {x}", x=x, n=n)
     return x
 """),
+        Example("""
+import jax
+@jax.jit
+def add_arrays(x, y):
+    print(f"{jax.typeof(x)=!s}", jax.typeof(y).sharding)
+    print("shapes", x.shape, y.shape[0], x.dtype, end="\\n\\n")
+    print(f"mesh inside: {jax.sharding.get_abstract_mesh()}")
+    return x + y
+"""),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
         names = self.ctx.names
         if names.is_builtin(node.func, "print"):
-            traced = self.ctx.jax.traced_chain(node)
+            printed = _printed_parts(node)
+            jax_code = self.ctx.jax
+            # Shapes, dtypes, `jax.typeof(x)` between literals: inspecting them at trace time is the point.
+            if any(jax_code.is_static_info(p) for p in printed) \
+                    and all(isinstance(p, _LITERALS) or jax_code.is_static_info(p) for p in printed):
+                return
+            traced = jax_code.traced_chain(node)
             if traced is None:
                 return
-            where = self.ctx.jax.where(node, traced) + ("," if traced[0] else "")
-            transform = self.ctx.jax.compiled_functions.get(traced[1]) or self.ctx.jax.traced_bodies.get(traced[1])
+            where = jax_code.where(node, traced) + ("," if traced[0] else "")
+            transform = jax_code.compiled_functions.get(traced[1]) or jax_code.traced_bodies.get(traced[1])
             when = ("first call and each retrace" if transform is None or transform.compiles
                     else f"once per trace of the `{transform.kind}`, not on every iteration or call")
-            self.report(node, f"builtin `print` inside {where} runs only while JAX traces it ({when}) and prints "
-                              "tracers, not values; use `jax.debug.print` with `{}` placeholders to print at every "
-                              "call", fix=self._fix(node))
+            tracers = ("" if all(isinstance(p, _LITERALS) for p in printed)
+                       else " and any traced value it prints shows as a tracer, not a value")
+            self.report(node, f"builtin `print` inside {where} runs only while JAX traces it ({when}){tracers}; "
+                              "use `jax.debug.print` with `{}` placeholders to print at every call",
+                        fix=self._fix(node))
         elif names.callee(node) == "jax.debug.print" and node.args and _formatted_in_python(node.args[0].value):
             traced = self.ctx.jax.traced_chain(node)
             if traced is None or not self._formats_traced_values(node.args[0].value, traced[1]):
@@ -212,6 +235,19 @@ def step(x, n):
         args = "".join(f", {code(arg.value)}" for arg in node.args)
         return FixSpec("safe", [Replacement(node, f'{debug}.print("{placeholders}"{args})')],
                        f"replace `print` with `{debug}.print` and `{{}}` placeholders")
+
+
+def _printed_parts(call: cst.Call) -> list[cst.BaseExpression]:
+    """What a `print` call shows: its arguments, and the fields of f-string arguments, in place of the f-string."""
+    parts: list[cst.BaseExpression] = []
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value in _DESTINATION_KEYWORDS:
+            continue
+        if isinstance(arg.value, cst.FormattedString):
+            parts.extend(p.expression for p in arg.value.parts if isinstance(p, cst.FormattedStringExpression))
+        else:
+            parts.append(arg.value)
+    return parts
 
 
 def _formatted_in_python(expr: cst.BaseExpression) -> bool:

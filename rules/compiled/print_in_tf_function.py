@@ -30,7 +30,8 @@ class PrintInTfFunction(Rule):
                "decorator that returns `tf.function(...)`), wrapped as `f = tf.function(g)`, in a Keras "
                "`train_step`/`test_step`/`predict_step` override (traced by `fit`, Keras 2 and 3, unless "
                "the file compiles with `run_eagerly=True`), or in a same-file helper called only from such "
-               "functions.")
+               "functions. Not in a function run by `tf.py_function` / `tf.numpy_function` (passed to it or "
+               "decorated by it): its body runs eagerly at every call, even from a tf.function.")
     why = ("A `tf.function` runs its Python body only while tracing a graph (the first call, and again "
            "for each new input signature); later calls run the graph, which contains no Python `print`.")
     symptom = ("tests/fixtures/LL201_bad.py calls its `@tf.function` train step 6 times; the `print` ran once "
@@ -127,6 +128,16 @@ def step(x):
         print(v)
         return v
     return tf.py_function(log, [x], tf.float32)
+"""),
+        Example("""
+import tensorflow as tf
+@tf.py_function(Tout=tf.float32)
+def py_plus(x, y):
+    print("Executing eagerly.")
+    return x + y
+@tf.function
+def tf_wrapper(x, y):
+    return py_plus(x, y)
 """),
         Example("""
 import tensorflow as tf

@@ -34,7 +34,9 @@ class VariableOutsideStrategyScope(Rule):
                "`experimental_distribute_dataset`, `distribute_datasets_from_function`), but a Keras "
                "model, optimizer, metric or `tf.Variable` that the distributed step uses is constructed "
                "outside `with strategy.scope():` — directly, or by a helper called outside it that returns "
-               "it (a function of the same file, or one imported from another module of the project).")
+               "it (a function of the same file, or one imported from another module of the project). A "
+               "module-level name re-bound inside the scope (a later cell's `with strategy.scope(): acc = "
+               "Accuracy()`) before the step is defined or run is not flagged for its earlier object.")
     why = ("Variables are created by the strategy that is current when they are built. Built outside the "
            "scope they are ordinary single-device variables, not mirrored per replica.")
     symptom = ("tests/fixtures/LL401_bad.py (Keras 3, MirroredStrategy over 2 CPU devices) fails at its first "
@@ -142,8 +144,58 @@ def main(dataset):
     for batch in strategy.experimental_distribute_dataset(dataset):
         strategy.run(replica_step, args=(model, optimizer, batch))
 """),
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+acc = tf.keras.metrics.Accuracy()
+def replica_fn(x, y):
+    acc.update_state(y, model(x))
+strategy.run(replica_fn, args=(x, y))
+with strategy.scope():
+    acc = tf.keras.metrics.Accuracy()
+"""),
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+acc = tf.keras.metrics.Accuracy()
+if distributed_eval:
+    with strategy.scope():
+        acc = tf.keras.metrics.Accuracy()
+def replica_fn(x, y):
+    acc.update_state(y, model(x))
+strategy.run(replica_fn, args=(x, y))
+"""),
     )
     not_flagged = (
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+acc = tf.keras.metrics.Accuracy()
+for x, y in eval_ds:
+    acc.update_state(y, model(x))
+with strategy.scope():
+    acc = tf.keras.metrics.Accuracy()
+@tf.function
+def eval_step(x, y):
+    def replica_fn(x, y):
+        acc.update_state(y, model(x))
+    strategy.run(replica_fn, args=(x, y))
+"""),
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+model.fit(x_train, y_train)
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+strategy.run(lambda x: x, args=(model,))
+"""),
         Example("""
 import tensorflow as tf
 class Trainer:
@@ -210,13 +262,27 @@ strategy.run(step, args=(1,))
             return
         holders = self._holder_names(node)
         users = [fn.name.value for fn in sorted(self.ctx.strategies.step_functions, key=self.ctx.order.get)
-                 if holders & dotted_names_in(fn.body)]  # in source order: the message names the first
+                 if self._seen_at(holders, node, fn) & dotted_names_in(fn.body)]  # source order: the first is named
         users += [dotted(run.args[0].value) or "step" for run in self.ctx.strategies.runs  # `args=(model, ...)`
-                  if run.args and holders & set().union(*(dotted_names_in(a.value) for a in run.args[1:]))]
+                  if run.args and self._seen_at(holders, node, run)
+                  & set().union(*(dotted_names_in(a.value) for a in run.args[1:]))]
         if users:
             self.report(node, f"{what} built outside `strategy.scope()` but used in the distributed step "
                               f"`{users[0]}`: its variables are not mirrored across replicas (Keras 3 fails at "
                               "the first step); build it inside `with strategy.scope():`")
+
+    def _seen_at(self, holders: set[str], call: cst.Call, use: cst.CSTNode) -> set[str]:
+        """The module-level holders of what `call` builds that code at `use` still reads: not those re-bound
+        after `call`, before the top-level statement holding `use` (a `def` runs later than itself), by a
+        module-level statement that always runs (a later cell's `with strategy.scope(): acc = Accuracy()`)."""
+        ctx = self.ctx
+        if ctx.scope_of(call) is not ctx.module:
+            return holders
+        top = next(a for a in (use, *ctx.ancestors(use)) if ctx.parents.get(a) is ctx.module)
+        return {name for name in holders if not any(
+            ctx.order[call] < binding.order < ctx.order[top]
+            and not any(isinstance(a, _BRANCHES) for a in (binding.node, *ctx.ancestors(binding.node)))
+            for binding in ctx.bindings_in(ctx.module, name))}
 
     def _returned_by(self, call: cst.Call) -> cst.FunctionDef | None:
         """The function that returns the object `call` builds (`return Ctor()`, `x = Ctor(); return x`)."""
@@ -274,6 +340,10 @@ strategy.run(step, args=(1,))
         if isinstance(statement, cst.Assign):
             return {dotted(t.target) for t in statement.targets} - {None}
         return set()
+
+
+# Statements whose body may not run, or run out of order: a re-binding inside one may not replace the object.
+_BRANCHES = (cst.If, cst.For, cst.While, cst.Try, cst.TryStar, cst.Match, cst.FunctionDef, cst.ClassDef)
 
 
 def _kind_of(name: str) -> str | None:

@@ -31,7 +31,8 @@ class LogitsWithoutFromLogits(Rule):
                "(`Dense(10)`, `activation=None`), as the file shows it: a `Sequential` and its `.add` chain, "
                "a functional `Model`, a subclassed model's `call`, `keras.applications.*("
                "classifier_activation=None)`, a same-file builder function. Any Keras: `keras`, `tf.keras`, "
-               "`tf_keras`.")
+               "`tf_keras`. A linear `Activation(\"linear\", dtype=\"float32\")` on top (the mixed-precision "
+               "cast, an identity) is looked through: a softmax below it is not flagged.")
     why = ("Without `from_logits=True` the loss takes its input for probabilities: Keras clips it to "
            "[1e-7, 1 - 1e-7] and takes the log. The clip has a zero gradient outside that range, so every "
            "logit at or below 0 (or at or above 1) stops learning, and the loss stops at a floor (for a "
@@ -109,8 +110,35 @@ def train_step(x, y):
         loss = tf.reduce_mean(keras.losses.categorical_crossentropy(y, model(x)))
     grads = tape.gradient(loss, model.trainable_variables)
 """),
+        Example("""
+import keras
+from keras import layers
+inputs = keras.Input(shape=(784,))
+x = layers.Dense(10)(inputs)
+outputs = layers.Activation("linear", dtype="float32")(x)
+model = keras.Model(inputs, outputs)
+model.compile(loss="sparse_categorical_crossentropy", optimizer="rmsprop")
+"""),
     )
     not_flagged = (
+        Example("""
+import keras
+from keras import layers
+inputs = keras.Input(shape=(784,))
+x = layers.Dense(10)(inputs)
+x = layers.Activation("softmax")(x)
+outputs = layers.Activation("linear", dtype="float32")(x)
+model = keras.Model(inputs, outputs)
+model.compile(loss="sparse_categorical_crossentropy", optimizer="rmsprop")
+model.fit(x_train, y_train)
+"""),
+        Example("""
+import tensorflow as tf
+model = tf.keras.Sequential()
+model.add(tf.keras.layers.Dense(10, activation="softmax"))
+model.add(tf.keras.layers.Activation(None, dtype="float32"))
+model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+"""),
         Example("""
 import tensorflow as tf
 model = tf.keras.Sequential([tf.keras.layers.Dense(128, activation="relu"), tf.keras.layers.Dense(10)])
