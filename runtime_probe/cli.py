@@ -1,4 +1,5 @@
-"""`lintloop probe FILE [-- ARGS]`: run a script under the probe and report what happened."""
+"""`lintloop probe FILE [-- ARGS]`: run a script (or a notebook's code cells) under the probe and report
+what happened."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from lintloop import terminal
 from lintloop.config import load_settings
 from lintloop.finding import Finding
 from lintloop.linter import lint_bytes
+from lintloop.notebook import NotebookError
 from lintloop.runtime_probe.correlate import probeable, report_pages
 from lintloop.runtime_probe.runner import ProbeRun, run_probe
-from lintloop.runtime_probe.verdicts import Summary, replicas, sample_interval, verdict
+from lintloop.runtime_probe.verdicts import Summary, describe_dropped, replicas, sample_interval, verdict
 
 EXIT_CLEAN, EXIT_PROBLEMS, EXIT_ERROR = 0, 1, 2
 
@@ -38,8 +40,9 @@ def build_probe_parser(commands: Any) -> None:
     probe = commands.add_parser("probe", help="run a script under the runtime probe (this runs your code)",
                                 description="Run FILE as __main__ under the runtime probe, for a bounded number "
                                 "of training steps, and report None gradients, memory growth per step, "
-                                "tf.function traces, and framework errors. This executes FILE. Arguments "
-                                "after `--` are passed to it.")
+                                "tf.function traces, and framework errors. This executes FILE. A notebook "
+                                "(.ipynb) runs as its code cells' program in its directory, magics and shell "
+                                "escapes left out. Arguments after `--` are passed to it.")
     probe.add_argument("file", metavar="FILE")
     probe.add_argument("--format", choices=("text", "json"), default="text")
     probe.add_argument("--output", metavar="FILE", help="write the report to FILE")
@@ -57,8 +60,12 @@ def probe_command(args: argparse.Namespace, script_args: list[str]) -> int:
     pages = report_pages() if args.report is not None else None
     findings = _static_findings(path) if pages is not None else []  # a bad configuration stops us before the run
     steps = args.steps or 100
-    run = run_probe(path, script_args, steps=steps, timeout=args.timeout, device=args.device,
-                    python=args.python, memory_limit_mb=args.memory_limit, sample_every=sample_interval(steps))
+    try:
+        run = run_probe(path, script_args, steps=steps, timeout=args.timeout, device=args.device,
+                        python=args.python, memory_limit_mb=args.memory_limit, sample_every=sample_interval(steps))
+    except NotebookError as exc:
+        print(f"lintloop: error: {args.file}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     summary = Summary.from_events(run.events, run.returncode, run.timed_out or run.killed_for_memory)
     page = None
     if pages is not None:
@@ -97,6 +104,8 @@ def _render(fmt: str, path: Path, run: ProbeRun, summary: Summary, stream: IO[st
                   "timed_out": run.timed_out, "killed_for_memory": run.killed_for_memory,
                   "duration_s": round(run.duration, 3), "summary": summary.to_json(), "events": run.events,
                   "stderr_tail": run.stderr_tail}
+        if run.notebook is not None:
+            result["notebook"] = run.notebook.to_json()
         if page is not None:
             result["report"] = str(page)
         json.dump(result, stream, indent=2)
@@ -108,6 +117,9 @@ def _render(fmt: str, path: Path, run: ProbeRun, summary: Summary, stream: IO[st
                   f"{run.duration:.1f} s")
     for line in describe_summary(summary, path.name):
         console.print("  " + escape(line))
+    not_run = describe_dropped(run.notebook.to_json() if run.notebook is not None else None)
+    if not_run:
+        console.print("  notebook: " + escape(not_run))
     if run.returncode not in (0, None) and run.stderr_tail and not summary.errors:
         console.print("  program output (stderr, last lines):")
         console.print("\n".join("    " + l for l in run.stderr_tail.strip().splitlines()[-8:]), markup=False)
@@ -119,19 +131,22 @@ def describe_summary(summary: Summary, name: str) -> list[str]:
     """The observations of a run, one line each, most important first."""
     lines = []
     for event in summary.errors:
-        lines.append(f"error: {event.get('exc_type')}: {event.get('message')}  ({_at(event, name)})")
+        lines.append(f"error: {event.get('exc_type')}: {event.get('message')}  ({event_location(event, name)})")
     for event in summary.none_gradients:
         lines.append(f"gradients: {event.get('none', 0)} None, {event.get('zero', 0)} all-zero of "
-                     f"{event.get('total')} ({event.get('framework')}, step {event.get('step')}; {_at(event, name)})")
+                     f"{event.get('total')} ({event.get('framework')}, step {event.get('step')}; "
+                     f"{event_location(event, name)})")
     for function, counts in sorted(summary.functions.items()):
         lines.append(f"tf.function {function}: {counts['traces']} trace(s), {counts['calls']} call(s)")
     for event in summary.trace_prints[:3]:
-        lines.append(f"print while tracing {event.get('function')}: {event.get('text')!r}  ({_at(event, name)})")
+        lines.append(f"print while tracing {event.get('function')}: {event.get('text')!r}  "
+                     f"({event_location(event, name)})")
     if summary.strategy:
         lines.append(f"strategy: {summary.strategy.get('strategy')} with "
                      f"{replicas(summary.strategy)} replica(s)")
     for event in summary.per_replica_means[:1]:
-        lines.append(f"per-replica reduce_mean of per-example {event.get('loss')} losses  ({_at(event, name)})")
+        lines.append(f"per-replica reduce_mean of per-example {event.get('loss')} losses  "
+                     f"({event_location(event, name)})")
     if summary.memory is not None:
         m = summary.memory
         lines.append(f"memory ({summary.mem_source}): median {m.median_increase / 1024:+.2f} KiB/step, "
@@ -141,12 +156,16 @@ def describe_summary(summary: Summary, name: str) -> list[str]:
     if live is not None:
         lines.append(f"live tensors: {live[0]:+d} over {live[1]} steps")
     for event in summary.params_unchanged[:1]:
-        lines.append(f"parameters unchanged by step {event.get('step')}  ({_at(event, name)})")
+        lines.append(f"parameters unchanged by step {event.get('step')}  ({event_location(event, name)})")
     for event in summary.warnings[:5]:
-        lines.append(f"warning: {event.get('category')}: {event.get('message')}  ({_at(event, name)})")
+        lines.append(f"warning: {event.get('category')}: {event.get('message')}  ({event_location(event, name)})")
     return lines or ["nothing observed"]
 
 
-def _at(event: dict[str, Any], name: str) -> str:
+def event_location(event: dict[str, Any], name: str) -> str:
+    """Where an event happened: "train.py:12", in a notebook "train.ipynb:cell 7:12"."""
     file = Path(str(event.get("file", "?"))).name
-    return f"{file}:{event.get('line', '?')}" if file else name
+    if not file:
+        return name
+    cell = f"cell {event['cell']}:" if event.get("cell") is not None else ""
+    return f"{file}:{cell}{event.get('line', '?')}"

@@ -1,4 +1,8 @@
-"""`lintloop check --probe`: run each file that has probe-able findings and attach a verdict to each."""
+"""`lintloop check --probe`: run each file that has probe-able findings and attach a verdict to each.
+
+A notebook is probed as the program of its code cells (`runner.run_probe`); its findings and the
+probe's events are both given by cell, and each verdict's evidence says which IPython lines did not run.
+"""
 
 from __future__ import annotations
 
@@ -15,9 +19,11 @@ from typing import Any, Callable
 
 from lintloop.config import ConfigError
 from lintloop.finding import Finding
-from lintloop.linter import apply_edits
+from lintloop.linter import apply_edits, fix_notebook
+from lintloop.notebook import Notebook, NotebookError, is_notebook
+from lintloop.rule import RuleSet
 from lintloop.runtime_probe.runner import ProbeRun, bootstrap_dir, run_probe
-from lintloop.runtime_probe.verdicts import Summary, sample_interval, verdict
+from lintloop.runtime_probe.verdicts import DROPPED_SHOWN, Summary, sample_interval, verdict
 from lintloop.rules import BY_CODE
 from lintloop.source import SourceText
 
@@ -40,8 +46,17 @@ def probeable(finding: Finding) -> bool:
     return rule is not None and rule.probe != "—"
 
 
-def runnable(text: str) -> bool:
-    """A script, not a library module: an `if __name__ == "__main__":` block or top-level code."""
+def runnable(text: str, notebook: bool = False) -> bool:
+    """A script, not a library module: an `if __name__ == "__main__":` block or top-level code.
+
+    A notebook (`notebook`: `text` is the .ipynb file's) is always a script: runnable when it has code
+    in a Python kernel's cells."""
+    if notebook:
+        try:
+            parsed = Notebook.parse(text)
+        except NotebookError:
+            return False
+        return parsed.python and any(cell.source.strip() for cell in parsed.cells)
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
@@ -94,7 +109,7 @@ def attach_verdicts(findings: list[Finding], paths: dict[str, Path], options: Pr
     for display, file_findings in by_file.items():
         path = paths[display]
         text = SourceText.from_bytes(path.read_bytes()).text
-        reason = _skip_reason(text, file_findings, frameworks, options)
+        reason = _skip_reason(text, is_notebook(path.name), file_findings, frameworks, options)
         if reason:
             for finding in file_findings:
                 finding.probe = {"status": "skipped", "evidence": {"reason": reason}}
@@ -109,6 +124,8 @@ def attach_verdicts(findings: list[Finding], paths: dict[str, Path], options: Pr
                 again = verdict(finding.code, fixed)
                 finding.probe["evidence"]["fixed_program"] = (
                     "symptom gone" if again["status"] != "confirmed" else "symptom still present")
+            if flagged_run.notebook is not None:
+                finding.probe["evidence"]["notebook"] = flagged_run.notebook.to_json(DROPPED_SHOWN)
         if write_page is not None:
             page = write_page(display, flagged_run, fixed_run, [f for f in findings if f.path == display])
             for finding in file_findings:
@@ -149,9 +166,11 @@ def _summarize(run: ProbeRun) -> Summary:
     return Summary.from_events(run.events, run.returncode, run.timed_out or run.killed_for_memory)
 
 
-def _skip_reason(text: str, findings: list[Finding], frameworks: _FrameworkCheck, options: ProbeOptions) -> str | None:
-    if not runnable(text):
-        return "not runnable: no `if __name__ == \"__main__\":` block or top-level code"
+def _skip_reason(text: str, notebook: bool, findings: list[Finding], frameworks: _FrameworkCheck,
+                 options: ProbeOptions) -> str | None:
+    if not runnable(text, notebook):
+        return ("not runnable: no code in a Python kernel's cells" if notebook
+                else "not runnable: no `if __name__ == \"__main__\":` block or top-level code")
     needed = {fw for f in findings for fw in BY_CODE[f.code].frameworks}
     modules = [_FRAMEWORK_MODULES[fw] for fw in sorted(needed)]
     used = [m for m in modules if m in text]
@@ -163,17 +182,28 @@ def _skip_reason(text: str, findings: list[Finding], frameworks: _FrameworkCheck
 
 def _probe_fixed_copy(path: Path, text: str, findings: list[Finding], options: ProbeOptions,
                       run: Callable[..., ProbeRun]) -> ProbeRun | None:
-    """The differential run: the same program with the findings' fixes (safe and unsafe) applied."""
-    edits = [e for f in findings if f.fix is not None for e in f.fix.edits]
-    if not edits:
+    """The differential run: the same program with the findings' fixes (safe and unsafe) applied.
+
+    A notebook's fixes are applied to its cells as `lintloop fix --unsafe-fixes` applies them (the
+    rules of the findings only); the fixed notebook runs where the original runs."""
+    if not any(f.fix is not None for f in findings):
         return None
+    if is_notebook(path.name):
+        rules = RuleSet([BY_CODE[code] for code in sorted({f.code for f in findings if f.fix is not None})])
+        outcome = fix_notebook(str(path), text, rules, unsafe=True, path=path)
+        if not outcome.applied:
+            return None
+        fixed_text = outcome.text
+    else:
+        fixed_text = apply_edits(text, [e for f in findings if f.fix is not None for e in f.fix.edits])
     directory = Path(tempfile.mkdtemp(prefix="lintloop-fixed-"))
     try:
         fixed = directory / path.name
-        fixed.write_text(apply_edits(text, edits), encoding="utf-8")
-        # The fixed copy imports its neighbours as the original does.
+        fixed.write_text(fixed_text, encoding="utf-8")
+        # The fixed copy imports its neighbours as the original does, and a notebook runs in its directory.
         pythonpath = os.pathsep.join(p for p in (str(bootstrap_dir()), str(path.resolve().parent),
                                                  os.environ.get("PYTHONPATH", "")) if p)
-        return run(fixed, list(options.argv), extra_env={"PYTHONPATH": pythonpath}, **_run_options(options))
+        home = {"cwd": path.resolve().parent} if is_notebook(path.name) else {}
+        return run(fixed, list(options.argv), extra_env={"PYTHONPATH": pythonpath}, **home, **_run_options(options))
     finally:
         shutil.rmtree(directory, ignore_errors=True)

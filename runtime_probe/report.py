@@ -1,10 +1,10 @@
 """`--report DIR`: an HTML page per probed program, drawing what the probe measured.
 
-The page has a header (the file, the commands, how each run ended, the file's static findings with
-their verdicts) and charts of the probe's events: memory in use per step, tf.function traces per
-call and JAX compiles per jit call site, and the global gradient norm per sampled step; for the
-flagged program and its fixed copy on the same axes (`check --probe`), or for the one program
-(`probe`).  A chart without data is replaced by one line saying why.  Plotly draws the charts
+The page has a header (the file, the commands, how each run ended, for a notebook the IPython lines
+that did not run, the file's static findings with their verdicts) and charts of the probe's events:
+memory in use per step, tf.function traces per call and JAX compiles per jit call site, and the global
+gradient norm per sampled step; for the flagged program and its fixed copy on the same axes (`check
+--probe`), or for the one program (`probe`).  A chart without data is replaced by one line saying why.  Plotly draws the charts
 offline: its JavaScript is written once into DIR, beside the pages, and never fetched.
 """
 
@@ -21,9 +21,9 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from lintloop.finding import Finding
-from lintloop.runtime_probe.cli import describe_outcome, describe_summary
+from lintloop.runtime_probe.cli import describe_outcome, describe_summary, event_location
 from lintloop.runtime_probe.runner import ProbeRun
-from lintloop.runtime_probe.verdicts import Summary, describe, step_series
+from lintloop.runtime_probe.verdicts import DROPPED_SHOWN, Summary, describe, step_series
 
 PLOTLY_JS = "plotly.min.js"
 
@@ -137,7 +137,7 @@ def jax_compile_chart(runs: list[ProgramRun]) -> Chart:
         sites = program.of_type("jax_compile_site")
         if not sites:
             continue
-        figure.add_bar(x=[f"{e.get('function')} ({Path(str(e.get('file'))).name}:{e.get('line')})" for e in sites],
+        figure.add_bar(x=[f"{e.get('function')} ({event_location(e, '?')})" for e in sites],
                        y=[int(e.get("compiles") or 0) for e in sites],
                        customdata=[int(e.get("traces") or 0) for e in sites],
                        hovertemplate="%{x}: %{y} compile(s), %{customdata} trace(s)<extra>%{fullData.name}</extra>",
@@ -184,6 +184,25 @@ def write_report(directory: Path, display: str, runs: list[ProgramRun], findings
     return page
 
 
+def notebook_section(notebook: dict[str, Any]) -> str:
+    """What of the notebook ran (`NotebookProgram.to_json`): its cells, and the lines left out of the run."""
+    escape = html.escape
+    cells = ", ".join(str(c) for c in notebook["cells"])
+    parts = [f"<h2>Notebook</h2><p>The code cells ran in order as one program (cells {escape(cells)}).</p>"]
+    count = notebook["dropped_lines"]
+    if count:
+        rows = "".join(f"<tr><td>cell {d['cell']}:{d['line']}</td><td><code>{escape(d['text'])}</code></td></tr>"
+                       for d in notebook["dropped"])
+        hidden = count - len(notebook["dropped"])
+        more = f"<p class='missing'>and {hidden} more</p>" if hidden else ""
+        parts.append(f"<p>{count} line(s) of IPython syntax (magics, shell escapes, cells in another language) "
+                     f"did not run:</p><table><tr><th>line</th><th>text</th></tr>{rows}</table>{more}")
+    if notebook.get("stops_before_cell") is not None:
+        parts.append(f"<p>Cell {notebook['stops_before_cell']} does not parse: the run stopped before it, as "
+                     "Jupyter's Run All does.</p>")
+    return "".join(parts)
+
+
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em 2em; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1em; }
@@ -205,10 +224,14 @@ def render_page(display: str, runs: list[ProgramRun], findings: list[Finding]) -
              f"<table><tr><th>run</th><th>command</th><th>outcome</th></tr>{rows}</table>"]
     if not any(p.label == "fixed program" for p in runs) and any(p.label == "flagged program" for p in runs):
         parts.append("<p class='missing'>no fixed copy was run: none of the findings has a fix</p>")
+    notebook = runs[0].run.notebook if runs else None
+    if notebook is not None:
+        parts.append(notebook_section(notebook.to_json(DROPPED_SHOWN)))
     parts.append("<h2>Static findings</h2>")
     if findings:
         parts.append("<table><tr><th>line</th><th>rule</th><th>message</th><th>verdict</th></tr>" + "".join(
-            f"<tr><td>{f.line}:{f.column}</td><td>{escape(f.code)} {escape(f.name)}</td>"
+            f"<tr><td>{'' if f.cell is None else f'cell {f.cell}:'}{f.line}:{f.column}</td>"
+            f"<td>{escape(f.code)} {escape(f.name)}</td>"
             f"<td>{escape(f.message)}</td><td>{escape(describe(f.probe) or 'not probed')}</td></tr>"
             for f in findings) + "</table>")
     else:

@@ -117,9 +117,19 @@ probe, with autograph-generated code mapped back to the user's source):
 Each process writes its own events in order (``step`` events are written in batches of up
 to 64 lines / 0.5 s, so a killed process loses at most that tail); group by ``pid``
 before reading a series -- workers count their own steps.
+
+A Jupyter notebook (``.ipynb``) runs as Jupyter's "Run All" runs it: its code cells, in order, as
+one program (``lintloop.notebook``'s module text, IPython lines masked as ``pass`` / ``x = None``
+and other-language cells such as ``%%bash`` left out, so that they do not run), written as a
+script into a temporary directory and run with the notebook's directory as working directory and
+on ``sys.path``.  Every location in the events that lies in that script is given back in the
+notebook's terms: the file is the notebook, the line the line in its cell, and a ``cell`` key
+beside it (``def_cell`` beside ``def_line``...; ``frames`` get the cell as a fourth item).
+``ProbeRun.notebook`` says which lines were not run.
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -133,8 +143,12 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-__all__ = ["ProbeRun", "run_probe", "bootstrap_dir", "strip_framework_noise", "read_events"]
+from lintloop.notebook import MASK_MARKER, CellPosition, Notebook, NotebookError, NotebookModule, is_notebook
+from lintloop.source import SourceText, UndecodableSource
+
+__all__ = ["NotebookProgram", "ProbeRun", "run_probe", "bootstrap_dir", "strip_framework_noise", "read_events"]
 
 TAIL_CHARS = 4000
 _POLL_S = 0.2
@@ -163,9 +177,138 @@ class ProbeRun:
     duration: float
     command: list[str] = field(default_factory=list)
     peak_memory_mb: float | None = None  # peak RSS sum of the process tree (when polled)
+    notebook: NotebookProgram | None = None  # what ran of a notebook (None: a script ran)
 
     def of_type(self, *types: str) -> list[dict]:
         return [e for e in self.events if e.get("type") in types]
+
+
+@dataclass(frozen=True)
+class DroppedLine:
+    """A notebook line the probe does not run: IPython syntax, or a line of a cell in another language."""
+
+    cell: int
+    line: int
+    text: str
+
+
+# Event keys that hold a location: (file key, line key, the cell key added beside them).
+_LOCATIONS = (("file", "line", "cell"), ("def_file", "def_line", "def_cell"),
+              ("origin_file", "origin_line", "origin_cell"), ("backward_file", "backward_line", "backward_cell"),
+              ("reset_file", "reset_line", "reset_cell"), ("first_file", "first_line", "first_cell"))
+# Lines (and lists of lines) in the event's own `file`: (line key, cell key).
+_LINES_IN_FILE = (("step_line", "step_cell"), ("batch_line", "batch_cell"), ("map_line", "map_cell"),
+                  ("backward_lines", "backward_cells"))
+_MASKED_LINE = re.compile(re.escape(MASK_MARKER) + r"(\d+)$")
+
+
+@dataclass
+class NotebookProgram:
+    """A notebook's code cells as the one program the probe runs, and the lines of them that do not run."""
+
+    path: Path
+    module: NotebookModule
+    dropped: list[DroppedLine]
+    # The first cell that does not parse: the run stops before it, as Jupyter's "Run All" does.
+    stops_before: int | None = None
+
+    @classmethod
+    def read(cls, path: Path) -> NotebookProgram:
+        """Raises NotebookError for a file that is no notebook, or a notebook of another language."""
+        try:
+            notebook = Notebook.parse(SourceText.from_bytes(Path(path).read_bytes()).text)
+        except UndecodableSource as exc:
+            raise NotebookError(f"not a notebook: {exc}") from None
+        if not notebook.python:
+            raise NotebookError("not a Python notebook: its kernel runs another language")
+        module = notebook.module()
+        stops_before = _first_broken_cell(module)
+        if stops_before is not None:
+            module = notebook.module(leave_out=frozenset(c.index for c in notebook.cells if c.index >= stops_before))
+        dropped = []
+        for number, text in enumerate(module.text.splitlines(), 1):
+            masked = _MASKED_LINE.search(text)
+            if masked is not None and int(masked.group(1)) in module.masked:
+                where = module.position(number)
+                dropped.append(DroppedLine(where.cell, where.line, module.masked[int(masked.group(1))]))
+        run_cells = set(module.cells)
+        for cell in notebook.cells:  # cells in another language (`%%bash`): every line of them
+            if cell.index not in run_cells and (stops_before is None or cell.index < stops_before):
+                dropped.extend(DroppedLine(cell.index, number, line)
+                               for number, line in enumerate(cell.source.splitlines(), 1) if line.strip())
+        return cls(Path(path), module, sorted(dropped, key=lambda d: (d.cell, d.line)), stops_before)
+
+    def write_script(self, directory: Path) -> Path:
+        """The program as a script in `directory`, named `NAME.ipynb.py`: no `import` can reach that name,
+        so a module beside the notebook with the notebook's stem is not shadowed by it."""
+        script = directory / f"{self.path.name}.py"
+        script.write_text(self.module.text, encoding="utf-8")
+        return script
+
+    def position(self, line: int) -> CellPosition:
+        return self.module.position(line)
+
+    def locate(self, events: list[dict[str, Any]], script: Path) -> None:
+        """Give every location in `script` that the events hold back in the notebook's terms, in place."""
+        script_file, notebook_file = os.path.realpath(script), str(self.path.resolve())
+        known: dict[str, bool] = {}
+
+        def in_script(file: object) -> bool:
+            if not isinstance(file, str):
+                return False
+            if file not in known:
+                known[file] = os.path.realpath(file) == script_file
+            return known[file]
+
+        for event in events:
+            own_file = event.get("file")
+            if own_file is None or in_script(own_file):
+                for line_key, cell_key in _LINES_IN_FILE:
+                    self._locate_lines(event, line_key, cell_key)
+            for file_key, line_key, cell_key in _LOCATIONS:
+                if in_script(event.get(file_key)) and isinstance(event.get(line_key), int):
+                    where = self.position(event[line_key])
+                    event[file_key], event[line_key], event[cell_key] = notebook_file, where.line, where.cell
+            frames = event.get("frames")
+            if isinstance(frames, list):  # [file, line, function]: [notebook, line, function, cell]
+                event["frames"] = [self._frame(notebook_file, frame) if isinstance(frame, list) and len(frame) == 3
+                                   and in_script(frame[0]) and isinstance(frame[1], int) else frame
+                                   for frame in frames]
+
+    def _frame(self, notebook_file: str, frame: list[Any]) -> list[Any]:
+        where = self.position(frame[1])
+        return [notebook_file, where.line, frame[2], where.cell]
+
+    def _locate_lines(self, event: dict[str, Any], line_key: str, cell_key: str) -> None:
+        value = event.get(line_key)
+        if isinstance(value, int):
+            where = self.position(value)
+            event[line_key], event[cell_key] = where.line, where.cell
+        elif isinstance(value, list):
+            places = [self.position(n) if isinstance(n, int) else None for n in value]
+            event[line_key] = [p.line if p is not None else n for p, n in zip(places, value)]
+            event[cell_key] = [p.cell if p is not None else None for p in places]
+
+    def to_json(self, shown: int | None = None) -> dict[str, Any]:
+        """What did not run: the number of dropped lines, and the first `shown` of them (all: None)."""
+        return {"notebook": str(self.path), "cells": self.module.cells, "dropped_lines": len(self.dropped),
+                "dropped": [{"cell": d.cell, "line": d.line, "text": d.text} for d in self.dropped[:shown]],
+                "stops_before_cell": self.stops_before}
+
+
+def _first_broken_cell(module: NotebookModule) -> int | None:
+    """Where the module does not parse: its first cell that does not parse by itself (None: it parses)."""
+    try:
+        ast.parse(module.text)
+        return None
+    except (SyntaxError, ValueError):
+        pass
+    for cell, text in module.cell_texts().items():
+        try:
+            ast.parse(text)
+        except (SyntaxError, ValueError):
+            return cell
+    return None
 
 
 # TF / absl start-up noise that reaches stderr even with TF_CPP_MIN_LOG_LEVEL=3.
@@ -327,6 +470,10 @@ def run_probe(script: Path, argv: list[str], *, steps: int = 50, timeout: float 
               live_steps: list[int] | None = None, tail_chars: int = TAIL_CHARS) -> ProbeRun:
     """Run `python SCRIPT ARGV` under the probe and return its events and outcome.
 
+    A notebook (`.ipynb`) runs as its code cells' program, in `cwd` (default: the notebook's
+    directory), which is also put on `sys.path`; its locations are given by cell (see the module's
+    documentation). Raises NotebookError for a notebook that cannot be read or is not Python.
+
     steps: stop the program cleanly after this many training steps (0: no cap).
     device: "cpu" hides GPUs (CUDA_VISIBLE_DEVICES=""); "auto" leaves the environment as it is;
         "cuda" makes GPUs visible (an empty CUDA_VISIBLE_DEVICES inherited from the caller is
@@ -339,6 +486,30 @@ def run_probe(script: Path, argv: list[str], *, steps: int = 50, timeout: float 
     tail_chars: how much of the end of stdout and stderr to keep (the pipes keep at most 256 KiB).
     """
     script = Path(script)
+    options = {"steps": steps, "timeout": timeout, "device": device, "python": python,
+               "memory_limit_mb": memory_limit_mb, "sample_every": sample_every, "live_steps": live_steps,
+               "tail_chars": tail_chars}
+    if not is_notebook(script.name):
+        return _run_script(script, argv, extra_env=extra_env, cwd=cwd, **options)
+    program = NotebookProgram.read(script)
+    home = Path(cwd) if cwd is not None else script.resolve().parent
+    env = dict(extra_env or {})
+    inherited = env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(home), inherited) if p)  # as Jupyter: its directory
+    directory = Path(tempfile.mkdtemp(prefix="lintloop-notebook-"))
+    try:
+        written = program.write_script(directory)
+        run = _run_script(written, argv, extra_env=env, cwd=home, **options)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    program.locate(run.events, written)
+    run.notebook = program
+    return run
+
+
+def _run_script(script: Path, argv: list[str], *, steps: int, timeout: float, device: str, python: str | None,
+                memory_limit_mb: int | None, sample_every: int, extra_env: dict | None, cwd: Path | None,
+                live_steps: list[int] | None, tail_chars: int) -> ProbeRun:
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device must be auto, cpu or cuda, not {device!r}")
     boot = bootstrap_dir()

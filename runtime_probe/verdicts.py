@@ -35,6 +35,8 @@ MEMORY_RULE = {
 # confirmed by live tensors instead — between the two `live_objects` samples, at least this
 # fraction of the steps must have left one more live tensor behind.
 LIVE_TENSORS_PER_STEP = 0.8
+# A notebook's IPython lines that did not run: how many of them a report names (all are counted).
+DROPPED_SHOWN = 3
 
 
 @dataclass
@@ -218,7 +220,7 @@ def replicas(strategy: dict[str, Any] | None) -> int:
 
 
 def _where(event: dict[str, Any]) -> dict[str, Any]:
-    return {k: event[k] for k in ("file", "line") if k in event}
+    return {k: event[k] for k in ("file", "line", "cell") if k in event}
 
 
 def _error_matching(summary: Summary, *needles: str) -> dict[str, Any] | None:
@@ -340,11 +342,11 @@ def describe(probe: dict[str, Any] | None) -> str:
         return ""
     evidence = probe.get("evidence", {})
     status = probe["status"]
-    where = f" at line {evidence['line']}" if "line" in evidence else ""
+    where = f" at {_place(evidence)}" if "line" in evidence else ""
     signal = evidence.get("signal")
     if status != "confirmed":
         detail = evidence.get("reason") or evidence.get("error") or f"looked for {evidence.get('looked_for')}"
-        return f"probe: {status} — {detail}"
+        return f"probe: {status} — {detail}" + _not_run(evidence)
     if signal == "none_gradients":
         text = f"{evidence.get('none', 0)} None / {evidence.get('zero', 0)} zero gradients of {evidence.get('total')}{where}"
     elif signal == "framework_error":
@@ -366,4 +368,30 @@ def describe(probe: dict[str, Any] | None) -> str:
     else:  # the report page is named on its own line, not in every verdict's
         text = str({k: v for k, v in evidence.items() if k != "report"})
     fixed = evidence.get("fixed_program")
-    return f"probe: confirmed — {text}" + (f"; fixed program: {fixed}" if fixed else "")
+    return f"probe: confirmed — {text}" + (f"; fixed program: {fixed}" if fixed else "") + _not_run(evidence)
+
+
+def _not_run(evidence: dict[str, Any]) -> str:
+    notebook = describe_dropped(evidence.get("notebook"))
+    return f"; {notebook}" if notebook else ""
+
+
+def _place(evidence: dict[str, Any]) -> str:
+    """The evidence's line: "line 12", or in a notebook "cell 7, line 12"."""
+    cell = f"cell {evidence['cell']}, " if evidence.get("cell") is not None else ""
+    return f"{cell}line {evidence.get('line')}"
+
+
+def describe_dropped(notebook: dict[str, Any] | None) -> str:
+    """What of a notebook did not run (`NotebookProgram.to_json`), in one line; "" when all of it ran."""
+    if not notebook:
+        return ""
+    parts = []
+    count = int(notebook.get("dropped_lines") or 0)
+    if count:
+        shown = ", ".join(f"cell {d['cell']}:{d['line']} `{d['text'].strip()}`"
+                          for d in notebook["dropped"][:DROPPED_SHOWN])
+        parts.append(f"{count} IPython line(s) not run ({shown}{', …' if count > DROPPED_SHOWN else ''})")
+    if notebook.get("stops_before_cell") is not None:
+        parts.append(f"cell {notebook['stops_before_cell']} does not parse: the run stopped before it")
+    return "; ".join(parts)
