@@ -13,7 +13,8 @@ are JSON only — never pickle, never `eval` — and each is checked before use:
 * every field of every finding is type-checked against the finding schema.
 
 An entry that fails any check (corrupt or truncated JSON, a partial write, an accidental edit, a
-file of another format, a wrong type) is a miss: the file is linted again and the entry rewritten.
+file of another format, a field it was not written with or of the wrong type, a size over
+`MAX_ENTRY_BYTES`, anything but a regular file: a symlink, a FIFO, a device) is a miss: the file is linted again and the entry rewritten.
 The digest is a checksum, not a signature: it detects corruption and accidental edits, but anyone
 who can write the cache directory can also rewrite the digest, so it is no defence against a
 deliberate forger — only the schema check limits what such an entry can contain (findings with
@@ -32,13 +33,14 @@ import functools
 import hashlib
 import json
 import os
+import stat
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from lintloop import __version__
-from lintloop.analysis.project import file_digest
+from lintloop.analysis.project import ABSENT
 from lintloop.finding import Edit, Finding, Fix
 
 CACHE_DIR_NAME = ".lintloop_cache"
@@ -55,6 +57,11 @@ CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
 
 _INT_FIELDS = ("line", "column", "end_line", "end_column")
 _STR_FIELDS = ("code", "name", "message", "kind", "severity")
+# The fields an entry is written with: one with any other field was not written by this version.
+_ENTRY_KEYS = {"format", "key", "sha256", "findings", "depends"}
+_FINDING_KEYS = {"path", *_INT_FIELDS, *_STR_FIELDS, "fix", "probe", "suppression_lines", "cell"}
+_FIX_KEYS = {"applicability", "edits", "description"}
+_EDIT_KEYS = {*_INT_FIELDS, "content", "cell"}
 
 
 @functools.lru_cache(maxsize=1)
@@ -131,15 +138,16 @@ class ResultCache:
     def get(self, key: str, display: str) -> list[Finding] | None:
         """The cached findings, or None for a miss (absent, unreadable or invalid entry)."""
         entry = self.entry_path(key)
+        opened = _open_regular(entry, MAX_ENTRY_BYTES)
+        if opened is None:
+            return None
+        stream, st = opened
         try:
-            with open(entry, "rb") as stream:
-                st = os.fstat(stream.fileno())
-                if st.st_size > MAX_ENTRY_BYTES:  # no real entry is this big: do not load it
-                    return None
+            with stream:
                 raw = stream.read(MAX_ENTRY_BYTES + 1)
-                mtime = st.st_mtime
         except OSError:
             return None
+        mtime = st.st_mtime
         findings = decode_entry(raw, key, display)
         if findings is not None and time.time() - mtime > TOUCH_AFTER_S:
             try:
@@ -240,7 +248,8 @@ def decode_entry(raw: bytes, key: str, display: str) -> list[Finding] | None:
         entry = json.loads(raw)
     except (ValueError, RecursionError):  # corrupt, truncated, not UTF-8 (a pickle, say), absurdly nested
         return None
-    if not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("key") != key:
+    if not isinstance(entry, dict) or entry.keys() != _ENTRY_KEYS or entry.get("format") != FORMAT \
+            or entry.get("key") != key:
         return None
     payload, depends = entry.get("findings"), entry.get("depends")
     if not isinstance(payload, list) or not isinstance(entry.get("sha256"), str):
@@ -253,7 +262,7 @@ def decode_entry(raw: bytes, key: str, display: str) -> list[Finding] | None:
             return None
     except (ValueError, RecursionError):
         return None
-    if any(file_digest(path) != digest for path, digest in depends):
+    if any(_dependency_digest(path) != digest for path, digest in depends):
         return None  # a module the findings depend on changed
     findings = []
     for item in payload:
@@ -269,7 +278,7 @@ def _is_int(value: object) -> bool:
 
 
 def _finding_from_json(data: object, display: str) -> Finding | None:
-    if not isinstance(data, dict) or data.get("path") != display:
+    if not isinstance(data, dict) or data.get("path") != display or not _FINDING_KEYS >= data.keys():
         return None
     if not all(_is_int(data.get(k)) for k in _INT_FIELDS) or not all(isinstance(data.get(k), str) for k in _STR_FIELDS):
         return None
@@ -282,14 +291,16 @@ def _finding_from_json(data: object, display: str) -> Finding | None:
     raw_fix = data.get("fix")
     fix = None
     if raw_fix is not None:
-        if not isinstance(raw_fix, dict) or raw_fix.get("applicability") not in ("safe", "unsafe"):
+        if (not isinstance(raw_fix, dict) or raw_fix.keys() != _FIX_KEYS
+                or raw_fix.get("applicability") not in ("safe", "unsafe")):
             return None
         description, edits = raw_fix.get("description"), raw_fix.get("edits")
         if not isinstance(description, str) or not isinstance(edits, list):
             return None
         parsed = []
         for edit in edits:
-            if (not isinstance(edit, dict) or not all(_is_int(edit.get(k)) for k in _INT_FIELDS)
+            if (not isinstance(edit, dict) or not _EDIT_KEYS >= edit.keys()
+                    or not all(_is_int(edit.get(k)) for k in _INT_FIELDS)
                     or not isinstance(edit.get("content"), str)):
                 return None
             if not _is_cell(edit.get("cell")):
@@ -308,6 +319,51 @@ def _is_cell(value: object) -> bool:
 
 
 # -- file system helpers ------------------------------------------------------------------------
+
+def _open_regular(path: str | os.PathLike[str], max_bytes: int | None = None,
+                  follow_symlinks: bool = False) -> tuple[BinaryIO, os.stat_result] | None:
+    """`path` open for reading and its status, or None unless it is a regular file (of at most
+    `max_bytes`). Opened without blocking: a FIFO planted in the cache would otherwise block the run
+    until something writes to it; a symlink to /dev/zero is a device, never read."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)  # entries are written as regular files, never links
+    try:
+        descriptor = os.open(path, flags)
+    except OSError:  # absent, unreadable, a symlink where none may be (ELOOP)
+        return None
+    try:
+        st = os.fstat(descriptor)
+        if stat.S_ISREG(st.st_mode) and (max_bytes is None or st.st_size <= max_bytes):
+            return os.fdopen(descriptor, "rb"), st
+    except OSError:
+        pass
+    os.close(descriptor)
+    return None
+
+
+def _dependency_digest(path: str) -> str:
+    """What `file_digest(path)` gives for what a real entry depends on: a module file's sha256, or
+    `ABSENT` for a path looked for and not there (or a directory). Anything else that a hostile entry
+    might name (a FIFO, a device) matches no recorded digest, and is never read."""
+    opened = _open_regular(path, follow_symlinks=True)
+    if opened is None:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            return ABSENT
+        # A directory or an unreadable file: what file_digest cannot open; a FIFO or device: no match.
+        return ABSENT if stat.S_ISDIR(mode) or stat.S_ISREG(mode) else "not a regular file"
+    stream, _ = opened
+    digest = hashlib.sha256()
+    try:
+        with stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return ABSENT  # as file_digest: unreadable
+    return digest.hexdigest()
+
 
 def _usage(st: os.stat_result) -> int:
     """Bytes on disk (whole blocks) where the platform says, else the file's size."""

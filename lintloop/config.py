@@ -1,8 +1,14 @@
-"""Configuration: `[tool.lintloop]` in the nearest pyproject.toml, or lintloop.toml; rule selection."""
+"""Configuration: `[tool.lintloop]` in a pyproject.toml, or lintloop.toml; rule selection.
+
+Hierarchical, as in ruff: each file gets the closest configuration at or above it (`SettingsResolver`),
+unmerged. An error names the file, the line and the key."""
 
 from __future__ import annotations
 
+import functools
+import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +72,20 @@ class Settings:
         ignored = self.ignored_for(relative)
         return RuleSet([r for r in ruleset.rules if r.code not in ignored], ruleset.settings)
 
+    @functools.cached_property
+    def _exclude_spec(self) -> pathspec.PathSpec:
+        return pathspec.GitIgnoreSpec.from_lines(self.exclude)
+
+    def excludes(self, path: Path) -> bool:
+        """Whether `exclude` matches a file: its path relative to this configuration's directory,
+        or its bare name (as discovery matches each file and directory it walks)."""
+        spec = self._exclude_spec
+        try:
+            relative = path.resolve().relative_to(self.root).as_posix()
+        except ValueError:  # outside this configuration's directory: its name alone
+            relative = None
+        return spec.match_file(path.name) or (relative is not None and spec.match_file(relative))
+
     def ignored_for(self, relative_path: str) -> set[str]:
         """Codes that per-file-ignores switch off for this path (relative to the config root)."""
         codes: set[str] = set()
@@ -102,45 +122,196 @@ def _resolve_all(selectors: list[str], where: str) -> set[type[Rule]]:
 def find_config(start: Path) -> Path | None:
     """The nearest lintloop.toml, or pyproject.toml with a [tool.lintloop] table, at or above `start`."""
     for directory in [start, *start.parents]:
-        candidate = directory / "lintloop.toml"
-        if candidate.is_file():
-            return candidate
-        candidate = directory / "pyproject.toml"
-        if candidate.is_file() and "lintloop" in _read_toml(candidate).get("tool", {}):
-            return candidate
+        found = _config_in(directory)
+        if found is not None:
+            return found
     return None
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def _config_in(directory: Path) -> Path | None:
+    """This directory's configuration file: lintloop.toml first, as ruff prefers ruff.toml to pyproject.toml."""
+    candidate = directory / "lintloop.toml"
+    if candidate.is_file():
+        return candidate
+    candidate = directory / "pyproject.toml"
+    if candidate.is_file():
+        raw = _read_bytes(candidate)
+        # One that never names lintloop is another tool's, and not parsed: a broken pyproject.toml
+        # among a project's test data stops no run (ruff, which parses each one, stops there).
+        if b"lintloop" in raw:
+            tool = _parse_toml(candidate, raw).data.get("tool")
+            if isinstance(tool, dict) and "lintloop" in tool:
+                return candidate
+    return None
+
+
+@dataclass(frozen=True)
+class _Toml:
+    """A configuration file's parsed content, and its text (to find a bad key's line)."""
+
+    path: Path
+    text: str
+    data: dict[str, Any]
+
+
+def _display(path: Path) -> str:
+    """A configuration file as an error names it: relative to the current directory where below it."""
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read configuration: {exc}") from None
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
+
+
+def _read_toml(path: Path) -> _Toml:
+    return _parse_toml(path, _read_bytes(path))
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{_display(path)}: cannot read configuration: {exc.strerror or exc}") from None
+
+
+def _parse_toml(path: Path, raw: bytes) -> _Toml:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"{_display(path)}:{line}: cannot read configuration: not UTF-8 text") from None
+    try:
+        return _Toml(path, text, tomllib.loads(text))
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib ends its message with "(at line L, column C)" (3.11-3.13; 3.14 adds attributes).
+        message = str(exc)
+        where = re.search(r"\s*\(at (?:line (\d+), column (\d+)|end of document)\)$", message)
+        if where is None:
+            raise ConfigError(f"{_display(path)}: cannot read configuration: invalid TOML: {message}") from None
+        if where[1] is None:  # the end of the document: its last position
+            line, column = text.count("\n") + 1, len(text) - text.rfind("\n")
+        else:
+            line, column = int(where[1]), int(where[2])
+        raise ConfigError(f"{_display(path)}:{line}:{column}: cannot read configuration: invalid TOML: "
+                          f"{message[:where.start()]}") from None
 
 
 def load_settings(config_file: Path | None = None, start: Path | None = None) -> Settings:
+    """The settings of `config_file`, or of the nearest configuration at or above `start` (default:
+    the current directory); the defaults, rooted at `start`, where there is none."""
     path = config_file or find_config((start or Path.cwd()).resolve())
     if path is None:
         return Settings(root=(start or Path.cwd()).resolve())
     if not path.is_file():
         raise ConfigError(f"configuration file not found: {path}")
-    data = _read_toml(path)
-    table = data.get("tool", {}).get("lintloop", {}) if path.name == "pyproject.toml" else data
-    return settings_from_table(table, path)
+    return _settings_from_file(_read_toml(path))
 
 
-def settings_from_table(table: dict[str, Any], path: Path) -> Settings:
-    where = f"{path}: [tool.lintloop]" if path.name == "pyproject.toml" else str(path)
+def _settings_from_file(toml: _Toml) -> Settings:
+    if toml.path.name != "pyproject.toml":
+        return settings_from_table(toml.data, toml.path, _KeyLocator(toml, ()))
+    tool = toml.data.get("tool", {})
+    table = tool.get("lintloop", {}) if isinstance(tool, dict) else None
+    if not isinstance(table, dict):
+        locator = _KeyLocator(toml, ())
+        raise ConfigError(locator.error(("tool", "lintloop") if isinstance(tool, dict) else ("tool",),
+                                        "must be a table"))
+    return settings_from_table(table, toml.path, _KeyLocator(toml, ("tool", "lintloop")))
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Command-line settings, applied on top of every configuration file (as ruff does)."""
+
+    select: list[str] | None = None
+    extend_select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    unsafe_fixes: bool = False
+    jobs: int | None = None
+
+    def validate(self) -> None:
+        for option, selectors in (("--select", self.select or []), ("--extend-select", self.extend_select),
+                                  ("--ignore", self.ignore)):
+            _resolve_all(selectors, option)
+        if self.jobs is not None and self.jobs < 1:
+            raise ConfigError("--jobs must be at least 1")
+
+    def apply(self, settings: Settings) -> Settings:
+        if self.select is not None:
+            settings.select = list(self.select)
+        settings.extend_select = settings.extend_select + self.extend_select
+        settings.ignore = settings.ignore + self.ignore
+        settings.unsafe_fixes = settings.unsafe_fixes or self.unsafe_fixes
+        if self.jobs is not None:
+            settings.jobs = self.jobs
+        return settings
+
+
+class SettingsResolver:
+    """Hierarchical configuration, as ruff has it: each file gets the settings of the closest
+    configuration file at or above its directory (paths in it relative to that file's directory),
+    with no merging across files; `forced` (`--config`) applies one file to every path instead.
+    Each configuration file is read once; directories are looked up once."""
+
+    def __init__(self, overrides: Overrides | None = None, forced: Path | None = None) -> None:
+        self.overrides = overrides or Overrides()
+        self.overrides.validate()
+        self._default_root = Path.cwd().resolve()  # where no configuration file applies
+        self._forced = self.overrides.apply(load_settings(forced)) if forced is not None else None
+        self._by_config: dict[Path | None, Settings] = {}
+        self._config_of_directory: dict[Path, Path | None] = {}
+        self._settings_of_directory: dict[Path, Settings] = {}
+
+    def for_directory(self, directory: Path) -> Settings:
+        if self._forced is not None:
+            return self._forced
+        settings = self._settings_of_directory.get(directory)  # as given: no path to resolve (most files)
+        if settings is None:
+            config = self._closest_config(directory.resolve())
+            settings = self._by_config.get(config)
+            if settings is None:
+                base = Settings(root=self._default_root) if config is None else _settings_from_file(_read_toml(config))
+                settings = self._by_config[config] = self.overrides.apply(base)
+            self._settings_of_directory[directory] = settings
+        return settings
+
+    def for_file(self, path: Path) -> Settings:
+        return self.for_directory(path.parent)
+
+    def for_path(self, path: Path) -> Settings:
+        """The settings of a file (its directory's), or of a directory itself."""
+        return self.for_directory(path) if path.is_dir() else self.for_file(path)
+
+    def _closest_config(self, directory: Path) -> Path | None:
+        unresolved = []
+        found: Path | None = None
+        for candidate in [directory, *directory.parents]:
+            if candidate in self._config_of_directory:
+                found = self._config_of_directory[candidate]
+                break
+            unresolved.append(candidate)
+            found = _config_in(candidate)
+            if found is not None:
+                break
+        for seen in unresolved:
+            self._config_of_directory[seen] = found
+        return found
+
+
+def settings_from_table(table: dict[str, Any], path: Path, locator: _KeyLocator | None = None) -> Settings:
+    """Settings from a `[tool.lintloop]` table (or a lintloop.toml's top level); every value is checked,
+    and an error names the file, the line and the key."""
+    where = locator or _KeyLocator(_Toml(path, "", {}), ())
     unknown = sorted(set(table) - KNOWN_KEYS)
     if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(KNOWN_KEYS))})")
+        raise ConfigError(where.error((unknown[0],), f"unknown key {unknown[0]!r} (known: "
+                                      f"{', '.join(sorted(KNOWN_KEYS))})", show_key=False))
     settings = Settings(root=path.parent.resolve(), config_path=path)
     for key in _LIST_KEYS:
-        if key in table:
-            value = table[key]
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise ConfigError(f"{where}: {key!r} must be a list of strings")
+        value = table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(where.error((key,), "must be a list of strings"))
+    for key in ("select", "extend-select", "ignore"):
+        _check_selectors(table.get(key, []), (key,), where)
     if "select" in table:
         settings.select = table["select"]
     settings.ignore = table.get("ignore", [])
@@ -148,44 +319,133 @@ def settings_from_table(table: dict[str, Any], path: Path) -> Settings:
     settings.exclude = table.get("exclude", list(DEFAULT_EXCLUDE)) + table.get("extend-exclude", [])
     settings.include = table.get("include", list(DEFAULT_INCLUDE)) + table.get("extend-include", [])
     pfi = table.get("per-file-ignores", {})
-    if not isinstance(pfi, dict) or not all(
-            isinstance(v, list) and all(isinstance(c, str) for c in v) for v in pfi.values()):
-        raise ConfigError(f"{where}: 'per-file-ignores' must map glob patterns to lists of codes")
+    if not isinstance(pfi, dict):
+        raise ConfigError(where.error(("per-file-ignores",), "must be a table of glob pattern = [codes]"))
+    for pattern, selectors in pfi.items():
+        if not isinstance(selectors, list) or not all(isinstance(c, str) for c in selectors):
+            raise ConfigError(where.error(("per-file-ignores", pattern), "must be a list of codes"))
+        _check_selectors(selectors, ("per-file-ignores", pattern), where)
     settings.per_file_ignores = pfi
     settings.unsafe_fixes = _typed(table, "unsafe-fixes", bool, False, where)
     settings.jobs = _typed(table, "jobs", int, None, where)
+    if settings.jobs is not None and settings.jobs < 1:
+        raise ConfigError(where.error(("jobs",), "must be at least 1"))
     settings.rule_options = _rule_options(table.get("rules", {}), where)
-    # Validate every code now, so a typo fails the run instead of silently selecting nothing.
-    settings.ruleset()
-    for selectors in pfi.values():
-        _resolve_all(selectors, f"{where}: per-file-ignores")
     return settings
 
 
-def _typed(table: dict[str, Any], key: str, kind: type, default: Any, where: str) -> Any:
+def _check_selectors(selectors: list[str], key: tuple[str, ...], where: _KeyLocator) -> None:
+    """Every code now, so that a typo fails the run instead of silently selecting nothing."""
+    for selector in selectors:
+        try:
+            resolve_selector(selector)
+        except ConfigError as exc:
+            raise ConfigError(where.error(key, str(exc), value=selector)) from None
+
+
+def _typed(table: dict[str, Any], key: str, kind: type, default: Any, where: _KeyLocator) -> Any:
     value = table.get(key, default)
     if value is not default and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
-        raise ConfigError(f"{where}: {key!r} must be {kind.__name__}")
+        raise ConfigError(where.error((key,), f"must be {'an integer' if kind is int else 'true or false'}"))
     return value
 
 
-def _rule_options(table: Any, where: str) -> dict[str, dict[str, Any]]:
+def _rule_options(table: Any, where: _KeyLocator) -> dict[str, dict[str, Any]]:
     if not isinstance(table, dict):
-        raise ConfigError(f"{where}: 'rules' must be a table of per-rule tables")
+        raise ConfigError(where.error(("rules",), "must be a table of per-rule tables"))
     options: dict[str, dict[str, Any]] = {}
     for key, values in table.items():
         rule = lookup(key)
         if rule is None:
-            raise ConfigError(f"{where}: rules.{key}: unknown rule code or name")
+            raise ConfigError(where.error(("rules", key), "unknown rule code or name (see `lintloop rules`)"))
         if not isinstance(values, dict):
-            raise ConfigError(f"{where}: rules.{key} must be a table")
+            raise ConfigError(where.error(("rules", key), "must be a table"))
         for option, value in values.items():
             spec = rule.options.get(option)
             if spec is None:
                 known = ", ".join(rule.options) or "none"
-                raise ConfigError(f"{where}: rules.{key}: unknown option {option!r} (known: {known})")
-            if spec.choices and value not in spec.choices:
-                raise ConfigError(f"{where}: rules.{key}.{option} must be one of "
-                                  f"{', '.join(repr(c) for c in spec.choices if c is not None)}")
+                raise ConfigError(where.error(("rules", key, option), f"unknown option {option!r} (known: {known})"))
+            # Same type as well as equal: `true` is not the Keras version 1, nor 1 `true`.
+            if spec.choices and not any(type(value) is type(c) and value == c for c in spec.choices):
+                raise ConfigError(where.error(("rules", key, option), "must be one of " + ", ".join(
+                    json.dumps(c) for c in spec.choices if c is not None)))
         options.setdefault(rule.code, {}).update(values)
     return options
+
+
+# -- where a key is, for error messages ---------------------------------------------------------
+
+_BARE_KEY = r"[A-Za-z0-9_-]+"
+_KEY_PART = rf"(?:{_BARE_KEY}|\"(?:[^\"\\]|\\.)*\"|'[^']*')"
+_DOTTED_KEY = rf"{_KEY_PART}(?:\s*\.\s*{_KEY_PART})*"
+_HEADER = re.compile(rf"^\s*\[\[?\s*({_DOTTED_KEY})\s*\]\]?\s*(?:#.*)?$")
+_ASSIGNMENT = re.compile(rf"^\s*({_DOTTED_KEY})\s*=")
+_PART = re.compile(_KEY_PART)
+
+
+def _key_parts(dotted: str) -> tuple[str, ...]:
+    parts = []
+    for match in _PART.finditer(dotted):
+        text = match[0]
+        if text.startswith('"'):
+            text = json.loads(text)  # a TOML basic string's escapes are JSON's (bar \UXXXXXXXX)
+        elif text.startswith("'"):
+            text = text[1:-1]
+        parts.append(text)
+    return tuple(parts)
+
+
+class _KeyLocator:
+    """Finds the line of a key in a TOML file's text for an error message. tomllib keeps no
+    positions, so the text is scanned: table headers and `key =` lines, dotted or quoted keys;
+    a key inside an inline table is reported at the line of the table that holds it."""
+
+    def __init__(self, toml: _Toml, prefix: tuple[str, ...]) -> None:
+        self.toml = toml
+        self.prefix = prefix
+
+    def error(self, key: tuple[str, ...], problem: str, value: str | None = None, show_key: bool = True) -> str:
+        """`FILE:LINE: [table] key: problem` (no line where the key cannot be found in the text)."""
+        line = self.line_of(self.prefix + key, value)
+        location = _display(self.toml.path) + (f":{line}" if line else "")
+        named = [f"[{'.'.join(self.prefix)}]"] if self.prefix else []
+        if show_key:
+            named.append(".".join(_quote_key(k) for k in key))
+        return f"{location}: {' '.join(named)}{': ' if named else ''}{problem}"
+
+    def line_of(self, key: tuple[str, ...], value: str | None = None) -> int | None:
+        defined: list[tuple[int, tuple[str, ...]]] = []
+        table: tuple[str, ...] = ()
+        for number, text in enumerate(self.toml.text.splitlines(), 1):
+            header = _HEADER.match(text)
+            if header:
+                table = _key_parts(header[1])
+                defined.append((number, table))
+                continue
+            assignment = _ASSIGNMENT.match(text)
+            if assignment:
+                defined.append((number, table + _key_parts(assignment[1])))
+        # The key itself, else the first key below it (its table's header), else the nearest key above it.
+        line = next((n for n, path in defined if path == key), None)
+        line = line or next((n for n, path in defined if path[:len(key)] == key), None)
+        if line is None:
+            holders = [(len(path), n) for n, path in defined if key[:len(path)] == path]
+            line = max(holders)[1] if holders else None
+        if line is not None and value is not None:
+            line = self._value_line(line, value)
+        return line
+
+    def _value_line(self, key_line: int, value: str) -> int:
+        """The line of a bad value in a list that spans lines (the key's line if not found)."""
+        lines = self.toml.text.splitlines()
+        for number in range(key_line, len(lines) + 1):
+            text = lines[number - 1]
+            if f'"{value}"' in text or f"'{value}'" in text:
+                return number
+            if "]" in text.split("#")[0]:
+                break
+        return key_line
+
+
+def _quote_key(key: str) -> str:
+    return key if re.fullmatch(_BARE_KEY, key) else json.dumps(key)
