@@ -80,8 +80,8 @@ def probe_command(args: argparse.Namespace, script_args: list[str]) -> int:
         _render(args.format, path, run, summary, sys.stdout, is_file=False, page=page)
     if run.returncode is None or run.timed_out or run.killed_for_memory:
         return EXIT_ERROR
-    problems = (summary.none_gradients or summary.errors or summary.trace_prints or summary.per_replica_means
-                or (summary.memory is not None and summary.memory.grows))
+    problems = (run.signal_name is not None or summary.none_gradients or summary.errors or summary.trace_prints
+                or summary.per_replica_means or (summary.memory is not None and summary.memory.grows))
     return EXIT_PROBLEMS if problems else EXIT_CLEAN
 
 
@@ -92,9 +92,46 @@ def _static_findings(path: Path) -> list[Finding]:
 
 
 def describe_outcome(run: ProbeRun) -> str:
-    """How the program ended: "exit 0", "timed out", "killed: over the memory limit"."""
-    return ("timed out" if run.timed_out else "killed: over the memory limit" if run.killed_for_memory
-            else f"exit {run.returncode}")
+    """How the program ended: "exit 0", "timed out", "killed: over the memory limit (... MB)", "killed by SIGSEGV"."""
+    if run.timed_out:
+        return "timed out"
+    if run.killed_for_memory:
+        return f"killed: over the memory limit ({run.peak_memory_mb} MB > {run.memory_limit_mb} MB)"
+    if run.signal_name is not None:
+        return f"killed by {run.signal_name}"
+    return f"exit {run.returncode}"
+
+
+def describe_containment(run: ProbeRun) -> list[str]:
+    """What the probe had to clean up after the program, and what the program did to files."""
+    lines = []
+    if run.left_running:
+        lines.append(f"processes: {run.left_running} still running at the end of the program, killed")
+    by_action: dict[str, list[str]] = {}
+    for change in run.files():
+        shown = _shown_path(change["path"])
+        if change.get("to"):
+            shown += " -> " + _shown_path(change["to"])
+        by_action.setdefault(change["action"], []).append(shown)
+    for action, paths in by_action.items():
+        more = f", and {len(paths) - _FILES_SHOWN} more" if len(paths) > _FILES_SHOWN else ""
+        lines.append(f"files ({_FILE_ACTIONS.get(action, action)}): {', '.join(paths[:_FILES_SHOWN])}{more}")
+    if run.of_type("file_limit"):
+        lines.append("files: more changes than the probe lists (see the JSON report's events)")
+    return lines
+
+
+_FILES_SHOWN = 5
+_FILE_ACTIONS = {"write": "opened for writing", "mkdir": "directories made", "rename": "renamed",
+                 "remove": "removed", "rmdir": "directories removed", "rmtree": "trees removed"}
+
+
+def _shown_path(path: str) -> str:
+    """`path` relative to the working directory when it lies inside it."""
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path
 
 
 def _render(fmt: str, path: Path, run: ProbeRun, summary: Summary, stream: IO[str], is_file: bool,
@@ -103,7 +140,9 @@ def _render(fmt: str, path: Path, run: ProbeRun, summary: Summary, stream: IO[st
         result = {"file": str(path), "command": run.command, "returncode": run.returncode,
                   "timed_out": run.timed_out, "killed_for_memory": run.killed_for_memory,
                   "duration_s": round(run.duration, 3), "summary": summary.to_json(), "events": run.events,
-                  "stderr_tail": run.stderr_tail}
+                  "stderr_tail": run.stderr_tail, "signal": run.signal_name,
+                  "memory_limit_mb": run.memory_limit_mb, "peak_memory_mb": run.peak_memory_mb,
+                  "left_running": run.left_running, "output_bytes": run.output_bytes, "files": run.files()}
         if run.notebook is not None:
             result["notebook"] = run.notebook.to_json()
         if page is not None:
@@ -115,7 +154,7 @@ def _render(fmt: str, path: Path, run: ProbeRun, summary: Summary, stream: IO[st
     stop = " (step cap reached)" if summary.stop_reason == "step_limit" else ""
     console.print(f"[bold]{escape(str(path))}[/bold]: {describe_outcome(run)} after {summary.steps} step(s){stop}, "
                   f"{run.duration:.1f} s")
-    for line in describe_summary(summary, path.name):
+    for line in describe_summary(summary, path.name) + describe_containment(run):
         console.print("  " + escape(line))
     not_run = describe_dropped(run.notebook.to_json() if run.notebook is not None else None)
     if not_run:

@@ -8,10 +8,19 @@ keras / jax are imported, in the child and in every Python process it spawns, an
 events to a JSON-lines file that this module reads back.  The runner itself never imports
 a framework.
 
-Sandbox: a wall-clock timeout and a memory limit, both enforced from the parent -- the
-whole process group is killed.  The memory limit polls (every 0.2 s) the resident memory of
-the child's process tree (the RSS sum, confirmed with PSS before a kill so that pages forked
-workers share are counted once).  ``RLIMIT_AS`` is not used: it limits virtual address
+Containment -- limits and clean-up, not a sandbox: the program can do whatever its user can.
+A wall-clock timeout and a memory limit are enforced from the parent.  Every process of the run
+carries a token in its environment (``LINTLOOP_PROBE_RUN``); when the program ends, times out or
+goes over the limit, every process still running that is its descendant, in its process group,
+or holds the token is killed (SIGKILL, which a daemon cannot ignore), again until none is left:
+workers that hang, ``setsid`` daemons and double-forked orphans included; only a process that
+both left the group and dropped the token (``execve`` with a new environment) escapes.  Their
+number is ``ProbeRun.left_running``.  Output is drained as it comes (no pipe fills, however much
+is printed) and only its tails are kept.  What the program does to files is reported, not
+prevented (``file`` events; ``ProbeRun.files``); it runs in ``cwd`` (default: ours).  The
+memory limit polls (every 0.2 s) the resident memory of those processes (the RSS sum,
+confirmed with PSS before a kill so that pages forked workers share are counted once), so a
+burst faster than the poll can pass it before the kill.  ``RLIMIT_AS`` is not used: it limits virtual address
 space, and TensorFlow reserves ~4x what it uses (measured: VmPeak 1.8-2.2 GiB for 0.53 GiB
 resident on CPU; under a 2 GiB limit TF aborts with SIGABRT, under 1 GiB it segfaults --
 crashes, not a MemoryError -- and CUDA reserves far more).  This runs the user's code: only
@@ -113,10 +122,13 @@ probe, with autograph-generated code mapped back to the user's source):
 - ``stop``: ``reason`` (step_limit|exit|error), ``steps``, ``kinds`` (steps by kind),
   ``checks`` (gradient checks by kind).
 - ``probe_error``: ``where``, ``message``: a hook failed (the program was not affected).
+- ``file``: ``action`` (write: opened for writing|mkdir|rename|remove|rmdir|rmtree), ``path``
+  (absolute), ``to`` (of a rename), ``file``/``line`` where it happened: the first time the
+  process does that to that path, through Python (what native code writes by itself is not
+  seen); ``__pycache__`` and /dev, /proc, /sys left out; ``file_limit``: past 200 per process.
 
-Each process writes its own events in order (``step`` events are written in batches of up
-to 64 lines / 0.5 s, so a killed process loses at most that tail); group by ``pid``
-before reading a series -- workers count their own steps.
+Each process writes its own events in order, each at once (a killed process has lost none);
+group by ``pid`` before reading a series -- workers count their own steps.
 
 A Jupyter notebook (``.ipynb``) runs as Jupyter's "Run All" runs it: its code cells, in order, as
 one program (``lintloop.notebook``'s module text, IPython lines masked as ``pass`` / ``x = None``
@@ -140,6 +152,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,6 +191,35 @@ class ProbeRun:
     command: list[str] = field(default_factory=list)
     peak_memory_mb: float | None = None  # peak RSS sum of the process tree (when polled)
     notebook: NotebookProgram | None = None  # what ran of a notebook (None: a script ran)
+    memory_limit_mb: int | None = None  # the limit the run had (None: none)
+    left_running: int = 0  # processes of the program besides the main one still running at its end, then killed
+    output_bytes: int = 0  # what the program wrote to stdout and stderr (only the tails are kept)
+
+    @property
+    def signal_name(self) -> str | None:
+        """The signal that ended the program ("SIGSEGV"), or None where it exited."""
+        if self.returncode is None or self.returncode >= 0:
+            return None
+        try:
+            return signal.Signals(-self.returncode).name
+        except ValueError:
+            return f"signal {-self.returncode}"
+
+    def files(self) -> list[dict]:
+        """What the program did to files (``file`` events): one per action and path, first seen first,
+        less the temporary files: a file that it wrote and then removed (``tempfile``'s probe of the
+        temporary directory at an import, a scratch file) is no change."""
+        events = self.of_type("file")
+        removed = {e.get("path") for e in events if e.get("action") == "remove"}
+        temporary = {e.get("path") for e in events if e.get("action") == "write" and e.get("path") in removed}
+        seen: set[tuple[Any, Any]] = set()
+        changes = []
+        for event in events:
+            key = (event.get("action"), event.get("path"))
+            if key not in seen and not (key[0] in ("write", "remove") and key[1] in temporary):
+                seen.add(key)
+                changes.append(event)
+        return changes
 
     def of_type(self, *types: str) -> list[dict]:
         return [e for e in self.events if e.get("type") in types]
@@ -344,14 +386,17 @@ def read_events(path: Path) -> list[dict]:
 
 
 class _Tail(threading.Thread):
-    """Drain a pipe, keeping the last `keep` bytes."""
+    """Drain a pipe, keeping the last `keep` bytes (the program's output never fills a pipe, and
+    however much it prints, we hold at most `keep` bytes of it)."""
 
     def __init__(self, stream, keep=256 * 1024):
         super().__init__(daemon=True)
         self.stream = stream
         self.chunks: deque[bytes] = deque()
         self.size = 0
+        self.total = 0
         self.keep = keep
+        self._lock = threading.Lock()
 
     def run(self):
         read = getattr(self.stream, "read1", self.stream.read)
@@ -362,43 +407,107 @@ class _Tail(threading.Thread):
                 break
             if not data:
                 break
-            self.chunks.append(data)
-            self.size += len(data)
-            while self.size - len(self.chunks[0]) >= self.keep and len(self.chunks) > 1:
-                self.size -= len(self.chunks.popleft())
+            with self._lock:
+                self.chunks.append(data)
+                self.size += len(data)
+                self.total += len(data)
+                while self.size - len(self.chunks[0]) >= self.keep and len(self.chunks) > 1:
+                    self.size -= len(self.chunks.popleft())
 
     def text(self) -> str:
-        return b"".join(self.chunks)[-self.keep:].decode("utf-8", "replace")
+        with self._lock:
+            data = b"".join(self.chunks)
+        return data[-self.keep:].decode("utf-8", "replace")
 
 
 def _tail(text: str, n: int = TAIL_CHARS) -> str:
     return text[-n:]
 
 
-def _tree_pids(root_pid: int) -> list[int]:
-    """`root_pid` and all its descendants (Linux /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as fh:
-                stat = fh.read()
-            ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry.name))
-    pids, todo = [], [root_pid]
-    while todo:
-        pid = todo.pop()
-        if pid not in pids:
-            pids.append(pid)
-            todo.extend(children.get(pid, ()))
-    return pids
+_RUN_VAR = "LINTLOOP_PROBE_RUN"  # in the environment of every process of a run: a token naming the run
 
 
-def _tree_memory_bytes(root_pid: int, limit: int | None = None) -> int | None:
-    """Memory of `root_pid` and all its descendants; None where it cannot be read.
+@dataclass(frozen=True)
+class _Run:
+    """Finds the processes of one run of the probe."""
+
+    token: str  # in the environment of every process of the run, as _RUN_VAR
+    group: int  # the run's process group: the main process's number (Linux reuses no number that names a group)
+    since: int  # the main process's start (clock ticks since boot): no process older than it is of the run
+
+    @classmethod
+    def started(cls, pid: int, token: str) -> _Run:
+        stat = _stat(pid)
+        return cls(token, pid, int(stat[19]) if stat is not None else 0)
+
+    def pids(self, root_pid: int | None) -> set[int]:
+        """The live processes of the run: `root_pid` (None: it was reaped, and its number may be reused) and
+        its descendants, the members of the run's process group, and every process whose environment holds
+        the run's token -- this finds the workers that left the group (`setsid`) and the daemons orphaned
+        by a double fork, wherever they were reparented.  Zombies are left out (they hold no memory and
+        are reaped by their parent).  Linux reads /proc (the environment only of the processes started
+        since the run); elsewhere the descendants come from psutil, if installed."""
+        if not os.path.isdir("/proc"):
+            return _tree_pids_psutil(root_pid) if root_pid is not None else set()
+        needle = f"{_RUN_VAR}={self.token}\0".encode()
+        children: dict[int, list[int]] = {}
+        found: set[int] = set()
+        own = os.getpid()
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) == own:
+                continue
+            pid = int(entry.name)
+            stat = _stat(pid)
+            if stat is None or stat[0] in (b"Z", b"X"):
+                continue
+            children.setdefault(int(stat[1]), []).append(pid)
+            if int(stat[2]) == self.group:
+                found.add(pid)
+            elif int(stat[19]) >= self.since and _environment_holds(pid, needle):
+                found.add(pid)
+        if root_pid is not None and os.path.isdir(f"/proc/{root_pid}"):
+            tree, todo = set(), [root_pid]
+            while todo:
+                pid = todo.pop()
+                tree.add(pid)
+                todo.extend(child for child in children.get(pid, ()) if child not in tree)
+            found |= tree
+        return found
+
+
+def _stat(pid: int) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the command name: [state, ppid, pgrp, ...] (None: it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        fields = stat[stat.rindex(b")") + 2:].split()
+        return fields if len(fields) > 19 else None
+    except (OSError, ValueError):
+        return None
+
+
+def _environment_holds(pid: int, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return needle in fh.read()
+    except OSError:  # another user's process, or it just ended
+        return False
+
+
+def _tree_pids_psutil(root_pid: int) -> set[int]:
+    try:
+        import psutil  # optional, for macOS
+    except ImportError:
+        return set()
+    try:
+        root = psutil.Process(root_pid)
+        return {root.pid} | {child.pid for child in root.children(recursive=True)}
+    except Exception:
+        return set()
+
+
+def _memory_bytes(pids: set[int], limit: int | None = None) -> int | None:
+    """Memory of the processes `pids`; None where it cannot be read.
 
     The sum of RSS (from /proc/PID/statm: O(1), nothing is walked) is what the poll reads;
     it counts pages that forked workers share with their parent once per process, so only
@@ -406,8 +515,7 @@ def _tree_memory_bytes(root_pid: int, limit: int | None = None) -> int | None:
     milliseconds for a large process, and it contends for the process's memory map -- polled
     every 0.2 s it slowed a small training loop by 10-30 %)."""
     if not os.path.isdir("/proc"):
-        return _tree_memory_psutil(root_pid)
-    pids = _tree_pids(root_pid)
+        return _memory_psutil(pids)
     rss = sum(_process_rss(pid) for pid in pids)
     if limit is None or rss <= limit:
         return rss
@@ -440,27 +548,55 @@ def _process_memory(pid: int) -> int:
         return 0
 
 
-def _tree_memory_psutil(root_pid: int) -> int | None:
+def _memory_psutil(pids: set[int]) -> int | None:
     try:
         import psutil  # optional, for macOS
     except ImportError:
         return None
+    total = 0
+    for pid in pids:
+        try:
+            total += psutil.Process(pid).memory_info().rss
+        except Exception:
+            continue
+    return total or None
+
+
+def _kill(pid: int) -> None:
     try:
-        root = psutil.Process(root_pid)
-        procs = [root] + root.children(recursive=True)
-        return sum(p.memory_info().rss for p in procs if p.is_running())
-    except Exception:
-        return None
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _end_run(proc: subprocess.Popen, processes: _Run) -> int:
+    """Kill every process of the run that is still running and reap the main one; return how many
+    processes besides the main one were still running.  Killing repeats until a scan finds none left
+    (a process can fork between a scan and its kill), for at most `_END_S` seconds."""
+    def still_running() -> set[int]:
+        return processes.pids(proc.pid if proc.returncode is None else None) - {proc.pid}
+
+    killed = still_running()
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError, OSError):
-        try:
-            proc.kill()
-        except OSError:
-            pass
+        pass
+    if proc.returncode is None:
+        _kill(proc.pid)  # it may have left its group
+    deadline = time.monotonic() + _END_S
+    while True:
+        left = still_running()
+        if not left or time.monotonic() > deadline:
+            break
+        killed |= left
+        for pid in left:
+            _kill(pid)
+        time.sleep(0.02)
+    proc.wait()
+    return len(killed)
+
+
+_END_S = 5.0
 
 
 def run_probe(script: Path, argv: list[str], *, steps: int = 50, timeout: float = 120,
@@ -525,6 +661,8 @@ def _run_script(script: Path, argv: list[str], *, steps: int, timeout: float, de
     env["PYTHONPATH"] = os.pathsep.join(
         [str(boot)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["LINTLOOP_PROBE_CONFIG"] = json.dumps(config)
+    token = uuid.uuid4().hex
+    env[_RUN_VAR] = token
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     env.setdefault("PYTHONUNBUFFERED", "1")
     if device == "cpu":
@@ -544,6 +682,7 @@ def _run_script(script: Path, argv: list[str], *, steps: int, timeout: float, de
         shutil.rmtree(workdir, ignore_errors=True)
         return ProbeRun([], None, False, False, "", f"could not start {command[0]}: {exc}",
                         0.0, command)
+    processes = _Run.started(proc.pid, token)
     out, err = _Tail(proc.stdout), _Tail(proc.stderr)
     out.start()
     err.start()
@@ -557,28 +696,20 @@ def _run_script(script: Path, argv: list[str], *, steps: int, timeout: float, de
                 pass
             if time.monotonic() - start > timeout:
                 timed_out = True
-                _kill_group(proc)
                 break
             if limit is not None:
-                used = _tree_memory_bytes(proc.pid, limit)
+                used = _memory_bytes(processes.pids(proc.pid), limit)
                 if used is not None:
                     peak = max(peak, used)
                     if used > limit:
                         killed_for_memory = True
-                        _kill_group(proc)
                         break
-    except BaseException:
-        _kill_group(proc)
-        raise
-    finally:
-        # Whatever is left of the group (orphaned workers) goes too.
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
-        proc.wait()
-        out.join(5)
-        err.join(5)
+    finally:  # whatever is left of the run (the program, its workers, daemons it started) goes
+        left_running = _end_run(proc, processes)
+        # With every process that held the pipes gone, they close; a process out of our reach (one that
+        # dropped the run's token from its environment and left the group) cannot hold us up for long.
+        out.join(_END_S)
+        err.join(_END_S)
     duration = time.monotonic() - start
     events = read_events(events_path)
     shutil.rmtree(workdir, ignore_errors=True)
@@ -592,4 +723,7 @@ def _run_script(script: Path, argv: list[str], *, steps: int, timeout: float, de
         duration=duration,
         command=command,
         peak_memory_mb=round(peak / 2**20, 1) if peak else None,
+        memory_limit_mb=memory_limit_mb,
+        left_running=left_running,
+        output_bytes=out.total + err.total,
     )

@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-from . import errors, frames, imports, state, steps
+from . import errors, files, frames, imports, state, steps
 from .events import emit
 
 # module imported -> "submodule:installer" of this package
@@ -45,4 +45,5 @@ def start(cfg):
           "wall": time.time(), "config": {"steps": S.cap, "device": S.device,
                                           "sample_every": S.sample_every}}, site=False)
     errors.install()
+    files.install()
     atexit.register(steps.at_exit)

@@ -10,7 +10,7 @@ import threading
 import types
 import warnings
 
-from .events import emit, first_line, flush, probe_error, safe_str
+from .events import emit, first_line, probe_error, safe_str
 from .frames import is_probe_file, stack_user_frames, tb_user_frames, user_location, user_site
 from .state import S
 
@@ -160,8 +160,6 @@ def install_process_hook(mp_process):
         except Exception as exc:
             record_exception(exc, "process", extra={"process": getattr(self, "name", None)})
             raise
-        finally:
-            flush()  # forked children end with os._exit: no atexit
 
     run.__wrapped__ = original_run
     cls.run = run

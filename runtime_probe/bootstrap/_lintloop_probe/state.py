@@ -26,8 +26,6 @@ def init(cfg):
     S.check_every = max(1, int(cfg.get("param_check_every") or 10))
     S.pid = os.getpid()
     S.fd = os.open(cfg["events"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    S.buf = []
-    S.flushed = S.t0
     S.steps = 0
     S.kinds = {}
     S.eager_rank = 0           # highest eager step kind seen (tape_gradient < apply/step)
@@ -43,7 +41,6 @@ def init(cfg):
 
 
 def _reset_in_child():
-    S.buf = []
     S.steps = 0
     S.kinds = {}
     S.checks = {}

@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 
-from .events import emit, flush
+from .events import emit
 from .grad_norms import memory_sampled
 from .memory import count_live, cuda_peak, sample
 from .state import S
@@ -51,7 +51,7 @@ def count_step(kind, fw, extra=None, on_cuda=False):
             ev["peak"] = cuda_peak()
         if extra:
             ev.update(extra)
-        emit(ev, buffered=True)
+        emit(ev)
     if last:
         count_live("last")
         _stop("step_limit")
@@ -92,7 +92,6 @@ def raise_stop():
 
 
 def _hard_exit():
-    flush()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -121,4 +120,3 @@ def at_exit():
     """Registered with atexit: the `stop` event of a program that ended by itself."""
     if not S.stopped:
         _stop("error" if S.uncaught else "exit")
-    flush()

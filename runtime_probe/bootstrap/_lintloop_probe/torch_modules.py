@@ -157,7 +157,7 @@ def _eval_forward(module, grad):
             ev["host_mem"] = host
         if first:
             entry[3], entry[4] = ev["file"], ev["line"] = user_site(2)
-        emit(ev, site=False, buffered=True)
+        emit(ev, site=False)
 
 
 def _on_cuda(module):
