@@ -128,13 +128,21 @@ def find_config(start: Path) -> Path | None:
     return None
 
 
+def _is_file(path: Path) -> bool:
+    """Is there a file at `path`? A directory above that cannot be searched (permissions) means no."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
 def _config_in(directory: Path) -> Path | None:
     """This directory's configuration file: lintloop.toml first, as ruff prefers ruff.toml to pyproject.toml."""
     candidate = directory / "lintloop.toml"
-    if candidate.is_file():
+    if _is_file(candidate):
         return candidate
     candidate = directory / "pyproject.toml"
-    if candidate.is_file():
+    if _is_file(candidate):
         raw = _read_bytes(candidate)
         # One that never names lintloop is another tool's, and not parsed: a broken pyproject.toml
         # among a project's test data stops no run (ruff, which parses each one, stops there).

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,15 +20,17 @@ class SourceFile:
 
 
 def discover(arguments: list[str], settings: Settings, force_exclude: bool = False) -> tuple[list[SourceFile], list[str]]:
-    """Files to lint in a stable order, and one message per argument that does not exist.
+    """Files to lint in a stable order, and one message per argument that cannot be linted (missing,
+    a dangling symbolic link, a FIFO, ...) and per directory that cannot be read.
 
     Files named explicitly are always linted, unless `force_exclude` (for pre-commit, which
-    passes every changed file) applies `exclude` to them too.
+    passes every changed file) applies `exclude` to them too. In a directory, only regular files
+    (or symbolic links to one) are linted, and symbolic links to directories are not followed.
     """
     excluded = pathspec.GitIgnoreSpec.from_lines(settings.exclude)
     included = _Included(settings.include)
     files: dict[Path, SourceFile] = {}
-    missing: list[str] = []
+    problems: list[str] = []
     for argument in arguments:
         path = Path(argument)
         if path.is_file():
@@ -34,11 +38,31 @@ def discover(arguments: list[str], settings: Settings, force_exclude: bool = Fal
                 continue
             files.setdefault(path.resolve(), SourceFile(path, argument))
         elif path.is_dir():
-            for found in _walk(path, argument, excluded, included, settings.root):
+            for found in _walk(path, argument, excluded, included, settings.root, problems):
                 files.setdefault(found.path.resolve(), found)
         else:
-            missing.append(f"{argument}: no such file or directory")
-    return sorted(files.values(), key=lambda f: f.display), missing
+            problems.append(f"{argument}: {_why_not_lintable(path)}")
+    return sorted(files.values(), key=lambda f: f.display), problems
+
+
+def _why_not_lintable(path: Path) -> str:
+    """Why a named path that is neither a regular file nor a directory cannot be linted."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT and not os.path.lexists(path):
+            return "no such file or directory"
+        kind = "a symbolic link that cannot be followed" if os.path.islink(path) else "cannot be read"
+        return f"{kind}: {exc.strerror}"
+    return "not a regular file or directory (a FIFO, socket or device): not read"
+
+
+def _is_regular_file(path: Path) -> bool:
+    """A regular file, or a symbolic link to one (not a FIFO, which would block a reader, nor a dangling link)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 class _Included:
@@ -58,10 +82,14 @@ class _Included:
 
 
 def _walk(top: Path, argument: str, excluded: pathspec.PathSpec, included: _Included,
-          root: Path) -> list[SourceFile]:
+          root: Path, problems: list[str]) -> list[SourceFile]:
     found = []
     ignores = _ancestor_gitignores(top.resolve())
-    for directory, subdirs, filenames in os.walk(top):
+
+    def unreadable(error: OSError) -> None:
+        problems.append(f"{_display(Path(error.filename), top, argument)}: cannot read directory: {error.strerror}")
+
+    for directory, subdirs, filenames in os.walk(top, onerror=unreadable):
         here = Path(directory)
         gitignore = here / ".gitignore"
         if gitignore.is_file():
@@ -69,11 +97,17 @@ def _walk(top: Path, argument: str, excluded: pathspec.PathSpec, included: _Incl
 
         subdirs[:] = sorted(d for d in subdirs if not _skipped(here / d, True, excluded, root, ignores))
         for name in sorted(filenames):
-            if included(name, here / name, top) and not _skipped(here / name, False, excluded, root, ignores):
-                relative = os.path.relpath(here / name, top)
-                display = relative if argument == "." else os.path.join(argument, relative)
-                found.append(SourceFile(here / name, display))
+            path = here / name
+            if (included(name, path, top) and _is_regular_file(path)
+                    and not _skipped(path, False, excluded, root, ignores)):
+                found.append(SourceFile(path, _display(path, top, argument)))
     return found
+
+
+def _display(path: Path, top: Path, argument: str) -> str:
+    """A path found below `top` as the user sees it: joined to the argument that named `top`."""
+    relative = os.path.relpath(path, top)
+    return relative if argument == "." else os.path.join(argument, relative)
 
 
 def _skipped(path: Path, is_dir: bool, excluded: pathspec.PathSpec, root: Path,
@@ -107,10 +141,13 @@ def _ancestor_gitignores(top: Path) -> list[tuple[Path, pathspec.PathSpec]]:
     """.gitignore files above `top`, up to the repository root (the directory holding .git)."""
     chain = []
     for directory in top.parents:
-        if (directory / ".gitignore").is_file():
-            chain.append((directory, _read_spec(directory / ".gitignore")))
-        if (directory / ".git").exists():
-            break
+        try:
+            if (directory / ".gitignore").is_file():
+                chain.append((directory, _read_spec(directory / ".gitignore")))
+            if (directory / ".git").exists():
+                break
+        except OSError:  # a directory above that cannot be searched: no repository root is known
+            return []
     else:
         return []  # not inside a git repository: no .gitignore above applies
     return list(reversed(chain))

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import difflib
+import errno
 import gc
 import json
 import multiprocessing
 import os
 import signal
+import stat
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -105,55 +107,81 @@ def _run_chunk(jobs: list[Job]) -> list[JobResult]:
     return [run_job(job) for job in jobs]
 
 
+# A file rewritten by another process between this run's read and its write (a second `fix` run, an
+# editor) is fixed afresh from its new content, this many times at most, so that nothing it wrote is lost.
+FIX_ATTEMPTS = 3
+
+
 def run_job(job: Job) -> JobResult:
     ruleset = RuleSet([BY_CODE[c] for c in job.codes], json.loads(job.options))
-    result = JobResult(job.display)
     path = Path(job.path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        result.errors.append(f"{job.display}: cannot read: {exc.strerror or exc}")
-        return result
-    if job.mode == "check":
-        _cached_lint(job, data, ruleset, result)
-        return result
+    for _ in range(FIX_ATTEMPTS if job.mode == "fix" else 1):
+        result = JobResult(job.display)
+        try:
+            data, status = read_regular_file(path)
+        except OSError as exc:
+            result.errors.append(f"{job.display}: cannot read: {exc.strerror or exc}")
+            return result
+        if job.mode == "check":
+            _cached_lint(job, data, ruleset, result)
+            return result
+        if _fix(job, path, data, status, ruleset, result):
+            return result
+    result = JobResult(job.display)
+    result.errors.append(f"{job.display}: not fixed: another process kept changing it while it was being fixed; "
+                         "left as that process wrote it")
+    return result
+
+
+def read_regular_file(path: Path) -> tuple[bytes, os.stat_result]:
+    """The file's bytes and its status when read. Opened without blocking, so that a FIFO (or a device)
+    named like a source file, or put in a file's place after discovery, is refused, never waited on."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as handle:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return handle.read(), status
+
+
+def _fix(job: Job, path: Path, data: bytes, status: os.stat_result, ruleset: RuleSet, result: JobResult) -> bool:
+    """Fix one file read as `data` (or diff it); False if it changed on disk since it was read (nothing written)."""
     try:
         source = SourceText.from_bytes(data)
     except UndecodableSource:
         lint = lint_bytes(job.display, data, ruleset, path=job.path)  # LL001; such a file is never touched
         result.findings, result.errors = lint.findings, lint.errors
-        return result
-    if is_notebook(job.path):
-        _fix_notebook(job, path, source, ruleset, result)
-        return result
-    outcome = fix_text(job.display, source.text, ruleset, job.unsafe_fixes, path=job.path)
+        return True
+    notebook = is_notebook(job.path)
+    fixer = fix_notebook if notebook else fix_text
+    outcome = fixer(job.display, source.text, ruleset, job.unsafe_fixes, path=job.path)
     result.findings, result.errors = outcome.remaining.findings, outcome.remaining.errors
     result.messages = outcome.refused
-    if outcome.applied and outcome.text != source.text:
-        result.fixed = outcome.applied
-        if job.mode == "diff":
-            result.diff = "".join(difflib.unified_diff(
-                source.text.splitlines(keepends=True), outcome.text.splitlines(keepends=True),
-                fromfile=f"a/{job.display}", tofile=f"b/{job.display}"))
-        else:
-            write_atomically(path, source.encode(outcome.text))
-    return result
-
-
-def _fix_notebook(job: Job, path: Path, source: SourceText, ruleset: RuleSet, result: JobResult) -> None:
-    outcome = fix_notebook(job.display, source.text, ruleset, job.unsafe_fixes, path=job.path)
-    result.findings, result.errors = outcome.remaining.findings, outcome.remaining.errors
-    result.messages = outcome.refused
-    if not outcome.applied:
-        return
+    if not outcome.applied or outcome.text == source.text:
+        return True
     result.fixed = outcome.applied
     if job.mode == "diff":
-        # One diff per changed cell, named by the cell (as positions are in the reports).
-        result.diff = "".join("".join(difflib.unified_diff(
-            _diff_lines(old), _diff_lines(new), fromfile=f"a/{job.display}:cell {cell}",
-            tofile=f"b/{job.display}:cell {cell}")) for cell, (old, new) in outcome.changed_cells.items())
-    else:
-        write_atomically(path, source.encode(outcome.text))
+        result.diff = _notebook_diff(job.display, outcome.changed_cells) if notebook else "".join(difflib.unified_diff(
+            source.text.splitlines(keepends=True), outcome.text.splitlines(keepends=True),
+            fromfile=f"a/{job.display}", tofile=f"b/{job.display}"))
+        return True
+    try:
+        return write_atomically(path, source.encode(outcome.text), unchanged_since=status)
+    except OSError as exc:
+        # Read-only file or directory, full disk, ...: the file is as it was, so are its findings.
+        lint = lint_bytes(job.display, data, ruleset, path=job.path)
+        result.fixed = 0
+        result.findings = lint.findings
+        result.errors = lint.errors + [f"{job.display}: cannot write the fixes: {exc.strerror or exc}; "
+                                       "the file is unchanged"]
+        return True
+
+
+def _notebook_diff(display: str, changed_cells: dict[int, tuple[str, str]]) -> str:
+    """One diff per changed cell, named by the cell (as positions are in the reports)."""
+    return "".join("".join(difflib.unified_diff(
+        _diff_lines(old), _diff_lines(new), fromfile=f"a/{display}:cell {cell}",
+        tofile=f"b/{display}:cell {cell}")) for cell, (old, new) in changed_cells.items())
 
 
 def _diff_lines(cell_source: str) -> list[str]:

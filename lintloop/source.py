@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import codecs
+import contextlib
+import errno
 import io
 import os
 import tempfile
+import time
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
 
 
 class UndecodableSource(Exception):
@@ -54,18 +62,57 @@ def _dominant_newline(text: str) -> str:
     return "\r\n" if crlf and crlf >= text.count("\n") - crlf else "\n"
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` so that an interruption leaves the old or the new file, never half."""
-    mode = path.stat().st_mode
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".lintloop-tmp")
+def write_atomically(path: Path, data: bytes, unchanged_since: os.stat_result | None = None) -> bool:
+    """Replace `path` (through a symbolic link: the file it points to) with `data`, so that an interruption
+    leaves the old or the new file, never half of one; keeps the file's mode, and its owner where allowed.
+
+    With `unchanged_since` (the file's status when it was read), a file modified since (by another
+    process) is left as it is and False is returned: what that process wrote is not lost.
+    The temporary file beside it is locked by its writer until renamed; one that nobody holds and
+    that is over a second old was left by a writer that died (killed): it is removed here, the next
+    time that file is written.
+    """
+    target = Path(os.path.realpath(path))
+    status = target.stat()
+    if not os.access(target, os.W_OK):  # a replace would go through: the directory, not the file, allows it
+        raise PermissionError(errno.EACCES, "the file is read-only", str(path))
+    prefix, suffix = f".{target.name}.", ".lintloop-tmp"
+    for entry in os.scandir(target.parent):
+        middle = entry.name[len(prefix):-len(suffix)]
+        # mkstemp's random part has no dot: `.a.py.x.<random>.lintloop-tmp` belongs to `a.py.x`.
+        if not (entry.name.startswith(prefix) and entry.name.endswith(suffix) and middle and "." not in middle):
+            continue
+        with contextlib.suppress(OSError):  # held by a live writer, or already gone
+            if time.time() - entry.stat().st_mtime < 1:
+                continue
+            if fcntl is None:  # Windows: a file open in another process cannot be removed
+                os.unlink(entry.path)
+                continue
+            with open(entry.path, "rb") as stale:
+                fcntl.flock(stale, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                os.unlink(entry.path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=prefix, suffix=suffix)
     try:
         with os.fdopen(fd, "wb") as handle:
+            if fcntl is not None:
+                fcntl.flock(handle, fcntl.LOCK_EX)  # released when closed: after the rename
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, mode & 0o7777)
-        os.replace(tmp, path)
+            if (status.st_uid, status.st_gid) != (os.geteuid(), os.getegid()):
+                with contextlib.suppress(PermissionError):
+                    os.chown(tmp, status.st_uid, status.st_gid)
+            os.chmod(tmp, status.st_mode & 0o7777)  # after chown, which may clear set-id bits
+            if unchanged_since is not None:
+                now = target.stat()
+                if (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) != (
+                        unchanged_since.st_dev, unchanged_since.st_ino, unchanged_since.st_size,
+                        unchanged_since.st_mtime_ns):
+                    os.unlink(tmp)
+                    return False
+            os.replace(tmp, target)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    return True
