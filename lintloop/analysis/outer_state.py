@@ -32,6 +32,8 @@ def declared(function: cst.FunctionDef, name: str) -> str | None:
             continue
         if isinstance(current, (cst.IndentedBlock, cst.SimpleStatementSuite, cst.SimpleStatementLine)):
             stack.extend(current.body)
+        elif isinstance(current, cst.Match):  # the one compound statement without a `body`: its cases have one
+            stack.extend(current.cases)
         elif isinstance(current, cst.BaseCompoundStatement):
             stack.append(current.body)
             for extra in ("orelse", "handlers", "finalbody"):
@@ -40,7 +42,7 @@ def declared(function: cst.FunctionDef, name: str) -> str | None:
                     stack.extend(value)
                 elif value is not None:
                     stack.append(value)
-        elif isinstance(current, (cst.Else, cst.ExceptHandler, cst.Finally)):
+        elif isinstance(current, (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.MatchCase)):
             stack.append(current.body)
     return None
 
