@@ -20,6 +20,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from lintloop.source import source_lines
+
 NOTEBOOK_SUFFIX = ".ipynb"
 
 # Cell magics whose body is Python run in the kernel: their first line is masked, the body linted.
@@ -80,7 +82,7 @@ class NotebookModule:
         """Each cell's part of the module, its marker line first (so that it parses alone)."""
         parts: dict[int, list[str]] = {}
         current: list[str] = []
-        for text_line, where in zip(self.text.splitlines(keepends=True), self.lines):
+        for text_line, where in zip(source_lines(self.text), self.lines):
             if where is None:
                 current = []
                 parts[int(_CELL_MARKER_LINE.fullmatch(text_line).group(1))] = current  # type: ignore[union-attr]
@@ -178,7 +180,7 @@ class Notebook:
         current: int | None = None
         collected: list[str] = []
         restored: list[int] = []
-        for line in module_text.splitlines(keepends=True):
+        for line in source_lines(module_text):
             marker = _CELL_MARKER_LINE.fullmatch(line)
             if marker is not None:
                 if current is not None:
@@ -220,7 +222,7 @@ class Notebook:
 
 def _without_prompts(source: str) -> str:
     """The cell with console prompts blanked (columns kept), if its first line of code has one."""
-    lines = source.splitlines(keepends=True)
+    lines = source_lines(source)
     first = next((line for line in lines if line.strip()), "")
     prompt = next((p for p in (_CLASSIC_PROMPT, _IPYTHON_PROMPT) if p.match(first) and not first.startswith("...")),
                   None)
@@ -236,7 +238,9 @@ def _without_prompts(source: str) -> str:
 def _indented(lines: list[str]) -> bool:
     """Is every line of code of the cell indented (IPython then removes the common indentation)?"""
     code = [line for line in lines if line.strip()]
-    return bool(code) and all(line[:1] in " \t" for line in code)
+    # A cell of comments only is no block (`if True:` with no statement would not parse).
+    return (bool(code) and all(line[:1] in " \t" for line in code)
+            and any(not line.lstrip().startswith("#") for line in code))
 
 
 def _python_kernel(metadata: dict) -> bool:
@@ -250,7 +254,7 @@ def _python_kernel(metadata: dict) -> bool:
 def masked_lines(source: str, masked: dict[int, str]) -> list[str] | None:
     """The cell's lines with IPython-only syntax masked (each masked line recorded in `masked`
     under a new number); None for a cell in another language (a cell magic such as `%%bash`)."""
-    lines = source.splitlines(keepends=True)
+    lines = source_lines(source)
     first_code = next((i for i, line in enumerate(lines) if line.strip()), None)
     if first_code is None:
         return lines
@@ -434,7 +438,7 @@ def _encode_source(source: str, old: str, text: str, at: int) -> str:
     ascii_only = bool(re.search(r"\\u[0-9a-fA-F]{4}", text)) and not any(ord(c) > 127 for c in text)
     if old.startswith('"'):
         return json.dumps(source, ensure_ascii=ascii_only)
-    lines = source.splitlines(keepends=True)
+    lines = source.splitlines(keepends=True)  # how nbformat splits a source into its JSON list
     if not lines:
         return "[]"
     line_start = text.rfind("\n", 0, at) + 1

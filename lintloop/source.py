@@ -116,3 +116,9 @@ def write_atomically(path: Path, data: bytes, unchanged_since: os.stat_result | 
             os.unlink(tmp)
         raise
     return True
+
+
+def source_lines(text: str) -> list[str]:
+    """The lines of `text`, ends kept, as Python's tokenizer (and LSP) count them: only \\n, \\r\\n
+    and \\r end a line; `str.splitlines` also breaks at form feeds, \\x1c-\\x1e, \\x85, \\u2028..."""
+    return io.StringIO(text, newline="").readlines()
