@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import traceback
+import warnings
 from pathlib import Path
 from collections.abc import Callable
 from typing import IO
@@ -105,6 +106,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    # Parsing user code with Python's own parser (the fast paths) warns about the code's invalid
+    # escape sequences and the like (SyntaxWarning on 3.12+): findings are ours to report, not those.
+    warnings.filterwarnings("ignore", category=SyntaxWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning, message="invalid escape sequence")
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     # `lintloop probe FILE [options] -- ARGS`: everything after `--` belongs to the script.
