@@ -186,14 +186,17 @@ def scan_package(directory: Path, corpus_root: Path) -> list[CorpusFile]:
     return found
 
 
-def build_corpus(entries: list[CorpusEntry], cache: Path, pip_python: str) -> tuple[Path, list[CorpusFile], list[dict]]:
-    """Download, verify and unpack every package; verify file and line counts against the TSV.
+def build_corpus(entries: list[CorpusEntry], cache: Path, pip_python: str,
+                 folder: str = "corpus") -> tuple[Path, list[CorpusFile], list[dict]]:
+    """Download, verify and unpack every package into `cache/folder`; verify file and line counts
+    against the TSV.
 
     Counts are checked on every run, and a package whose files differ (say an edit left behind by
-    a killed run) is unpacked again from its verified archive.
+    a killed run) is unpacked again from its verified archive. A folder of a package the entries do
+    not list is removed: the tools are run on the whole corpus folder, so it would be timed too.
     """
     archives = cache / "archives"
-    corpus = cache / "corpus"
+    corpus = cache / folder
     archives.mkdir(parents=True, exist_ok=True)
     corpus.mkdir(parents=True, exist_ok=True)
     files: list[CorpusFile] = []
@@ -214,6 +217,10 @@ def build_corpus(entries: list[CorpusEntry], cache: Path, pip_python: str) -> tu
                              f"bench/corpus.tsv says {entry.py_files} / {entry.lines}")
         files.extend(scanned)
         report.append({"package": entry.package, "version": entry.version, "files": count, "lines": lines})
+    listed = {entry.package for entry in entries}
+    for stray in sorted(p for p in corpus.iterdir() if p.name not in listed):
+        log(f"removing {stray}: not a package of this corpus")
+        shutil.rmtree(stray) if stray.is_dir() and not stray.is_symlink() else stray.unlink()
     files.sort(key=lambda f: f.relative)
     log(f"| **total** | | {len(files)} | {sum(f.lines for f in files):,} | |")
     return corpus, files, report

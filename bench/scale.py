@@ -331,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     cache = (args.cache or Path(os.environ.get("LINTLOOP_BENCH_CACHE", run.DEFAULT_CACHE))).resolve()
     try:
         entries = run.read_corpus_tsv(run.CORPUS_TSV) + ([] if args.base_only else run.read_corpus_tsv(SCALE_EXTRA_TSV))
-        corpus, _, _ = run.build_corpus(entries, cache, run.pip_python(cache))
+        # A folder of its own: the benchmark times its tools on the whole of `corpus/`.
+        corpus, _, _ = run.build_corpus(entries, cache, run.pip_python(cache), folder="scale-corpus")
         venv = args.venv.resolve() if args.venv else run.install_lintloop(cache).parent.parent
         (cache / "scale").mkdir(exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="run-", dir=cache / "scale") as scratch:
