@@ -25,19 +25,32 @@ half an entry. The cache is bounded: `prune` (run once at the end of a run, in t
 removes the least recently used entries — oldest modification time first; a hit refreshes it —
 until the total is at most `LOW_WATER` of `max_bytes`. An unwritable cache directory, or a file
 where it should be, means the run is uncached; it never fails.
+
+The cache touches nothing outside itself. Its directory, its shard directories and its entries are
+opened with `O_NOFOLLOW` (and `O_DIRECTORY`), everything below the cache directory relative to a
+descriptor of its directory (`dir_fd`): a symbolic link is never followed, not even one swapped in
+during a run. A cache directory that is a symbolic link, or owned by another user, is foreign: the
+run is uncached, silently, as for an unwritable one (the findings are the same; a warning on every
+run of a pre-commit hook or editor would be noise). `prune` removes only files named as entries
+(`<2 hex>/<64 hex, starting with those 2>.json`, or such a name plus `.<pid>.tmp`) that also begin as
+an entry does (`{"format":N,"key":"<the key in the name>"`); any other file is left alone and not
+counted. A platform that cannot open files relative to a directory without following links runs
+uncached.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
+import re
 import stat
 import sys
 import time
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Iterator
 
 from lintloop import __version__
 from lintloop.analysis.project import ABSENT
@@ -62,6 +75,19 @@ _ENTRY_KEYS = {"format", "key", "sha256", "findings", "depends"}
 _FINDING_KEYS = {"path", *_INT_FIELDS, *_STR_FIELDS, "fix", "probe", "suppression_lines", "cell"}
 _FIX_KEYS = {"applicability", "edits", "description"}
 _EDIT_KEYS = {*_INT_FIELDS, "content", "cell"}
+
+_SHARD_NAME = re.compile(r"[0-9a-f]{2}")
+_ENTRY_NAME = re.compile(r"(?P<key>[0-9a-f]{64})\.json(?:\.\d+\.tmp)?")  # an entry, or its temporary file
+# How every entry (of any format so far) begins, naming its own key: what `prune` checks before removing.
+_ENTRY_HEAD = re.compile(rb'\{"format":\d{1,9},"key":"(?P<key>[0-9a-f]{64})"')
+_ENTRY_HEAD_BYTES = 96  # enough for _ENTRY_HEAD
+
+_DIRECTORY_FLAGS = (os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+                    | getattr(os, "O_CLOEXEC", 0))
+# Opening without following links, relative to directory descriptors: without it the cache is off.
+_NO_FOLLOW_SUPPORTED = (hasattr(os, "O_DIRECTORY") and hasattr(os, "O_NOFOLLOW")
+                       and {os.open, os.mkdir, os.stat, os.access, os.unlink, os.rename} <= os.supports_dir_fd
+                       and {os.scandir, os.utime} <= os.supports_fd)
 
 
 @functools.lru_cache(maxsize=1)
@@ -107,23 +133,47 @@ class ResultCache:
     def __init__(self, directory: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.directory = Path(directory)
         self.max_bytes = max_bytes
+        self._identity: tuple[int, int] | None = None  # (device, inode) of the directory `open` checked
 
     @classmethod
     def open(cls, root: Path, max_bytes: int | None = None) -> ResultCache | None:
         """The cache under `root`, created (with `CACHEDIR.TAG` and a `.gitignore`) if need be;
-        None where it cannot be written."""
-        directory = root / CACHE_DIR_NAME
-        try:
-            directory.mkdir(exist_ok=True)
-            for name, text in (("CACHEDIR.TAG", CACHEDIR_TAG), (".gitignore", "# created by lintloop\n*\n")):
-                if not (directory / name).is_file():
-                    _write_atomically(directory / name, text.encode())
-            if not os.access(directory, os.W_OK):
+        None where it cannot be written or is foreign (a symbolic link, another user's)."""
+        cache = cls(root / CACHE_DIR_NAME, DEFAULT_MAX_BYTES if max_bytes is None else max_bytes)
+        with cache_directory(cache.directory, create=True) as directory_fd:
+            if directory_fd is None:
                 return None
-        except OSError:
-            return None
+            try:
+                for name, text in (("CACHEDIR.TAG", CACHEDIR_TAG), (".gitignore", "# created by lintloop\n*\n")):
+                    try:
+                        os.stat(name, dir_fd=directory_fd, follow_symlinks=False)
+                    except FileNotFoundError:  # whatever is there already is left as it is
+                        write_atomically(directory_fd, name, text.encode())
+                if not os.access(".", os.W_OK, dir_fd=directory_fd):
+                    return None
+            except OSError:
+                return None
+            cache._identity = _identity(directory_fd)
         _environment()  # once, here: forked workers inherit it
-        return cls(directory, DEFAULT_MAX_BYTES if max_bytes is None else max_bytes)
+        return cache
+
+    @contextlib.contextmanager
+    def _own_directory(self) -> Iterator[int | None]:
+        """A descriptor of the cache directory; None where it is foreign now, or is not the
+        directory `open` checked (replaced since)."""
+        with cache_directory(self.directory) as directory_fd:
+            replaced = directory_fd is not None and self._identity not in (None, _identity(directory_fd))
+            yield None if replaced else directory_fd
+
+    @contextlib.contextmanager
+    def _shard(self, name: str, create: bool = False) -> Iterator[int | None]:
+        """A descriptor of a shard directory (None where it is absent, foreign or not a directory)."""
+        with self._own_directory() as directory_fd:
+            if directory_fd is None:
+                yield None
+                return
+            with subdirectory(directory_fd, name, create) as shard_fd:
+                yield shard_fd
 
     # -- entries --------------------------------------------------------------------------------
 
@@ -137,57 +187,69 @@ class ResultCache:
 
     def get(self, key: str, display: str) -> list[Finding] | None:
         """The cached findings, or None for a miss (absent, unreadable or invalid entry)."""
-        entry = self.entry_path(key)
-        opened = _open_regular(entry, MAX_ENTRY_BYTES)
-        if opened is None:
-            return None
-        stream, st = opened
-        try:
+        with self._shard(key[:2]) as shard_fd:
+            opened = None if shard_fd is None else _open_regular(f"{key}.json", MAX_ENTRY_BYTES, dir_fd=shard_fd)
+            if opened is None:
+                return None
+            stream, st = opened
             with stream:
-                raw = stream.read(MAX_ENTRY_BYTES + 1)
-        except OSError:
-            return None
-        mtime = st.st_mtime
-        findings = decode_entry(raw, key, display)
-        if findings is not None and time.time() - mtime > TOUCH_AFTER_S:
-            try:
-                os.utime(entry)
-            except OSError:
-                pass  # pruned meanwhile, or read-only: the entry is still good
+                try:
+                    raw = stream.read(MAX_ENTRY_BYTES + 1)
+                except OSError:
+                    return None
+                findings = decode_entry(raw, key, display)
+                if findings is not None and time.time() - st.st_mtime > TOUCH_AFTER_S:
+                    try:
+                        os.utime(stream.fileno())  # the file read, whatever its name points to now
+                    except OSError:
+                        pass  # read-only: the entry is still good
         return findings
 
     def put(self, key: str, findings: list[Finding], dependencies: dict[str, str] | None = None) -> bool:
         """Store the findings, and the other files they depend on (path -> content digest, "" for a
         file that was looked for and is absent); False where they could not be written (the run goes
         on uncached)."""
-        entry = self.entry_path(key)
-        try:
-            entry.parent.mkdir(exist_ok=True)
-            _write_atomically(entry, encode_entry(key, findings, dependencies or {}))
-        except OSError:
-            return False
+        with self._shard(key[:2], create=True) as shard_fd:
+            if shard_fd is None:
+                return False
+            try:
+                write_atomically(shard_fd, f"{key}.json", encode_entry(key, findings, dependencies or {}))
+            except OSError:
+                return False
         return True
 
     # -- size bound -----------------------------------------------------------------------------
 
     def entries(self) -> list[tuple[float, int, Path]]:
-        """(mtime, bytes on disk, path) of every entry; vanished files are skipped."""
+        """(mtime, bytes on disk, path) of every file named as an entry or an entry's temporary file
+        (regular files only; vanished files are skipped)."""
         found = []
-        try:
-            shards = [d for d in os.scandir(self.directory) if len(d.name) == 2 and d.is_dir(follow_symlinks=False)]
-        except OSError:
-            return []
-        for shard in shards:
+        with self._own_directory() as directory_fd:
+            if directory_fd is None:
+                return []
             try:
-                with os.scandir(shard.path) as it:
-                    for item in it:
-                        try:
-                            st = item.stat(follow_symlinks=False)
-                        except OSError:
-                            continue
-                        found.append((st.st_mtime, _usage(st), Path(item.path)))
+                with os.scandir(directory_fd) as items:
+                    shards = sorted(d.name for d in items if _SHARD_NAME.fullmatch(d.name)
+                                    and d.is_dir(follow_symlinks=False))
             except OSError:
-                continue
+                return []
+            for shard in shards:
+                with subdirectory(directory_fd, shard) as shard_fd:
+                    if shard_fd is None:
+                        continue
+                    try:
+                        with os.scandir(shard_fd) as items:
+                            for item in items:
+                                if _entry_key(shard, item.name) is None:
+                                    continue
+                                try:
+                                    st = item.stat(follow_symlinks=False)
+                                except OSError:
+                                    continue
+                                if stat.S_ISREG(st.st_mode):
+                                    found.append((st.st_mtime, _usage(st), self.directory / shard / item.name))
+                    except OSError:
+                        continue
         return found
 
     def total_bytes(self) -> int:
@@ -195,25 +257,31 @@ class ResultCache:
 
     def prune(self) -> int:
         """Remove the least recently used entries while the cache exceeds its bound, down to
-        `LOW_WATER` of it; also stale temporary files. Safe against concurrent runs. Returns the
-        number of files removed."""
+        `LOW_WATER` of it; also stale temporary files. Removes only files that verify as entries.
+        Safe against concurrent runs. Returns the number of files removed."""
         now = time.time()
-        removed = 0
-        entries = []
+        doomed, entries = [], []
         for mtime, size, path in self.entries():
-            if path.suffix == ".tmp" and now - mtime > STALE_TMP_S:
-                removed += _unlink(path)
-            else:
+            if path.suffix != ".tmp":
                 entries.append((mtime, size, path))
+            elif now - mtime > STALE_TMP_S:
+                doomed.append(path)  # left by a crashed writer
         total = sum(size for _, size, _ in entries)
-        if total <= self.max_bytes:
-            return removed
-        target = int(self.max_bytes * LOW_WATER)
-        for _, size, path in sorted(entries, key=lambda e: e[0]):
-            if total <= target:
-                break
-            removed += _unlink(path)
-            total -= size  # gone, by us or by a concurrent run
+        if total > self.max_bytes:
+            target = int(self.max_bytes * LOW_WATER)
+            for _, size, path in sorted(entries, key=lambda e: e[0]):
+                if total <= target:
+                    break
+                doomed.append(path)
+                total -= size  # gone, by us or by a concurrent run, or not ours (and then not counted)
+        removed = 0
+        shards: dict[str, list[str]] = {}
+        for path in doomed:
+            shards.setdefault(path.parent.name, []).append(path.name)
+        for shard, names in shards.items():
+            with self._shard(shard) as shard_fd:
+                if shard_fd is not None:
+                    removed += sum(_unlink_entry(shard_fd, shard, name) for name in names)
         return removed
 
 
@@ -320,16 +388,115 @@ def _is_cell(value: object) -> bool:
 
 # -- file system helpers ------------------------------------------------------------------------
 
-def _open_regular(path: str | os.PathLike[str], max_bytes: int | None = None,
-                  follow_symlinks: bool = False) -> tuple[BinaryIO, os.stat_result] | None:
-    """`path` open for reading and its status, or None unless it is a regular file (of at most
-    `max_bytes`). Opened without blocking: a FIFO planted in the cache would otherwise block the run
-    until something writes to it; a symlink to /dev/zero is a device, never read."""
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+@contextlib.contextmanager
+def cache_directory(directory: Path, create: bool = False) -> Iterator[int | None]:
+    """A descriptor of the cache directory `directory` (created if `create`), or None where it is
+    absent, not a directory, a symbolic link, another user's or cannot be opened. The directories
+    above it are followed as usual (a project may well live behind a link); `directory` itself
+    never is. Shared with the probe-verdict store, which lives in it."""
+    descriptor = _open_cache_directory(directory, create) if _NO_FOLLOW_SUPPORTED else None
+    try:
+        yield descriptor
+    finally:
+        if descriptor is not None:
+            os.close(descriptor)
+
+
+def _open_cache_directory(directory: Path, create: bool) -> int | None:
+    try:
+        parent_fd = os.open(directory.parent, _DIRECTORY_FLAGS & ~os.O_NOFOLLOW)  # links above: followed
+    except OSError:
+        return None
+    try:
+        descriptor = _open_subdirectory(parent_fd, directory.name, create)
+    finally:
+        os.close(parent_fd)
+    if descriptor is None:
+        return None
+    try:
+        # Another user's directory is theirs to fill with forged entries (or to empty): not used.
+        foreign = hasattr(os, "geteuid") and os.fstat(descriptor).st_uid != os.geteuid()
+    except OSError:
+        foreign = True
+    if foreign:
+        os.close(descriptor)
+        return None
+    return descriptor
+
+
+@contextlib.contextmanager
+def subdirectory(directory_fd: int, name: str, create: bool = False) -> Iterator[int | None]:
+    """A descriptor of the directory `name` in the directory open as `directory_fd` (created if
+    `create`), never through a symbolic link; None where there is none."""
+    descriptor = _open_subdirectory(directory_fd, name, create)
+    try:
+        yield descriptor
+    finally:
+        if descriptor is not None:
+            os.close(descriptor)
+
+
+def _open_subdirectory(directory_fd: int, name: str, create: bool) -> int | None:
+    try:
+        if create:
+            try:
+                os.mkdir(name, 0o777, dir_fd=directory_fd)
+            except FileExistsError:  # a link or a file there is not replaced: opening it fails below
+                pass
+        return os.open(name, _DIRECTORY_FLAGS, dir_fd=directory_fd)
+    except OSError:  # ELOOP: a symbolic link; ENOTDIR: a file; ENOENT: absent
+        return None
+
+
+def _identity(descriptor: int) -> tuple[int, int] | None:
+    try:
+        st = os.fstat(descriptor)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _entry_key(shard: str, name: str) -> str | None:
+    """The key of an entry (or of its temporary file) named `name` in shard `shard`; None for any
+    other name."""
+    match = _ENTRY_NAME.fullmatch(name)
+    if match is None or not _SHARD_NAME.fullmatch(shard) or not match["key"].startswith(shard):
+        return None
+    return match["key"]
+
+
+def _unlink_entry(shard_fd: int, shard: str, name: str) -> int:
+    """Remove the file `name` of the shard open as `shard_fd` if it is an entry (or a temporary file
+    of one) by its name and by how it begins: 1 if removed, 0 if left alone or already gone."""
+    key = _entry_key(shard, name)
+    opened = None if key is None else _open_regular(name, dir_fd=shard_fd)
+    if opened is None:
+        return 0
+    stream, st = opened
+    try:
+        with stream:
+            head = _ENTRY_HEAD.match(stream.read(_ENTRY_HEAD_BYTES))
+        if head is None or head["key"].decode() != key:
+            return 0  # not written by lintloop
+        now = os.stat(name, dir_fd=shard_fd, follow_symlinks=False)
+        if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+            return 0  # replaced since it was checked
+        os.unlink(name, dir_fd=shard_fd)
+    except OSError:  # FileNotFoundError: a concurrent run pruned it first
+        return 0
+    return 1
+
+
+def _open_regular(path: str | os.PathLike[str], max_bytes: int | None = None, follow_symlinks: bool = False,
+                  dir_fd: int | None = None) -> tuple[BinaryIO, os.stat_result] | None:
+    """`path` (relative to `dir_fd` if given) open for reading and its status, or None unless it is a
+    regular file (of at most `max_bytes`). Opened without blocking: a FIFO planted in the cache would
+    otherwise block the run until something writes to it; a symlink to /dev/zero is a device, never read."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
     if not follow_symlinks:
         flags |= getattr(os, "O_NOFOLLOW", 0)  # entries are written as regular files, never links
     try:
-        descriptor = os.open(path, flags)
+        descriptor = os.open(path, flags, dir_fd=dir_fd)
     except OSError:  # absent, unreadable, a symlink where none may be (ELOOP)
         return None
     try:
@@ -340,6 +507,21 @@ def _open_regular(path: str | os.PathLike[str], max_bytes: int | None = None,
         pass
     os.close(descriptor)
     return None
+
+
+def read_regular(directory_fd: int, name: str, max_bytes: int) -> bytes | None:
+    """The content of the regular file `name` in the directory open as `directory_fd`, never through
+    a symbolic link nor blocking; None where there is no such file or it is over `max_bytes`."""
+    opened = _open_regular(name, max_bytes, dir_fd=directory_fd)
+    if opened is None:
+        return None
+    stream, _ = opened
+    try:
+        with stream:
+            raw = stream.read(max_bytes + 1)
+    except OSError:
+        return None
+    return raw if len(raw) <= max_bytes else None
 
 
 def _dependency_digest(path: str) -> str:
@@ -371,20 +553,18 @@ def _usage(st: os.stat_result) -> int:
     return blocks * 512 if blocks else st.st_size
 
 
-def _unlink(path: Path) -> int:
+def write_atomically(directory_fd: int, name: str, data: bytes) -> None:
+    """Write `name` in the directory open as `directory_fd`: a new temporary file (`name.<pid>.tmp`,
+    created exclusively: never one that is there already, nor through a link), then renamed over
+    `name` (which replaces a link there, never what it points to). Raises OSError."""
+    tmp = f"{name}.{os.getpid()}.tmp"
+    descriptor = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                         | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0), 0o666, dir_fd=directory_fd)
     try:
-        path.unlink()
-    except OSError:  # FileNotFoundError: a concurrent run pruned it first
-        return 0
-    return 1
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as stream:
+        with os.fdopen(descriptor, "wb") as stream:
             stream.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        _unlink(tmp)
+        os.replace(tmp, name, src_dir_fd=directory_fd, dst_dir_fd=directory_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=directory_fd)  # the file just created, by this process
         raise

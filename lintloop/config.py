@@ -9,6 +9,7 @@ import functools
 import json
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,8 @@ DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", ".egg
 # Files that directories are searched for (gitignore-style patterns, as `exclude`).
 DEFAULT_INCLUDE = ("*.py", "*.pyi", "*.ipynb")
 _LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "include", "extend-include")
+_PATTERN_KEYS = ("exclude", "extend-exclude", "include", "extend-include")  # gitignore-style patterns
+_SHOWN_CHARS = 60  # a longer value is cut short in a message: an error is one readable line
 KNOWN_KEYS = set(_LIST_KEYS) | {"per-file-ignores", "unsafe-fixes", "jobs", "rules"}
 
 
@@ -76,6 +79,12 @@ class Settings:
     def _exclude_spec(self) -> pathspec.PathSpec:
         return pathspec.GitIgnoreSpec.from_lines(self.exclude)
 
+    @functools.cached_property
+    def _per_file_ignore_specs(self) -> list[tuple[pathspec.PathSpec, list[str], str]]:
+        """(compiled glob, codes, glob) of each per-file-ignores entry, compiled once."""
+        return [(pathspec.GitIgnoreSpec.from_lines([pattern]), selectors, pattern)
+                for pattern, selectors in self.per_file_ignores.items()]
+
     def excludes(self, path: Path) -> bool:
         """Whether `exclude` matches a file: its path relative to this configuration's directory,
         or its bare name (as discovery matches each file and directory it walks)."""
@@ -89,9 +98,9 @@ class Settings:
     def ignored_for(self, relative_path: str) -> set[str]:
         """Codes that per-file-ignores switch off for this path (relative to the config root)."""
         codes: set[str] = set()
-        for pattern, selectors in self.per_file_ignores.items():
-            if pathspec.GitIgnoreSpec.from_lines([pattern]).match_file(relative_path):
-                codes |= {r.code for r in _resolve_all(selectors, f"per-file-ignores[{pattern!r}]")}
+        for spec, selectors, pattern in self._per_file_ignore_specs:
+            if spec.match_file(relative_path):
+                codes |= {r.code for r in _resolve_all(selectors, f"per-file-ignores[{_shown(pattern)}]")}
         return codes
 
 
@@ -105,7 +114,7 @@ def resolve_selector(selector: str) -> set[type[Rule]]:
         return {exact}
     by_prefix = {r for r in ALL_RULES if r.code.startswith(text.upper())} if text.upper().startswith("LL") else set()
     if not by_prefix:
-        raise ConfigError(f"unknown rule code or name: {selector!r} (see `lintloop rules`)")
+        raise ConfigError(f"unknown rule code or name: {_shown(selector)} (see `lintloop rules`)")
     return by_prefix
 
 
@@ -179,6 +188,8 @@ def _read_bytes(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{_display(path)}: cannot read configuration: {exc.strerror or exc}") from None
+    except MemoryError:
+        raise ConfigError(f"{_display(path)}: cannot read configuration: too large") from None
 
 
 def _parse_toml(path: Path, raw: bytes) -> _Toml:
@@ -189,6 +200,11 @@ def _parse_toml(path: Path, raw: bytes) -> _Toml:
         raise ConfigError(f"{_display(path)}:{line}: cannot read configuration: not UTF-8 text") from None
     try:
         return _Toml(path, text, tomllib.loads(text))
+    except RecursionError:  # tomllib's parser recurses once per level of arrays and inline tables
+        raise ConfigError(f"{_display(path)}:{_deepest_line(text)}: cannot read configuration: invalid TOML: "
+                          "arrays or inline tables nested too deeply") from None
+    except MemoryError:
+        raise ConfigError(f"{_display(path)}: cannot read configuration: too large") from None
     except tomllib.TOMLDecodeError as exc:
         # tomllib ends its message with "(at line L, column C)" (3.11-3.13; 3.14 adds attributes).
         message = str(exc)
@@ -201,6 +217,27 @@ def _parse_toml(path: Path, raw: bytes) -> _Toml:
             line, column = int(where[1]), int(where[2])
         raise ConfigError(f"{_display(path)}:{line}:{column}: cannot read configuration: invalid TOML: "
                           f"{message[:where.start()]}") from None
+    except ValueError as exc:  # not TOMLDecodeError: an integer of more digits than Python converts
+        raise ConfigError(f"{_display(path)}: cannot read configuration: invalid TOML: "
+                          f"{str(exc).split(';')[0]}") from None
+
+
+# A token of TOML text for `_deepest_line`: a string (whose brackets do not count), a comment, a bracket.
+_TOML_TOKEN = re.compile(r'"""(?:[^\\]|\\.)*?"""' r"|'''.*?'''" r'|"(?:[^"\\\n]|\\.)*"' r"|'[^'\n]*'|#[^\n]*|[\[\]{}]",
+                         re.DOTALL)
+
+
+def _deepest_line(text: str) -> int:
+    """The line where brackets first nest deepest: where tomllib's parser ran out of stack."""
+    depth = deepest = deepest_at = 0
+    for token in _TOML_TOKEN.finditer(text):
+        if token[0] in ("[", "{"):
+            depth += 1
+            if depth > deepest:
+                deepest, deepest_at = depth, token.start()
+        elif token[0] in ("]", "}"):
+            depth -= 1
+    return text.count("\n", 0, deepest_at) + 1
 
 
 def load_settings(config_file: Path | None = None, start: Path | None = None) -> Settings:
@@ -209,9 +246,23 @@ def load_settings(config_file: Path | None = None, start: Path | None = None) ->
     path = config_file or find_config((start or Path.cwd()).resolve())
     if path is None:
         return Settings(root=(start or Path.cwd()).resolve())
-    if not path.is_file():
-        raise ConfigError(f"configuration file not found: {path}")
+    _check_regular_file(path)
     return _settings_from_file(_read_toml(path))
+
+
+def _check_regular_file(path: Path) -> None:
+    """A configuration file is a (link to a) regular file: a FIFO would block the run, a device
+    (`/dev/zero`) never end it, and a directory is no file."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file not found: {path}") from None
+    except OSError as exc:  # a directory above that cannot be searched, a loop of links
+        raise ConfigError(f"{_display(path)}: cannot read configuration: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise ConfigError(f"{_display(path)}: cannot read configuration: a directory, not a file")
+    if not stat.S_ISREG(mode):
+        raise ConfigError(f"{_display(path)}: cannot read configuration: not a regular file (a FIFO, socket or device)")
 
 
 def _settings_from_file(toml: _Toml) -> Settings:
@@ -311,7 +362,7 @@ def settings_from_table(table: dict[str, Any], path: Path, locator: _KeyLocator 
     where = locator or _KeyLocator(_Toml(path, "", {}), ())
     unknown = sorted(set(table) - KNOWN_KEYS)
     if unknown:
-        raise ConfigError(where.error((unknown[0],), f"unknown key {unknown[0]!r} (known: "
+        raise ConfigError(where.error((unknown[0],), f"unknown key {_shown(unknown[0])} (known: "
                                       f"{', '.join(sorted(KNOWN_KEYS))})", show_key=False))
     settings = Settings(root=path.parent.resolve(), config_path=path)
     for key in _LIST_KEYS:
@@ -320,6 +371,9 @@ def settings_from_table(table: dict[str, Any], path: Path, locator: _KeyLocator 
             raise ConfigError(where.error((key,), "must be a list of strings"))
     for key in ("select", "extend-select", "ignore"):
         _check_selectors(table.get(key, []), (key,), where)
+    for key in _PATTERN_KEYS:
+        for pattern in table.get(key, []):
+            _check_pattern(pattern, (key,), where, in_list=True)
     if "select" in table:
         settings.select = table["select"]
     settings.ignore = table.get("ignore", [])
@@ -330,6 +384,7 @@ def settings_from_table(table: dict[str, Any], path: Path, locator: _KeyLocator 
     if not isinstance(pfi, dict):
         raise ConfigError(where.error(("per-file-ignores",), "must be a table of glob pattern = [codes]"))
     for pattern, selectors in pfi.items():
+        _check_pattern(pattern, ("per-file-ignores", pattern), where)
         if not isinstance(selectors, list) or not all(isinstance(c, str) for c in selectors):
             raise ConfigError(where.error(("per-file-ignores", pattern), "must be a list of codes"))
         _check_selectors(selectors, ("per-file-ignores", pattern), where)
@@ -349,6 +404,29 @@ def _check_selectors(selectors: list[str], key: tuple[str, ...], where: _KeyLoca
             resolve_selector(selector)
         except ConfigError as exc:
             raise ConfigError(where.error(key, str(exc), value=selector)) from None
+
+
+def _check_pattern(pattern: str, key: tuple[str, ...], where: _KeyLocator, in_list: bool = False) -> None:
+    """A gitignore-style pattern must compile now: else the first file matched against it would
+    fail the run with an internal error. `in_list`: the pattern is an item of the key's list (and is
+    quoted in the message), not the key itself."""
+    try:
+        pathspec.GitIgnoreSpec.from_lines([pattern])
+    except re.error as exc:  # pathspec's regular expression for it does not compile: `[z-a]`
+        reason = exc.msg
+    except ValueError:  # pathspec's GitIgnorePatternError: a lone `!`, a trailing backslash
+        reason = "not gitignore syntax"
+    else:
+        return
+    problem = f"invalid pattern {_shown(pattern)}: {reason}" if in_list else f"invalid pattern: {reason}"
+    raise ConfigError(where.error(key, problem, value=pattern if in_list else None))
+
+
+def _shown(value: str) -> str:
+    """A value as a message quotes it: cut short if long, so that a bad value is still one short line."""
+    if len(value) <= _SHOWN_CHARS:
+        return repr(value)
+    return f"{value[:_SHOWN_CHARS]!r}... ({len(value)} characters)"
 
 
 def _typed(table: dict[str, Any], key: str, kind: type, default: Any, where: _KeyLocator) -> Any:
@@ -372,7 +450,8 @@ def _rule_options(table: Any, where: _KeyLocator) -> dict[str, dict[str, Any]]:
             spec = rule.options.get(option)
             if spec is None:
                 known = ", ".join(rule.options) or "none"
-                raise ConfigError(where.error(("rules", key, option), f"unknown option {option!r} (known: {known})"))
+                raise ConfigError(where.error(("rules", key, option),
+                                              f"unknown option {_shown(option)} (known: {known})"))
             # Same type as well as equal: `true` is not the Keras version 1, nor 1 `true`.
             if spec.choices and not any(type(value) is type(c) and value == c for c in spec.choices):
                 raise ConfigError(where.error(("rules", key, option), "must be one of " + ", ".join(
@@ -446,9 +525,11 @@ class _KeyLocator:
     def _value_line(self, key_line: int, value: str) -> int:
         """The line of a bad value in a list that spans lines (the key's line if not found)."""
         lines = self.toml.text.splitlines()
+        # As written: a literal string, a basic string without escapes, or one with JSON's escapes.
+        written = (f"'{value}'", f'"{value}"', json.dumps(value), json.dumps(value, ensure_ascii=False))
         for number in range(key_line, len(lines) + 1):
             text = lines[number - 1]
-            if f'"{value}"' in text or f"'{value}'" in text:
+            if any(form in text for form in written):
                 return number
             if "]" in text.split("#")[0]:
                 break
@@ -456,4 +537,6 @@ class _KeyLocator:
 
 
 def _quote_key(key: str) -> str:
-    return key if re.fullmatch(_BARE_KEY, key) else json.dumps(key)
+    shown = key if len(key) <= _SHOWN_CHARS else key[:_SHOWN_CHARS]
+    quoted = shown if re.fullmatch(_BARE_KEY, shown) else json.dumps(shown)
+    return quoted if shown == key else f"{quoted}... ({len(key)} characters)"

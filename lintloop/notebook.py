@@ -149,7 +149,7 @@ class Notebook:
                 raise NotebookError(f"not a notebook: cell {index} has no text source")
             cells.append(CodeCell(index, source))
         spans = _source_spans(text) if major == 4 else {}
-        return cls(text, cells, spans, _python_kernel(node.get("metadata") or {}))
+        return cls(text, cells, spans, _python_kernel(node.get("metadata")))
 
     def module(self, leave_out: frozenset[int] = frozenset()) -> NotebookModule:
         """The code cells as one module (other-language cells and the cells `leave_out` names left
@@ -243,9 +243,17 @@ def _indented(lines: list[str]) -> bool:
             and any(not line.lstrip().startswith("#") for line in code))
 
 
-def _python_kernel(metadata: dict) -> bool:
-    language = (metadata.get("kernelspec") or {}).get("language") or (metadata.get("language_info") or {}).get("name")
+def _python_kernel(metadata: object) -> bool:
+    """Whether the kernel is Python, or unknown. A `kernelspec` or `language_info` that is not an
+    object (a string, a list, null: hand-edited or generated JSON) says nothing, as if absent."""
+    language = (_member(_member(metadata, "kernelspec"), "language")
+                or _member(_member(metadata, "language_info"), "name"))
     return not isinstance(language, str) or language.lower() in ("python", "python3", "ipython", "")
+
+
+def _member(node: object, key: str) -> object:
+    """`node[key]` if `node` is a JSON object that has it, else None."""
+    return node.get(key) if isinstance(node, dict) else None
 
 
 # ----- masking IPython syntax ----------------------------------------------------------------

@@ -4,18 +4,19 @@
 `.lintloop_cache/probe/` of the project; the language server shows a recorded verdict on the
 matching diagnostic for as long as the file's text is the text that was probed (a later edit
 makes the record stale: it is then ignored, never shown against moved lines). Records are JSON,
-type-checked on read; an unreadable, foreign or malformed record is ignored.
+type-checked on read; an unreadable, foreign or malformed record is ignored. The store is opened
+as the result cache is (`lintloop.cache.cache_directory`): never through a symbolic link, nor in
+another user's cache directory; there the run goes on without it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from lintloop.cache import cache_directory, read_regular, subdirectory, write_atomically
 from lintloop.finding import Finding
 
 STORE_DIR_NAME = "probe"
@@ -26,9 +27,8 @@ _STATUSES = ("confirmed", "not-confirmed", "error", "skipped")
 VerdictKey = tuple[str, int, int]  # (code, line, column) of the finding
 
 
-def _record_path(cache_dir: Path, path: Path) -> Path:
-    name = hashlib.sha256(str(path.resolve()).encode()).hexdigest()
-    return cache_dir / STORE_DIR_NAME / f"{name}.json"
+def _record_name(path: Path) -> str:
+    return f"{hashlib.sha256(str(path.resolve()).encode()).hexdigest()}.json"
 
 
 def _digest(text: str) -> str:
@@ -41,33 +41,25 @@ def record(cache_dir: Path, path: Path, text: str, findings: list[Finding]) -> b
     verdicts = [{"code": f.code, "line": f.line, "column": f.column, "probe": f.probe}
                 for f in findings if f.probe is not None]
     entry = {"format": FORMAT, "path": str(path.resolve()), "digest": _digest(text), "verdicts": verdicts}
-    target = _record_path(cache_dir, path)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as stream:
-                json.dump(entry, stream)
-            os.replace(tmp, target)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-    except OSError:
-        return False
+    with cache_directory(cache_dir, create=True) as cache_fd:
+        if cache_fd is None:
+            return False
+        with subdirectory(cache_fd, STORE_DIR_NAME, create=True) as store_fd:
+            if store_fd is None:
+                return False
+            try:
+                write_atomically(store_fd, _record_name(path), json.dumps(entry).encode("utf-8"))
+            except OSError:
+                return False
     return True
 
 
 def recorded(cache_dir: Path, path: Path, text: str) -> dict[VerdictKey, dict[str, Any]]:
     """The recorded verdicts for `path`, if it was probed with exactly this `text`; else none."""
-    target = _record_path(cache_dir, path)
+    raw = _read_record(cache_dir, _record_name(path))
     try:
-        with open(target, "rb") as stream:
-            raw = stream.read(MAX_RECORD_BYTES + 1)
-        if len(raw) > MAX_RECORD_BYTES:
-            return {}
-        entry = json.loads(raw)
-    except (OSError, ValueError):
+        entry = json.loads(raw) if raw is not None else None
+    except (ValueError, RecursionError):
         return {}
     if (not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("path") != str(path.resolve())
             or entry.get("digest") != _digest(text) or not isinstance(entry.get("verdicts"), list)):
@@ -77,6 +69,14 @@ def recorded(cache_dir: Path, path: Path, text: str) -> dict[VerdictKey, dict[st
         if _valid(item):
             verdicts[(item["code"], item["line"], item["column"])] = item["probe"]
     return verdicts
+
+
+def _read_record(cache_dir: Path, name: str) -> bytes | None:
+    with cache_directory(cache_dir) as cache_fd:
+        if cache_fd is None:
+            return None
+        with subdirectory(cache_fd, STORE_DIR_NAME) as store_fd:
+            return None if store_fd is None else read_regular(store_fd, name, MAX_RECORD_BYTES)
 
 
 def _valid(item: Any) -> bool:

@@ -6,6 +6,8 @@ import dataclasses
 import json
 import os
 import pickle
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -244,3 +246,172 @@ def test_unwritable_entries_still_give_correct_results(setup, monkeypatch):
     result = run_job(job(source, cache.directory))
     assert result.findings == expected and not result.errors and not result.cache_written
     assert list(cache.directory.glob("??/*")) == []  # no temporary file left behind
+
+
+# -- the cache touches nothing outside itself -----------------------------------------------------
+
+OLD = 1_000_000  # an mtime long past: first in line for pruning
+
+
+def snapshot(folder):
+    """Every file below `folder` (links not followed): relative path -> (bytes, mtime)."""
+    return {str(path.relative_to(folder)): (path.read_bytes(), path.stat().st_mtime)
+            for path in sorted(folder.rglob("*")) if path.is_file() and not path.is_symlink()}
+
+
+def lookalike_entries(folder, count=5):
+    """Files in `folder` named and written exactly as cache entries are, and old: what an
+    unguarded prune would remove first."""
+    for i in range(count):
+        key = f"{i:02x}" + "e" * 62
+        entry = folder / key[:2] / f"{key}.json"
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        entry.write_bytes(encode_entry(key, []))
+        os.utime(entry, (OLD, OLD))
+
+
+def old_files(folder):
+    """A folder of someone's old files: some named like entries (one even written as one), others not."""
+    lookalike_entries(folder, 2)
+    for name in ("notes.txt", "ab/data.bin", "cd/" + "c" * 64 + ".json", "ef/backup.json.123.tmp", "deep/x/y.py"):
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(os.urandom(2000))
+    for path in folder.rglob("*"):
+        os.utime(path, (OLD, OLD))
+
+
+def git_repository(folder):
+    """A tiny committed repository: its .git/objects are files in 2-hex-digit shard directories."""
+    if not shutil.which("git"):
+        pytest.skip("git is not installed")
+    folder.mkdir()
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, check=True,
+                              env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+                                   "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"})
+
+    git("init", "-q", ".")
+    for i in range(5):
+        (folder / f"f{i}.txt").write_text(f"content {i}\n" * 50)
+    git("add", ".")
+    git("commit", "-q", "-m", "tiny")
+    for path in (folder / ".git" / "objects").rglob("*"):
+        os.utime(path, (OLD, OLD), follow_symlinks=False)
+    return git
+
+
+@pytest.mark.parametrize("target", ["old files", "git objects"])
+def test_a_symlinked_cache_dir_runs_uncached_and_deletes_nothing(run_cli, write, tmp_path, monkeypatch, target):
+    """The reproduced defect: pruning through a linked cache deleted 29 old files, and a repository's
+    loose objects. Now a linked cache directory is not used at all, with a bound that forces pruning."""
+    for i in range(3):
+        write(f"project/m{i}.py", TORCH_LEAK + f"# {i}\n")
+    if target == "old files":
+        pointed = tmp_path / "old"
+        pointed.mkdir()
+        old_files(pointed)
+    else:
+        git = git_repository(tmp_path / "repo")
+        pointed = tmp_path / "repo" / ".git" / "objects"
+    before = snapshot(pointed)
+    (tmp_path / "project" / ".lintloop_cache").symlink_to(pointed, target_is_directory=True)
+    expected = run_cli("check", ".", "--format", "json", "--no-cache", cwd=tmp_path / "project")
+    monkeypatch.setattr(cache_module, "DEFAULT_MAX_BYTES", 1)
+    assert run_cli("check", ".", "--format", "json", cwd=tmp_path / "project") == expected  # no message either
+    if target == "git objects":
+        git("fsck", "--full", "--strict")  # check=True: fails on a missing object
+    assert snapshot(pointed) == before  # every file there, byte for byte, nothing added
+    assert ResultCache.open(tmp_path / "project") is None
+
+
+def test_a_symlinked_shard_dir_is_neither_written_read_nor_pruned(tmp_path):
+    cache = ResultCache.open(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    lookalike_entries(elsewhere, 1)  # elsewhere/00/00eee....json
+    before = snapshot(elsewhere)
+    (cache.directory / "00").symlink_to(elsewhere / "00", target_is_directory=True)
+    key = "00" + "e" * 62
+    finding = Finding("a.py", 1, 1, 1, 2, "LL301", "n", "m", "bug", "error")
+    assert cache.put(key, [finding]) is False  # not written through the link
+    assert cache.get(key, "a.py") is None  # nor read through it
+    assert cache.put("01" + "0" * 62, [finding])  # other shards work
+    assert [path.parent.name for _, _, path in cache.entries()] == ["01"]
+    cache.max_bytes = 0
+    assert cache.prune() == 1  # the real entry
+    assert snapshot(elsewhere) == before
+
+
+def test_prune_removes_only_files_that_are_its_entries(tmp_path):
+    """Named as an entry is not enough: the file must also begin as an entry does, naming its key."""
+    cache = ResultCache.open(tmp_path)
+    ours = "ab" + "1" * 62
+    assert cache.put(ours, [])
+    shard = cache.directory / "ab"
+    not_ours = {
+        "ab" + "2" * 62 + ".json": b"not an entry: wrong magic " + os.urandom(200),
+        "ab" + "3" * 62 + ".json": encode_entry("ab" + "4" * 62, []),  # an entry, of another key
+        "ab" + "5" * 62 + ".json.77.tmp": b"\x00" * 300,  # a temporary file's name, not its content
+        "ab" + "6" * 62 + ".json": b"",
+        "ab" + "7" * 62 + ".JSON": encode_entry("ab" + "7" * 62, []),  # not the naming pattern
+        "cd" + "8" * 62 + ".json": encode_entry("cd" + "8" * 62, []),  # in the wrong shard
+    }
+    for name, data in not_ours.items():
+        (shard / name).write_bytes(data)
+    stale_tmp = shard / f"{ours}.json.99.tmp"  # a crashed writer's, written as entries are: removed
+    stale_tmp.write_bytes(encode_entry(ours, [])[:120])
+    for path in shard.iterdir():
+        os.utime(path, (OLD, OLD))
+    cache.max_bytes = 0
+    assert cache.prune() == 2
+    assert not cache.entry_path(ours).exists() and not stale_tmp.exists()
+    assert {path.name: path.read_bytes() for path in shard.iterdir()} == not_ours
+
+
+@pytest.mark.parametrize("replacement", ["symlink", "another directory"])
+def test_a_cache_dir_swapped_during_the_run_is_not_followed(tmp_path, monkeypatch, replacement):
+    """The cache directory is replaced between pruning's listing and its removals (and before later
+    writes): by a link to a folder, or by another directory, holding files that are entries in all
+    but place. Nothing there is removed or written."""
+    cache = ResultCache.open(tmp_path)
+    keys = [f"{i:02x}" + "0" * 62 for i in range(4)]
+    for key in keys:
+        assert cache.put(key, [])
+        os.utime(cache.entry_path(key), (OLD, OLD))
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(cache.directory, elsewhere)  # the same names, the same (valid) contents
+    before = snapshot(elsewhere)
+    listing = cache.entries
+
+    def list_then_swap():
+        listed = listing()
+        cache.directory.rename(tmp_path / "moved")
+        if replacement == "symlink":
+            cache.directory.symlink_to(elsewhere, target_is_directory=True)
+        else:
+            elsewhere.rename(cache.directory)
+        return listed
+
+    monkeypatch.setattr(cache, "entries", list_then_swap)
+    cache.max_bytes = 0
+    assert cache.prune() == 0
+    assert not cache.put("ff" + "0" * 62, [])
+    if replacement == "another directory":
+        cache.directory.rename(elsewhere)
+    assert snapshot(elsewhere) == before
+    assert len(list((tmp_path / "moved").glob("??/*.json"))) == len(keys)  # nor were ours removed
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to give a directory away")
+def test_a_cache_dir_of_another_user_runs_uncached(run_cli, write, tmp_path):
+    write("leak.py", TORCH_LEAK)
+    directory = tmp_path / ".lintloop_cache"
+    directory.mkdir()
+    lookalike_entries(directory, 2)
+    os.chown(directory, 65534, 65534)
+    before = snapshot(directory)
+    expected = run_cli("check", "leak.py", "--format", "json", "--no-cache", cwd=tmp_path)
+    assert ResultCache.open(tmp_path) is None
+    assert run_cli("check", "leak.py", "--format", "json", cwd=tmp_path) == expected
+    assert snapshot(directory) == before

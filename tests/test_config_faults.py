@@ -77,11 +77,46 @@ def config_error(run_cli, tmp_path, *args):
     # dotted keys and inline tables
     ("pyproject.toml", '# top\n\ntool.lintloop.select = ["LL999"]\n[project]\nname = "x"\n', "pyproject.toml:3: [tool.lintloop] select: unknown"),
     ("pyproject.toml", '[tool.lintloop]\nrules = { LL402 = { keras = 9 } }\n', "pyproject.toml:2: [tool.lintloop] rules.LL402.keras: must be one of"),
+    # TOML that tomllib cannot read for want of stack or digits: the line of the deepest nesting
+    ("pyproject.toml", '[tool.lintloop]\nselect = ["LL1"]\nx = ' + "[" * 100_000 + "]" * 100_000 + "\n",
+     "pyproject.toml:3: cannot read configuration: invalid TOML: arrays or inline tables nested too deeply"),
+    ("pyproject.toml", '[tool.lintloop]\nselect = ["LL1"]  # [[[[ a comment\nnote = "[[[["\n[tool.other]\nx = [\n  '
+     + "{a = " * 5_000 + "1" + "}" * 5_000 + "\n]\n",
+     "pyproject.toml:6: cannot read configuration: invalid TOML: arrays or inline tables nested too deeply"),
+    ("pyproject.toml", '[tool.lintloop]\njobs = ' + "1" * 5_000 + "\n",
+     "pyproject.toml: cannot read configuration: invalid TOML: Exceeds the limit (4300"),  # Python's words, per version
+    # patterns that pathspec cannot compile, in every option that holds patterns
+    ("lintloop.toml", 'exclude = ["\\\\"]\n', "lintloop.toml:1: exclude: invalid pattern '\\\\': not gitignore syntax"),
+    ("pyproject.toml", '[tool.lintloop]\nexclude = ["\\\\"]\n',
+     "pyproject.toml:2: [tool.lintloop] exclude: invalid pattern '\\\\': not gitignore syntax"),
+    ("pyproject.toml", '[tool.lintloop]\nextend-exclude = [\n  "build/",\n  "!",\n]\n',
+     "pyproject.toml:4: [tool.lintloop] extend-exclude: invalid pattern '!': not gitignore syntax"),
+    ("pyproject.toml", '[tool.lintloop]\ninclude = ["[z-a].py"]\n',
+     "pyproject.toml:2: [tool.lintloop] include: invalid pattern '[z-a].py': bad character range z-a"),
+    ("pyproject.toml", "[tool.lintloop]\nextend-include = ['src/\\']\n",
+     "pyproject.toml:2: [tool.lintloop] extend-include: invalid pattern 'src/\\\\': not gitignore syntax"),
+    ("pyproject.toml", '[tool.lintloop.per-file-ignores]\n"tests/*" = ["LL301"]\n"\\\\" = ["LL301"]\n',
+     'pyproject.toml:3: [tool.lintloop] per-file-ignores."\\\\": invalid pattern: not gitignore syntax'),
+    ("pyproject.toml", '[tool.lintloop]\nper-file-ignores = { "!" = ["LL301"] }\n',
+     'pyproject.toml:2: [tool.lintloop] per-file-ignores."!": invalid pattern: not gitignore syntax'),
+    # items of the wrong type, absurdly long values (cut short: the message stays one short line)
+    ("pyproject.toml", '[tool.lintloop]\nexclude = ["build/", 3]\n', "pyproject.toml:2: [tool.lintloop] exclude: must be a list of strings"),
+    ("pyproject.toml", '[tool.lintloop.per-file-ignores]\n"a.py" = [301]\n',
+     'pyproject.toml:2: [tool.lintloop] per-file-ignores."a.py": must be a list of codes'),
+    ("pyproject.toml", '[tool.lintloop]\nselect = ["' + "LL9" * 50_000 + '"]\n',
+     f"pyproject.toml:2: [tool.lintloop] select: unknown rule code or name: {'LL9' * 20!r}... (150000 characters) "
+     "(see `lintloop rules`)"),
+    ("pyproject.toml", "[tool.lintloop]\n" + "k" * 100_000 + " = 1\n",
+     f"pyproject.toml:2: [tool.lintloop]: unknown key {'k' * 60!r}... (100000 characters) (known: "),
+    ("pyproject.toml", '[tool.lintloop.per-file-ignores]\n"' + "d/" * 500 + '" = ["ZZ1"]\n',
+     f'pyproject.toml:2: [tool.lintloop] per-file-ignores."{"d/" * 30}"... (1000 characters): '
+     "unknown rule code or name: 'ZZ1'"),
 ])
 def test_a_bad_configuration_is_one_line_naming_file_line_and_key(run_cli, write, tmp_path, name, text, expected):
     (tmp_path / name).write_text(text)
     write("a.py", "x = 1\n")
-    assert expected in config_error(run_cli, tmp_path, "a.py")
+    line = config_error(run_cli, tmp_path, "a.py")
+    assert expected in line and len(line) < 320
 
 
 def test_valid_rule_options_are_accepted(run_cli, write, tmp_path):
@@ -99,6 +134,27 @@ def test_a_configuration_that_is_not_utf8_names_its_line(run_cli, write, tmp_pat
     write("pyproject.toml", b'[tool.lintloop]\nselect = ["LL1"]  # caf\xe9\n', mode="wb")
     write("a.py", "x = 1\n")
     assert "pyproject.toml:2: cannot read configuration: not UTF-8 text" in config_error(run_cli, tmp_path, "a.py")
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "device"])
+def test_a_configuration_that_is_no_regular_file_is_one_line_not_a_hang(write, tmp_path, kind):
+    """`--config` naming a directory, a FIFO (a reader would wait for a writer for ever) or a device."""
+    write("a.py", "x = 1\n")
+    if kind == "directory":
+        (tmp_path / "conf").mkdir()
+        config, expected = "conf", "conf: cannot read configuration: a directory, not a file"
+    elif kind == "fifo":
+        if not hasattr(os, "mkfifo"):
+            pytest.skip("no FIFOs here")
+        os.mkfifo(tmp_path / "conf")
+        config, expected = "conf", "conf: cannot read configuration: not a regular file (a FIFO, socket or device)"
+    else:
+        if not os.path.exists("/dev/zero"):
+            pytest.skip("no /dev/zero")
+        config, expected = "/dev/zero", "/dev/zero: cannot read configuration: not a regular file (a FIFO, socket or device)"
+    result = subprocess.run([sys.executable, "-m", "lintloop", "check", "--config", config, "a.py"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout, result.stderr) == (2, "", f"lintloop: error: {expected}\n")
 
 
 def test_a_bad_command_line_code_names_the_option(run_cli, write, tmp_path):
@@ -322,7 +378,7 @@ def test_an_unreadable_entry_is_a_miss(cached_file, monkeypatch):
     real_open = os.open
 
     def refuse(path, *args, **kwargs):
-        if os.fspath(path) == os.fspath(entry):
+        if os.path.basename(os.fspath(path)) == entry.name:  # opened by name, relative to its shard
             raise PermissionError(13, "Permission denied", os.fspath(path))
         return real_open(path, *args, **kwargs)
 

@@ -303,3 +303,71 @@ def test_directories_are_searched_for_notebooks_and_include_says_which_files(tmp
     settings = load_settings(start=tmp_path)
     assert [f.display for f in discover([str(tmp_path)], settings)[0]] == [
         str(tmp_path / "notebooks" / "deep" / "a.ipynb")]
+
+
+# ----- malformed notebook JSON: linted, or one LL001; never an internal error -------------------
+
+
+def _with_metadata(metadata) -> str:
+    document = json.loads(_notebook(SETUP, LEAKY_LOOP))
+    document["metadata"] = metadata
+    return json.dumps(document)
+
+
+@pytest.mark.parametrize("key", ["kernelspec", "language_info"])
+@pytest.mark.parametrize("value", ["python3", ["python"], 3, None, True, {"language": 3, "name": ["r"]}])
+def test_a_malformed_kernelspec_or_language_info_is_an_unknown_kernel_and_is_linted(tmp_path, capsys, key, value):
+    """Hand-edited or generated notebooks: a kernelspec that is a string crashed the run
+    (AttributeError). Such metadata says nothing about the language: linted as Python."""
+    path = tmp_path / "odd.ipynb"
+    path.write_text(_with_metadata({key: value}))
+    assert main(["check", "--no-cache", "--format", "concise", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert err == "" and out.startswith(f"{path}:cell 2:7:5: LL301 ") and out.count("\n") == 1
+
+
+@pytest.mark.parametrize(("document", "message"), [
+    ({"metadata": "python3"}, "not a notebook"),
+    ({"metadata": None}, "not a notebook"),
+    ({"metadata": ["kernelspec"]}, "not a notebook"),
+    ({"cells": [None]}, "not a notebook"),
+    ({"cells": ["print(1)"]}, "not a notebook"),
+    ({"cells": {"cell_type": "code"}}, "not a notebook"),
+    ({"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "source": 3}]}, "cell 1 has no text source"),
+    ({"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "source": ["x = 1\n", 2]}]}, "not a notebook"),
+    ({"cells": [{"cell_type": "code", "metadata": "m", "outputs": [], "source": "x"}]}, "not a notebook"),
+    ({"cells": [{"cell_type": "code", "metadata": {}, "outputs": "none", "source": "x"}]}, "not a notebook"),
+])
+def test_malformed_notebook_json_is_one_ll001(tmp_path, capsys, document, message):
+    path = tmp_path / "odd.ipynb"
+    path.write_text(json.dumps({**json.loads(_notebook("x = 1")), **document}))
+    assert main(["check", "--no-cache", "--format", "json", str(path)]) == 1
+    out, err = capsys.readouterr()
+    [finding] = json.loads(out)
+    assert err == "" and finding["code"] == "LL001" and message in finding["message"]
+
+
+@pytest.mark.parametrize("cell", [
+    {"metadata": {}, "source": "total += loss"},  # no cell_type: not a code cell
+    {"cell_type": 3, "metadata": {}, "source": "total += loss"},
+    {"cell_type": "code", "metadata": {}, "outputs": []},  # no source: an empty cell
+])
+def test_a_cell_of_unknown_type_or_without_source_is_passed_over(tmp_path, capsys, cell):
+    document = json.loads(_notebook(SETUP, LEAKY_LOOP))
+    document["cells"].insert(1, cell)
+    path = tmp_path / "odd.ipynb"
+    path.write_text(json.dumps(document))
+    assert main(["check", "--no-cache", "--format", "concise", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert err == "" and out.startswith(f"{path}:cell 3:7:5: LL301 ")
+
+
+def test_a_directory_with_a_malformed_notebook_reports_the_other_files(tmp_path, capsys):
+    """The malformed notebook is linted like any other (and a .py file's finding is not lost)."""
+    (tmp_path / "odd.ipynb").write_text(_with_metadata({"kernelspec": "python3", "language_info": ["python"]}))
+    (tmp_path / "train.py").write_text(SETUP + "\n" + LEAKY_LOOP + "\n")
+    code = main(["check", "--no-cache", "--format", "concise", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 1 and err == "", err
+    assert [line.split(": LL")[0] for line in out.splitlines()] == [
+        f"{tmp_path / 'odd.ipynb'}:cell 2:7:5", f"{tmp_path / 'train.py'}:11:5"]

@@ -43,3 +43,41 @@ def test_a_damaged_or_foreign_record_is_ignored(tmp_path):
 def test_an_unwritable_store_is_not_an_error(tmp_path):
     (tmp_path / "cache").write_text("a file where the cache directory should be")
     assert store.record(tmp_path / "cache", tmp_path / "train.py", "x\n", [_finding(1, CONFIRMED)]) is False
+
+
+def test_a_symlinked_cache_dir_is_neither_written_nor_read(tmp_path):
+    """The store lives in the result cache's directory, and is opened as it is: never through a link."""
+    source = tmp_path / "train.py"
+    elsewhere = tmp_path / "elsewhere"
+    store.record(elsewhere, source, "x = 1\n", [_finding(3, CONFIRMED)])  # a valid record, in the wrong place
+    before = {path: path.read_bytes() for path in elsewhere.rglob("*") if path.is_file()}
+    (tmp_path / ".lintloop_cache").symlink_to(elsewhere, target_is_directory=True)
+    assert store.record(tmp_path / ".lintloop_cache", source, "x = 1\n", [_finding(4, CONFIRMED)]) is False
+    assert store.recorded(tmp_path / ".lintloop_cache", source, "x = 1\n") == {}
+    assert {path: path.read_bytes() for path in elsewhere.rglob("*") if path.is_file()} == before
+
+
+def test_a_symlinked_store_dir_is_neither_written_nor_read(tmp_path):
+    source = tmp_path / "train.py"
+    elsewhere = tmp_path / "elsewhere"
+    store.record(elsewhere, source, "x = 1\n", [_finding(3, CONFIRMED)])
+    before = {path: path.read_bytes() for path in elsewhere.rglob("*") if path.is_file()}
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / store.STORE_DIR_NAME).symlink_to(elsewhere / store.STORE_DIR_NAME,
+                                                           target_is_directory=True)
+    assert store.record(tmp_path / "cache", source, "x = 1\n", [_finding(4, CONFIRMED)]) is False
+    assert store.recorded(tmp_path / "cache", source, "x = 1\n") == {}
+    assert {path: path.read_bytes() for path in elsewhere.rglob("*") if path.is_file()} == before
+
+
+def test_a_symlinked_record_is_not_followed(tmp_path):
+    source = tmp_path / "train.py"
+    store.record(tmp_path / "cache", source, "x = 1\n", [_finding(3, CONFIRMED)])
+    (record,) = (tmp_path / "cache" / store.STORE_DIR_NAME).iterdir()
+    planted = tmp_path / "planted.json"
+    planted.write_bytes(record.read_bytes())
+    record.unlink()
+    record.symlink_to(planted)
+    assert store.recorded(tmp_path / "cache", source, "x = 1\n") == {}
+    assert store.record(tmp_path / "cache", source, "x = 1\n", [_finding(4, CONFIRMED)])
+    assert not record.is_symlink() and planted.read_bytes() != record.read_bytes()  # the link replaced, not written through
