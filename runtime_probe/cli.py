@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import IO, Any
@@ -107,6 +108,9 @@ def describe_containment(run: ProbeRun) -> list[str]:
     lines = []
     if run.left_running:
         lines.append(f"processes: {run.left_running} still running at the end of the program, killed")
+        for process in run.of_type("left_running")[:_FILES_SHOWN]:
+            command = shlex.join(process["command"]) if process.get("command") else "?"
+            lines.append(f"  pid {process['pid']}: {command[:_COMMAND_SHOWN]}")
     by_action: dict[str, list[str]] = {}
     for change in run.files():
         shown = _shown_path(change["path"])
@@ -122,6 +126,7 @@ def describe_containment(run: ProbeRun) -> list[str]:
 
 
 _FILES_SHOWN = 5
+_COMMAND_SHOWN = 120  # characters of a leftover process's command line
 _FILE_ACTIONS = {"write": "opened for writing", "mkdir": "directories made", "rename": "renamed",
                  "remove": "removed", "rmdir": "directories removed", "rmtree": "trees removed"}
 

@@ -9,17 +9,22 @@ events to a JSON-lines file that this module reads back.  The runner itself neve
 a framework.
 
 Containment -- limits and clean-up, not a sandbox: the program can do whatever its user can.
-A wall-clock timeout and a memory limit are enforced from the parent.  Every process of the run
-carries a token in its environment (``LINTLOOP_PROBE_RUN``); when the program ends, times out or
-goes over the limit, every process still running that is its descendant, in its process group,
-or holds the token is killed (SIGKILL, which a daemon cannot ignore), again until none is left:
-workers that hang, ``setsid`` daemons and double-forked orphans included; only a process that
-both left the group and dropped the token (``execve`` with a new environment) escapes.  Their
-number is ``ProbeRun.left_running``.  Output is drained as it comes (no pipe fills, however much
-is printed) and only its tails are kept.  What the program does to files is reported, not
-prevented (``file`` events; ``ProbeRun.files``); it runs in ``cwd`` (default: ours).  The
-memory limit polls (every 0.2 s) the resident memory of those processes (the RSS sum,
-confirmed with PSS before a kill so that pages forked workers share are counted once), so a
+It is started by a supervisor (``supervisor.py``), a small process between lintloop and the program
+that makes itself a child subreaper (Linux ``prctl``): the orphans of the program's processes are
+re-parented to it, not to init, so every process the program starts stays among its descendants
+whatever it does -- ``setsid``, forking twice, ``execve`` with an empty environment.  A wall-clock
+timeout and a memory limit (over all of those processes) are enforced from lintloop.  When the
+program ends, times out or goes over the limit, the supervisor kills (SIGKILL, which a daemon cannot
+ignore) its children until it has none left, reaping them; so it does if lintloop itself dies.
+Then, as a fallback for what the supervisor could not keep (no subreaper on macOS; a program that
+killed it), every process still running that is in the run's process group or holds the run's token
+in its environment (``LINTLOOP_PROBE_RUN``) is killed too, again until none is left.  The processes
+that were still running besides the main one are reported: their number is
+``ProbeRun.left_running``, and each is a ``left_running`` event.  Output is drained as it comes
+(no pipe fills, however much is printed) and only its tails are kept.  What the program does to
+files is reported, not prevented (``file`` events; ``ProbeRun.files``); it runs in ``cwd``
+(default: ours).  The memory limit polls (every 0.2 s) the resident memory of those processes (the
+RSS sum, confirmed with PSS before a kill so that pages forked workers share are counted once), so a
 burst faster than the poll can pass it before the kill.  ``RLIMIT_AS`` is not used: it limits virtual address
 space, and TensorFlow reserves ~4x what it uses (measured: VmPeak 1.8-2.2 GiB for 0.53 GiB
 resident on CPU; under a 2 GiB limit TF aborts with SIGABRT, under 1 GiB it segfaults --
@@ -31,7 +36,7 @@ started; events tied to user code have ``file`` (absolute path) and ``line`` of 
 innermost user frame -- outside the frameworks, site-packages, the standard library and the
 probe, with autograph-generated code mapped back to the user's source):
 
-- ``start``: ``root`` (the process the runner started), ``ppid``, ``argv``, ``executable``,
+- ``start``: ``root`` (the main process, which the supervisor started), ``ppid``, ``argv``, ``executable``,
   ``python``, ``cwd``, ``wall``, ``config``; ``forked: true`` for a forked child.
 - ``framework``: ``framework`` (torch|tensorflow|keras|tf_keras|jax), ``version``, ``hooks``.
 - ``step``: ``n``, ``kind`` (optimizer_step|apply_gradients|tape_gradient|tf_function_call),
@@ -122,6 +127,9 @@ probe, with autograph-generated code mapped back to the user's source):
 - ``stop``: ``reason`` (step_limit|exit|error), ``steps``, ``kinds`` (steps by kind),
   ``checks`` (gradient checks by kind).
 - ``probe_error``: ``where``, ``message``: a hook failed (the program was not affected).
+- ``left_running`` (added by the runner, after the program's events): a process of the program
+  besides the main one that was still running at its end, then killed: ``t`` (its age then),
+  ``command`` (its argv; None where it could not be read).
 - ``file``: ``action`` (write: opened for writing|mkdir|rename|remove|rmdir|rmtree), ``path``
   (absolute), ``to`` (of a rename), ``file``/``line`` where it happened: the first time the
   process does that to that path, through Python (what native code writes by itself is not
@@ -145,8 +153,10 @@ import ast
 import json
 import os
 import re
+import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -154,11 +164,13 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lintloop.notebook import MASK_MARKER, CellPosition, Notebook, NotebookError, NotebookModule, is_notebook
+from lintloop.runtime_probe.supervisor import END_S, describe_process, process_stat
 from lintloop.source import SourceText, UndecodableSource
 
 __all__ = ["NotebookProgram", "ProbeRun", "run_probe", "bootstrap_dir", "strip_framework_noise", "read_events"]
@@ -192,7 +204,8 @@ class ProbeRun:
     peak_memory_mb: float | None = None  # peak RSS sum of the process tree (when polled)
     notebook: NotebookProgram | None = None  # what ran of a notebook (None: a script ran)
     memory_limit_mb: int | None = None  # the limit the run had (None: none)
-    left_running: int = 0  # processes of the program besides the main one still running at its end, then killed
+    # Processes of the program besides the main one still running at its end, then killed (each a left_running event).
+    left_running: int = 0
     output_bytes: int = 0  # what the program wrote to stdout and stderr (only the tails are kept)
 
     @property
@@ -432,58 +445,47 @@ class _Run:
     """Finds the processes of one run of the probe."""
 
     token: str  # in the environment of every process of the run, as _RUN_VAR
+    supervisor: int  # the supervisor's number: the processes of the program are its descendants
     group: int  # the run's process group: the main process's number (Linux reuses no number that names a group)
-    since: int  # the main process's start (clock ticks since boot): no process older than it is of the run
+    since: int  # the supervisor's start (clock ticks since boot): no process older than it is of the run
 
     @classmethod
-    def started(cls, pid: int, token: str) -> _Run:
-        stat = _stat(pid)
-        return cls(token, pid, int(stat[19]) if stat is not None else 0)
+    def started(cls, token: str, supervisor: int, main: int) -> _Run:
+        stat = process_stat(supervisor)
+        return cls(token, supervisor, main, int(stat[19]) if stat is not None else 0)
 
-    def pids(self, root_pid: int | None) -> set[int]:
-        """The live processes of the run: `root_pid` (None: it was reaped, and its number may be reused) and
-        its descendants, the members of the run's process group, and every process whose environment holds
-        the run's token -- this finds the workers that left the group (`setsid`) and the daemons orphaned
-        by a double fork, wherever they were reparented.  Zombies are left out (they hold no memory and
-        are reaped by their parent).  Linux reads /proc (the environment only of the processes started
-        since the run); elsewhere the descendants come from psutil, if installed."""
+    def pids(self, descendants: bool = True) -> dict[int, int | None]:
+        """The live processes of the run, each with its start (clock ticks since boot; None where unknown):
+        the supervisor's descendants (only while we have not reaped it: then its number is still its own),
+        the members of the run's process group, and every process whose environment holds the run's token;
+        the supervisor itself left out.  As a subreaper, the supervisor keeps every process the program
+        starts among its descendants; the group and the token find them where it could not (no prctl, or
+        the program killed it).  Zombies are left out (they hold no memory and are reaped by their parent).
+        Linux reads /proc (the environment only of the processes started since the run); elsewhere the
+        descendants come from psutil, if installed."""
         if not os.path.isdir("/proc"):
-            return _tree_pids_psutil(root_pid) if root_pid is not None else set()
+            return dict.fromkeys(_tree_pids_psutil(self.supervisor) - {self.supervisor}) if descendants else {}
         needle = f"{_RUN_VAR}={self.token}\0".encode()
         children: dict[int, list[int]] = {}
-        found: set[int] = set()
-        own = os.getpid()
+        starts: dict[int, int] = {}
+        found: dict[int, int | None] = {}
         for entry in os.scandir("/proc"):
-            if not entry.name.isdigit() or int(entry.name) == own:
+            if not entry.name.isdigit() or int(entry.name) in (os.getpid(), self.supervisor):
                 continue
             pid = int(entry.name)
-            stat = _stat(pid)
+            stat = process_stat(pid)
             if stat is None or stat[0] in (b"Z", b"X"):
                 continue
+            starts[pid] = int(stat[19])
             children.setdefault(int(stat[1]), []).append(pid)
-            if int(stat[2]) == self.group:
-                found.add(pid)
-            elif int(stat[19]) >= self.since and _environment_holds(pid, needle):
-                found.add(pid)
-        if root_pid is not None and os.path.isdir(f"/proc/{root_pid}"):
-            tree, todo = set(), [root_pid]
-            while todo:
-                pid = todo.pop()
-                tree.add(pid)
-                todo.extend(child for child in children.get(pid, ()) if child not in tree)
-            found |= tree
+            if int(stat[2]) == self.group or (starts[pid] >= self.since and _environment_holds(pid, needle)):
+                found[pid] = starts[pid]
+        todo = list(children.get(self.supervisor, ())) if descendants else []
+        while todo:
+            pid = todo.pop()
+            found[pid] = starts[pid]
+            todo.extend(children.get(pid, ()))
         return found
-
-
-def _stat(pid: int) -> list[bytes] | None:
-    """The fields of /proc/PID/stat after the command name: [state, ppid, pgrp, ...] (None: it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-        fields = stat[stat.rindex(b")") + 2:].split()
-        return fields if len(fields) > 19 else None
-    except (OSError, ValueError):
-        return None
 
 
 def _environment_holds(pid: int, needle: bytes) -> bool:
@@ -506,7 +508,7 @@ def _tree_pids_psutil(root_pid: int) -> set[int]:
         return set()
 
 
-def _memory_bytes(pids: set[int], limit: int | None = None) -> int | None:
+def _memory_bytes(pids: Collection[int], limit: int | None = None) -> int | None:
     """Memory of the processes `pids`; None where it cannot be read.
 
     The sum of RSS (from /proc/PID/statm: O(1), nothing is walked) is what the poll reads;
@@ -548,7 +550,7 @@ def _process_memory(pid: int) -> int:
         return 0
 
 
-def _memory_psutil(pids: set[int]) -> int | None:
+def _memory_psutil(pids: Collection[int]) -> int | None:
     try:
         import psutil  # optional, for macOS
     except ImportError:
@@ -562,41 +564,144 @@ def _memory_psutil(pids: set[int]) -> int | None:
     return total or None
 
 
-def _kill(pid: int) -> None:
+def _kill(pid: int, started: int | None) -> bool:
+    """SIGKILL `pid` if it is still the live process that started at `started` (clock ticks since boot; None:
+    unchecked); whether it was.  Through a pidfd where there is one, so that the number cannot pass to
+    another process between the check and the kill."""
+    pidfd = None
+    if hasattr(os, "pidfd_open"):
+        try:
+            pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return False
+        except OSError:  # a kernel before 5.3: unchecked between the check and the kill
+            pass
     try:
-        os.kill(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
+        if started is not None:
+            stat = process_stat(pid)
+            if stat is None or stat[0] in (b"Z", b"X") or int(stat[19]) != started:
+                return False
+        if pidfd is not None:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+        return True
+    except OSError:
+        return False
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
-def _end_run(proc: subprocess.Popen, processes: _Run) -> int:
-    """Kill every process of the run that is still running and reap the main one; return how many
-    processes besides the main one were still running.  Killing repeats until a scan finds none left
-    (a process can fork between a scan and its kill), for at most `_END_S` seconds."""
-    def still_running() -> set[int]:
-        return processes.pids(proc.pid if proc.returncode is None else None) - {proc.pid}
+_SUPERVISOR = Path(__file__).resolve().with_name("supervisor.py")
 
-    killed = still_running()
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
-    if proc.returncode is None:
-        _kill(proc.pid)  # it may have left its group
-    deadline = time.monotonic() + _END_S
+
+class _Supervised:
+    """The program, started and held by its supervisor (``supervisor.py``, which documents what they say
+    to each other): lintloop's end of it."""
+
+    def __init__(self, command: list[str], env: dict[str, str], cwd: Path | None, timeout: float) -> None:
+        """Start the supervisor and, through it, `command`; raise OSError where the program could not start."""
+        ours, theirs = socket.socketpair()
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(_SUPERVISOR), str(theirs.fileno()), *command], env=env,
+                cwd=str(cwd) if cwd else None, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, pass_fds=(theirs.fileno(),), start_new_session=True)
+        except OSError:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self._control = ours
+        self._unread = b""
+        self._said: dict[str, Any] = {}  # what the supervisor has said, by key
+        self._closed = False  # the supervisor has closed its end: it is gone
+        deadline = time.monotonic() + timeout
+        while "started" not in self._said:
+            problem = self._said.get("error") or (
+                "the probe's supervisor ended" if self._closed else
+                "the probe's supervisor did not start it in time" if time.monotonic() > deadline else None)
+            if problem is not None:
+                self.end()
+                self.process.stdout.close()
+                self.process.stderr.close()
+                raise OSError(problem)
+            self._listen(deadline - time.monotonic())
+
+    @property
+    def pid(self) -> int:
+        """The main process's number."""
+        return self._said["started"]
+
+    @property
+    def returncode(self) -> int | None:
+        """The main process's exit status (negative: the signal that killed it); None while it runs, or
+        where the supervisor went before it could say."""
+        return self._said.get("returncode")
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the main process to end; whether it has (or the supervisor, and
+        with it any news of the program, is gone)."""
+        deadline = time.monotonic() + timeout
+        while "returncode" not in self._said and not self._closed:
+            if time.monotonic() >= deadline:
+                return False
+            self._listen(deadline - time.monotonic())
+        return True
+
+    def end(self) -> list[dict]:
+        """Have the supervisor kill every process in its tree, then reap it; return the processes besides the
+        main one that were still running (``describe_process``)."""
+        try:
+            self._control.shutdown(socket.SHUT_WR)  # the end of the run, for the supervisor
+        except OSError:
+            pass
+        deadline = time.monotonic() + END_S + 5
+        while not self._closed and time.monotonic() < deadline:
+            self._listen(deadline - time.monotonic())
+        self._control.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # a supervisor that hangs does not hold lintloop up
+            self.process.kill()
+            self.process.wait()
+        return self._said.get("left_running", [])
+
+    def _listen(self, timeout: float) -> None:
+        """Take in what the supervisor says within `timeout` seconds."""
+        if self._closed or not select.select([self._control], [], [], max(timeout, 0))[0]:
+            return
+        data = self._control.recv(65536)
+        if not data:
+            self._closed = True
+            return
+        *lines, self._unread = (self._unread + data).split(b"\n")
+        for line in lines:
+            self._said.update(json.loads(line))
+
+
+def _end_run(program: _Supervised, processes: _Run) -> list[dict]:
+    """Kill every process of the run that is still running; return those besides the main process
+    (``describe_process``).  The supervisor kills its tree; then what the run's group and token find
+    out of it (and what was in it just before, where it could not keep the orphans) is killed, again
+    until a scan finds none left (a process can fork between a scan and its kill), for at most `END_S`
+    seconds."""
+    candidates = processes.pids()
+    left = {process["pid"]: process for process in program.end()}
+    deadline = time.monotonic() + END_S
     while True:
-        left = still_running()
-        if not left or time.monotonic() > deadline:
-            break
-        killed |= left
-        for pid in left:
-            _kill(pid)
+        killed = False
+        for pid, started in {**candidates, **processes.pids(descendants=False)}.items():
+            description = describe_process(pid) if pid not in left else None  # a killed process's is gone
+            if _kill(pid, started):
+                killed = True
+                if pid != program.pid:
+                    left.setdefault(pid, description or {"pid": pid, "t": None, "command": None})
+        if not killed or time.monotonic() > deadline:
+            return list(left.values())
+        candidates = {}
         time.sleep(0.02)
-    proc.wait()
-    return len(killed)
-
-
-_END_S = 5.0
 
 
 def run_probe(script: Path, argv: list[str], *, steps: int = 50, timeout: float = 120,
@@ -675,47 +780,40 @@ def _run_script(script: Path, argv: list[str], *, steps: int, timeout: float, de
     timed_out = killed_for_memory = False
     peak = 0
     try:
-        proc = subprocess.Popen(command, env=env, cwd=str(cwd) if cwd else None,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
+        program = _Supervised(command, env, cwd, timeout)
     except OSError as exc:
         shutil.rmtree(workdir, ignore_errors=True)
         return ProbeRun([], None, False, False, "", f"could not start {command[0]}: {exc}",
                         0.0, command)
-    processes = _Run.started(proc.pid, token)
-    out, err = _Tail(proc.stdout), _Tail(proc.stderr)
+    processes = _Run.started(token, program.process.pid, program.pid)
+    out, err = _Tail(program.process.stdout), _Tail(program.process.stderr)
     out.start()
     err.start()
     limit = memory_limit_mb * 1024 * 1024 if memory_limit_mb else None
     try:
-        while True:
-            try:
-                proc.wait(timeout=_POLL_S)
-                break
-            except subprocess.TimeoutExpired:
-                pass
+        while not program.wait(_POLL_S):
             if time.monotonic() - start > timeout:
                 timed_out = True
                 break
             if limit is not None:
-                used = _memory_bytes(processes.pids(proc.pid), limit)
+                used = _memory_bytes(processes.pids(), limit)
                 if used is not None:
                     peak = max(peak, used)
                     if used > limit:
                         killed_for_memory = True
                         break
     finally:  # whatever is left of the run (the program, its workers, daemons it started) goes
-        left_running = _end_run(proc, processes)
-        # With every process that held the pipes gone, they close; a process out of our reach (one that
-        # dropped the run's token from its environment and left the group) cannot hold us up for long.
-        out.join(_END_S)
-        err.join(_END_S)
+        left_running = _end_run(program, processes)
+        # With every process that held the pipes gone, they close; one out of our reach (the supervisor could
+        # not keep it, and it dropped the run's token and left the group) cannot hold us up for long.
+        out.join(END_S)
+        err.join(END_S)
     duration = time.monotonic() - start
-    events = read_events(events_path)
+    events = read_events(events_path) + [{"type": "left_running", **process} for process in left_running]
     shutil.rmtree(workdir, ignore_errors=True)
     return ProbeRun(
         events=events,
-        returncode=proc.returncode,
+        returncode=program.returncode,
         timed_out=timed_out,
         killed_for_memory=killed_for_memory,
         stdout_tail=_tail(out.text(), tail_chars),
@@ -724,6 +822,6 @@ def _run_script(script: Path, argv: list[str], *, steps: int, timeout: float, de
         command=command,
         peak_memory_mb=round(peak / 2**20, 1) if peak else None,
         memory_limit_mb=memory_limit_mb,
-        left_running=left_running,
+        left_running=len(left_running),
         output_bytes=out.total + err.total,
     )

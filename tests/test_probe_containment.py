@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -152,6 +153,173 @@ def test_no_process_of_the_program_survives_the_run(tmp_path: Path, ending: str)
     _assert_none_running(recorded)
 
 
+# Issue 22, defect 7: a process that forks twice, leaves the session and the group (`setsid`) and drops the
+# run's token (`execve` with an empty environment) is out of reach of every scan but the supervisor's
+# subreaper.  ESCAPEE (argv: PIDS MODE DEPTH) records its pid in PIDS, then in MODE "sleep" sleeps; "reexec"
+# execs itself again and again (the same pid, a new program each time); "allocate" fills memory; with
+# DEPTH > 1 it first escapes once more itself, the next one DEPTH - 1 (a chain of escapees, all running).
+_ESCAPEE = """
+    import os, sys, time
+
+    PIDS, MODE, DEPTH = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+    def escape(mode, depth):
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.execve(sys.executable, [sys.executable, __file__, PIDS, mode, str(depth)], {})
+            os._exit(0)
+        os.wait()
+
+    open(os.path.join(PIDS, str(os.getpid())), "w").close()
+    if DEPTH > 1:
+        escape(MODE, DEPTH - 1)
+    if MODE == "reexec":
+        time.sleep(0.05)
+        os.execve(sys.executable, [sys.executable, __file__, PIDS, MODE, "1"], {})
+    hoard = []
+    while True:
+        if MODE == "allocate" and len(hoard) < 40:
+            hoard.append(bytearray(16 * 2**20))  # touched: resident, not only reserved
+        time.sleep(0.02)
+"""
+
+# The program (argv: PIDS WHEN MODE DEPTH): starts the escapee WHEN "at_once" and exits as soon as it has
+# recorded its pid(s), or "later" (0.5 s in) and then runs on until the timeout.
+_ESCAPING_PROGRAM = """
+    import os, sys, time
+
+    PIDS, WHEN, MODE, DEPTH = sys.argv[1:]
+    ESCAPEE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "escapee.py")
+    if WHEN == "later":
+        time.sleep(0.5)
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execve(sys.executable, [sys.executable, ESCAPEE, PIDS, MODE, DEPTH], {})
+        os._exit(0)
+    os.wait()
+    while len(os.listdir(PIDS)) < int(DEPTH):
+        time.sleep(0.02)
+    print("escaped", flush=True)
+    while WHEN == "later":
+        time.sleep(1)
+"""
+
+
+def _escaping_program(directory: Path) -> tuple[Path, Path]:
+    """The program and the folder its escapees record their pids in."""
+    _write(directory, "escapee.py", _ESCAPEE)
+    pids = directory / "pids"
+    pids.mkdir()
+    return _write(directory, "escaping.py", _ESCAPING_PROGRAM), pids
+
+
+def _command_line(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
+def _gone(pid: int) -> bool:
+    """Whether the escapee `pid` has ended and been reaped: no zombie, whoever's child (the number may
+    since have gone to another program)."""
+    if not os.path.exists(f"/proc/{pid}"):
+        return True
+    return _running(pid) and b"escapee.py" not in _command_line(pid)  # a zombie's command line is empty
+
+
+@needs_proc
+@pytest.mark.parametrize(("when", "mode", "depth"), [
+    ("at_once", "sleep", 1),  # the defect as measured
+    ("later", "sleep", 1),  # started while the program runs; the run ends at the timeout
+    ("at_once", "reexec", 1),  # a new program in the same process, again and again
+    ("later", "sleep", 6),  # escapees that escape in turn, all running
+])
+def test_a_process_that_left_the_group_and_dropped_the_environment_is_killed_and_named(
+        tmp_path: Path, when: str, mode: str, depth: int) -> None:
+    script, pids = _escaping_program(tmp_path)
+    run = run_probe(script, [str(pids), when, mode, str(depth)], timeout=20 if when == "at_once" else 3)
+    assert "escaped" in run.stdout_tail, run.stderr_tail
+    assert (run.returncode, run.timed_out) == ((0, False) if when == "at_once" else (-signal.SIGKILL, True))
+    escapees = _recorded_pids(pids)
+    assert len(escapees) == depth
+    # Gone, not waiting to be reaped by init: the probe's supervisor reaped it before the probe returned.
+    assert [pid for pid in escapees if not _gone(pid)] == []
+    named = {e["pid"]: e for e in run.of_type("left_running")}
+    assert sorted(named) == sorted(escapees) and run.left_running == depth
+    assert all(named[pid]["command"][1] == str(tmp_path / "escapee.py") for pid in escapees)
+    assert run.duration < (5 if when == "at_once" else 8)  # no wait for pipes an escapee held open
+
+
+@needs_proc
+def test_the_json_report_names_the_escaped_process(tmp_path: Path) -> None:
+    script, pids = _escaping_program(tmp_path)
+    result = subprocess.run([*LINTLOOP, "probe", str(script), "--format", "json", "--", str(pids), "at_once",
+                             "sleep", "1"], capture_output=True, text=True, timeout=60)
+    [escapee] = _recorded_pids(pids)
+    assert _gone(escapee)
+    data = json.loads(result.stdout)
+    assert data["returncode"] == 0 and data["left_running"] == 1, result.stderr
+    [named] = [e for e in data["events"] if e["type"] == "left_running"]
+    assert named["pid"] == escapee and named["command"][1:] == [str(tmp_path / "escapee.py"), str(pids), "sleep", "1"]
+
+
+@needs_proc
+def test_the_memory_limit_counts_an_escaped_process(tmp_path: Path) -> None:
+    script, pids = _escaping_program(tmp_path)
+    run = run_probe(script, [str(pids), "later", "allocate", "1"], timeout=30, memory_limit_mb=160)
+    assert run.killed_for_memory and not run.timed_out, run.stderr_tail
+    assert run.peak_memory_mb is not None and run.peak_memory_mb > 160
+    [escapee] = _recorded_pids(pids)
+    assert _gone(escapee) and [e["pid"] for e in run.of_type("left_running")] == [escapee]
+    assert run.duration < 15
+
+
+@needs_proc
+def test_a_run_whose_lintloop_is_killed_leaves_nothing_running(tmp_path: Path) -> None:
+    """The supervisor ends the run when lintloop's end of their socket closes, however lintloop ended."""
+    script, pids = _escaping_program(tmp_path)
+    probe = subprocess.Popen([sys.executable, "-c", "import sys, pathlib\n"
+                              "from lintloop.runtime_probe.runner import run_probe\n"
+                              "run_probe(pathlib.Path(sys.argv[1]), sys.argv[2:], timeout=60)",
+                              str(script), str(pids), "later", "sleep", "1"])
+    try:
+        deadline = time.monotonic() + 30
+        while not _recorded_pids(pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        run = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+               if str(tmp_path).encode() in _command_line(pid) and pid != probe.pid]
+    finally:
+        probe.kill()
+        probe.wait()
+    assert len(run) == 3  # the supervisor, the main process, the escapee
+    _assert_none_running(run)
+
+
+def test_a_well_behaved_program_runs_as_before(tmp_path: Path) -> None:
+    """The supervisor between lintloop and the program changes nothing the program sees or reports: it
+    leads a session and a process group of its own, holds the run's token, reads /dev/null, and its workers
+    come and go with nothing left to report."""
+    script = _write(tmp_path, "good.py", """
+        import multiprocessing, os, sys
+        if __name__ == "__main__":
+            with multiprocessing.get_context("fork").Pool(2) as pool:
+                total = sum(pool.map(abs, range(-5, 5)))
+            print(total, os.getsid(0) == os.getpgid(0) == os.getpid(), "LINTLOOP_PROBE_RUN" in os.environ,
+                  sys.stdin.read() == "", flush=True)
+            print("to stderr", file=sys.stderr)
+            sys.exit(3)
+    """)
+    run = run_probe(script, [], timeout=20)
+    assert (run.returncode, run.timed_out, run.killed_for_memory, run.left_running) == (3, False, False, 0)
+    assert run.stdout_tail == "25 True True True\n" and run.stderr_tail == "to stderr\n"
+    assert [e["type"] for e in run.events] == ["start", "stop"]
+    assert run.events[0]["root"] is True and run.events[0]["argv"] == [str(script)]
+
+
 def test_a_flood_of_output_keeps_lintloop_bounded_and_its_report_intact(tmp_path: Path) -> None:
     script = _write(tmp_path, "flood.py", """
         import sys
@@ -213,6 +381,7 @@ def test_the_text_report_names_the_signal_and_the_processes_left_running(tmp_pat
     assert result.returncode == 1, result.stderr
     assert "killed by SIGSEGV" in result.stdout
     assert "processes: 1 still running at the end of the program, killed" in result.stdout
+    assert re.search(rf"^\s+pid \d+: \S*python\S* \S*{re.escape(script.name)}$", result.stdout, re.M), result.stdout
 
 
 # Each way a file could get its neighbours run by a tool that imports or executes it.
