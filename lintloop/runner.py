@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import errno
 import gc
@@ -10,7 +11,7 @@ import multiprocessing
 import os
 import signal
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from lintloop.linter import fix_notebook, fix_text, lint_bytes
 from lintloop.notebook import is_notebook
 from lintloop.rule import RuleSet
 from lintloop.rules import BY_CODE
-from lintloop.source import SourceText, UndecodableSource, write_atomically
+from lintloop.source import SourceText, UndecodableSource, settled_for_reading, write_in_place
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,8 @@ def run_job(job: Job) -> JobResult:
     for _ in range(FIX_ATTEMPTS if job.mode == "fix" else 1):
         result = JobResult(job.display)
         try:
-            data, status = read_regular_file(path)
+            with settled_for_reading(path) if job.mode == "fix" else contextlib.nullcontext():
+                data, status = read_regular_file(path)
         except OSError as exc:
             result.errors.append(f"{job.display}: cannot read: {exc.strerror or exc}")
             return result

@@ -1,15 +1,18 @@
-"""Reading a Python file's bytes into text, and writing text back exactly as it was encoded."""
+"""Reading a Python file's bytes into text, and writing text back exactly as it was encoded, in place."""
 
 from __future__ import annotations
 
 import codecs
 import contextlib
 import errno
+import hashlib
 import io
 import os
-import tempfile
+import re
+import stat
 import time
 import tokenize
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,60 +65,275 @@ def _dominant_newline(text: str) -> str:
     return "\r\n" if crlf and crlf >= text.count("\n") - crlf else "\n"
 
 
-def write_atomically(path: Path, data: bytes, unchanged_since: os.stat_result | None = None) -> bool:
-    """Replace `path` (through a symbolic link: the file it points to) with `data`, so that an interruption
-    leaves the old or the new file, never half of one; keeps the file's mode, and its owner where allowed.
+def write_in_place(path: Path, data: bytes, unchanged_since: os.stat_result | None = None) -> bool:
+    """Write `data` over the file at `path` (through a symbolic link: the file it points to) in place:
+    the same inode, so its hard links and the descriptors other processes hold (a logger appending to
+    it) see the new text, and its mode, owner and extended attributes stay as they are.
+
+    Crash-safe through a journal beside the file (`.NAME.lintloop-journal`: the old and the new text),
+    on disk before the file is touched and removed once the new text is: after a kill or a power loss
+    the next `fix` of the file finishes the write from it (see `settled_for_reading`). Lintloop writers
+    of one file take turns: each holds an exclusive `flock` on it while writing.
 
     With `unchanged_since` (the file's status when it was read), a file modified since (by another
-    process) is left as it is and False is returned: what that process wrote is not lost.
-    The temporary file beside it is locked by its writer until renamed; one that nobody holds and
-    that is over a second old was left by a writer that died (killed): it is removed here, the next
-    time that file is written.
+    process) is left as it is and False is returned: what that process wrote is not lost; so is one
+    that another process appends to while it is being written (the file is then as it left it).
+    Raises OSError, the file unchanged, where it cannot be written in place: read-only (for root too),
+    not a regular file, no room on the disk, a directory where the journal cannot be created, ...
     """
     target = Path(os.path.realpath(path))
     status = target.stat()
-    if not os.access(target, os.W_OK):  # a replace would go through: the directory, not the file, allows it
+    if not stat.S_ISREG(status.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    if not _writable(target, status):
         raise PermissionError(errno.EACCES, "the file is read-only", str(path))
-    prefix, suffix = f".{target.name}.", ".lintloop-tmp"
-    for entry in os.scandir(target.parent):
-        middle = entry.name[len(prefix):-len(suffix)]
-        # mkstemp's random part has no dot: `.a.py.x.<random>.lintloop-tmp` belongs to `a.py.x`.
-        if not (entry.name.startswith(prefix) and entry.name.endswith(suffix) and middle and "." not in middle):
-            continue
-        with contextlib.suppress(OSError):  # held by a live writer, or already gone
-            if time.time() - entry.stat().st_mtime < 1:
-                continue
-            if fcntl is None:  # Windows: a file open in another process cannot be removed
-                os.unlink(entry.path)
-                continue
-            with open(entry.path, "rb") as stale:
-                fcntl.flock(stale, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                os.unlink(entry.path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=prefix, suffix=suffix)
+    fd = os.open(target, os.O_RDWR | _OPEN_FLAGS)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            if fcntl is not None:
-                fcntl.flock(handle, fcntl.LOCK_EX)  # released when closed: after the rename
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-            if (status.st_uid, status.st_gid) != (os.geteuid(), os.getegid()):
-                with contextlib.suppress(PermissionError):
-                    os.chown(tmp, status.st_uid, status.st_gid)
-            os.chmod(tmp, status.st_mode & 0o7777)  # after chown, which may clear set-id bits
-            if unchanged_since is not None:
-                now = target.stat()
-                if (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) != (
-                        unchanged_since.st_dev, unchanged_since.st_ino, unchanged_since.st_size,
-                        unchanged_since.st_mtime_ns):
-                    os.unlink(tmp)
-                    return False
-            os.replace(tmp, target)
+        _lock(fd)
+        _recover(target, fd)
+        old = _read_all(fd)
+        journal = _write_journal(target, old, data)
+        try:
+            written = False
+            if unchanged_since is None or not _changed(target, fd, unchanged_since):
+                written = _overwrite(fd, old, data)
+                os.fsync(fd)
+        except BaseException as error:
+            try:
+                restored = _bring_to(fd, _read_all(fd), old, data, goal=old)
+            except OSError:
+                restored = False
+            if restored:
+                os.unlink(journal)
+            elif isinstance(error, OSError):
+                raise OSError(error.errno, f"{error.strerror or error}; the write is unfinished: {journal.name} "
+                                           "beside the file holds its text before and after") from error
+            raise
+        os.unlink(journal)
+        return written
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def settled_for_reading(path: Path) -> Iterator[None]:
+    """Around `fix`'s read of `path`: waits until no lintloop process is writing the file (through a
+    symbolic link: its target) and finishes a write that a killed one left unfinished (from its journal),
+    so that the read sees a whole text; other lintloop writers wait until the read is done.
+    Only `fix` settles a file (`check` writes nothing). What cannot be settled (a file that cannot be
+    opened, a journal that does not match the file) is left for the read, or `write_in_place`, to report."""
+    fd = None
+    with contextlib.suppress(OSError):
+        target = Path(os.path.realpath(path))
+        # Opened for writing only to recover: a file watcher sees no write otherwise.
+        writable = os.path.lexists(_journal_path(target)) and _writable(target, target.stat())
+        fd = os.open(target, (os.O_RDWR if writable else os.O_RDONLY) | _OPEN_FLAGS)
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            _lock(fd)
+            if writable:
+                _recover(target, fd)
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+JOURNAL_SUFFIX = ".lintloop-journal"
+# A header a person can read (the journal is theirs to compare when it cannot be used), then the texts.
+_JOURNAL_HEADER = re.compile(rb"lintloop journal 1\nold (\d+) ([0-9a-f]{64})\nnew (\d+) ([0-9a-f]{64})\n")
+LOCK_WAIT_SECONDS = 10.0  # a write takes milliseconds: a lock held longer is not a lintloop writer's
+_OPEN_FLAGS = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)  # never wait on a FIFO put there
+_PAGE = 4096  # `_between` compares a page at a time, byte by byte only where a page is neither text's
+
+
+def _writable(target: Path, status: os.stat_result) -> bool:
+    # The mode bits, not access(2) alone: root may write anything, yet a file without them is read-only.
+    return bool(status.st_mode & 0o222) and os.access(target, os.W_OK)
+
+
+def _journal_path(target: Path) -> Path:
+    return target.with_name(f".{target.name}{JOURNAL_SUFFIX}")
+
+
+def _digest(text: bytes) -> bytes:
+    return hashlib.sha256(text).hexdigest().encode()
+
+
+def _journal_bytes(old: bytes, new: bytes) -> bytes:
+    header = b"lintloop journal 1\nold %d %s\nnew %d %s\n" % (len(old), _digest(old), len(new), _digest(new))
+    return header + old + new
+
+
+def _journal_texts(journal: bytes) -> tuple[bytes, bytes] | None:
+    """The old and the new text a journal holds; None if it is incomplete or damaged."""
+    header = _JOURNAL_HEADER.match(journal)
+    if header is None:
+        return None
+    old_size, new_size = int(header[1]), int(header[3])
+    texts = journal[header.end():]
+    old, new = texts[:old_size], texts[old_size:]
+    if len(texts) != old_size + new_size or _digest(old) != header[2] or _digest(new) != header[4]:
+        return None
+    return old, new
+
+
+def _write_journal(target: Path, old: bytes, new: bytes) -> Path:
+    """The journal of a write of `new` over `old`, on disk (its name too) before the file is touched."""
+    journal = _journal_path(target)
+    fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+    try:
+        try:
+            _write_at(fd, _journal_bytes(old, new), 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if os.name == "posix":  # Windows cannot open a directory
+            directory = os.open(target.parent, os.O_RDONLY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        os.unlink(journal)
         raise
+    return journal
+
+
+def _recover(target: Path, fd: int) -> None:
+    """Resolve a journal a killed writer left beside `target` (open as `fd` and locked: nobody is writing
+    it). A journal that is incomplete or damaged was cut short before the file was touched: removed.
+    A file with the old or the new text: the journal is removed; one part-way from the old text to the
+    new: the write is finished. Anything else (edited since, or a journal of another user's) is left,
+    journal and file, and reported."""
+    journal = _journal_path(target)
+    try:
+        journal_fd = os.open(journal, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0))
+    except FileNotFoundError:
+        return
+    with os.fdopen(journal_fd, "rb") as handle:
+        # Another user's journal could rewrite a file they may not write: trust only ours and its owner's.
+        trusted = os.fstat(journal_fd).st_uid in (os.geteuid(), os.fstat(fd).st_uid) if os.name == "posix" else True
+        texts = _journal_texts(handle.read())
+    if texts is not None:
+        old, new = texts
+        current = _read_all(fd)
+        if not trusted or current != old and not _bring_to(fd, current, old, new, goal=new):
+            reason = "it was changed since" if trusted else "that was another user's `fix`"
+            raise FileExistsError(
+                errno.EEXIST, f"a `fix` of it was interrupted, and {reason}: {journal.name} beside it holds its "
+                "text from before and after that fix; delete that file once this one is as it should be",
+                str(journal))
+    os.unlink(journal)
+
+
+def _bring_to(fd: int, current: bytes, old: bytes, new: bytes, goal: bytes) -> bool:
+    """Make the file, left at `current` by a write of `new` over `old` that did not finish, hold `goal`
+    (one of the two); False, nothing changed, if `current` is no state of that write (someone else's)."""
+    if current == goal:
+        return True
+    if not _between(current, old, new) or not _overwrite(fd, current, goal):
+        return False
+    os.fsync(fd)
     return True
+
+
+def _between(current: bytes, old: bytes, new: bytes) -> bool:
+    """Whether an in-place write of `new` over `old` passes through `current` (interrupted there, on
+    any byte: a kill stops a write between pages, a power loss between disk sectors): each byte is the
+    old or the new text's at its offset, or NUL past the old text's end (a crash may leave an extension
+    unwritten), and the size is the old text's, the new one's or, growing, in between."""
+    size = len(current)
+    if size not in (len(old), len(new)) and not len(old) < size < len(new):
+        return False
+    for start in range(0, size, _PAGE):
+        page = current[start:start + _PAGE]
+        if page in (old[start:start + _PAGE], new[start:start + _PAGE]):
+            continue
+        for offset in range(start, start + len(page)):
+            byte = current[offset]
+            if not (offset < len(new) and byte == new[offset] or offset < len(old) and byte == old[offset]
+                    or offset >= len(old) and byte == 0):
+                return False
+    return True
+
+
+def _overwrite(fd: int, current: bytes, new: bytes) -> bool:
+    """Turn the file, holding `current`, into `new`, never overwriting or cutting off what another process
+    appends meanwhile (a logger): the file grows only by an append of its own, which lands after any
+    other, and is cut short only if none was made. False if another process appended first: the file
+    is then `current` followed by what it appended, as that process left it."""
+    if len(new) > len(current):
+        tail = new[len(current):]
+        landed = _append(fd, tail)
+        if landed != len(current):  # another process appended first: take ours back off the end
+            if os.fstat(fd).st_size != landed + len(tail):
+                raise OSError(errno.EBUSY, "another process kept appending to the file while it was written")
+            os.ftruncate(fd, landed)
+            return False
+        _write_at(fd, new[:len(current)], 0)
+        return True
+    _write_at(fd, new, 0)
+    if len(new) < len(current):
+        if os.fstat(fd).st_size != len(current):  # another process appended: put the text back as it was
+            _write_at(fd, current[:len(new)], 0)
+            return False
+        os.ftruncate(fd, len(new))
+    return True
+
+
+def _append(fd: int, data: bytes) -> int:
+    """Append `data` with one write (appends do not interleave: each lands whole, at the end then);
+    the offset where it landed."""
+    if fcntl is None:  # Windows has no O_APPEND to switch on: a seek to the end is the nearest
+        landed = os.lseek(fd, 0, os.SEEK_END)
+        _write_at(fd, data, landed)
+        return landed
+    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_APPEND)
+    try:
+        written = os.write(fd, data)
+    finally:
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags)
+    if written != len(data):  # a regular file takes a write whole unless its disk fills up
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return os.lseek(fd, 0, os.SEEK_CUR) - written
+
+
+def _write_at(fd: int, data: bytes, offset: int) -> None:
+    os.lseek(fd, offset, os.SEEK_SET)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_all(fd: int) -> bytes:
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _changed(target: Path, fd: int, since: os.stat_result) -> bool:
+    """Whether the file was written since `since`, or its name now holds another file."""
+    return any((now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) != (
+        since.st_dev, since.st_ino, since.st_size, since.st_mtime_ns) for now in (os.fstat(fd), target.stat()))
+
+
+def _lock(fd: int) -> None:
+    """Take the file's lintloop lock (an exclusive `flock`), waiting for another process's write to end."""
+    if fcntl is None:  # Windows
+        return
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise BlockingIOError(errno.EWOULDBLOCK, "another process holds the file locked") from None
+            time.sleep(0.01)
 
 
 def source_lines(text: str) -> list[str]:

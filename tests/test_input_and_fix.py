@@ -1,4 +1,4 @@
-"""Bad input never crashes or loses data; `fix` writes atomically, only valid code, idempotently."""
+"""Bad input never crashes or loses data; `fix` writes only valid code, crash-safely and idempotently."""
 
 import codecs
 import json
