@@ -21,6 +21,7 @@ from lintloop.cache import ResultCache
 from lintloop.config import ConfigError, Overrides, Settings, SettingsResolver
 from lintloop.discovery import SourceFile, discover
 from lintloop.finding import Finding
+from lintloop.isolation import DEFAULT_MEMORY_MIB, DEFAULT_SECONDS, Limits
 from lintloop.notebook import Notebook, NotebookError, is_notebook
 from lintloop.progress import progress_bar
 from lintloop.reporters import FORMATS, render
@@ -38,6 +39,19 @@ def _selectors(text: str) -> list[str]:
     return [s for s in text.replace(" ", ",").split(",") if s]
 
 
+def _non_negative(kind: Callable[[str], float]) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not value >= 0:  # also refuses nan
+            raise argparse.ArgumentTypeError(f"must be 0 or more: {text!r}")
+        return value
+
+    return parse
+
+
 def _lint_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", metavar="PATH", help="files or directories (default: .)")
     parser.add_argument("--select", type=_selectors, metavar="CODES",
@@ -50,6 +64,12 @@ def _lint_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--statistics", action="store_true", help="count findings per rule instead of listing them")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
     parser.add_argument("--jobs", "-j", type=int, metavar="N", help="parallel workers (default: all cores)")
+    parser.add_argument("--file-timeout", type=_non_negative(float), metavar="SECONDS",
+                        help=f"stop a file's analysis after SECONDS and report it as not analysed (LL004); "
+                             f"0: no limit (default: {DEFAULT_SECONDS:g})")
+    parser.add_argument("--file-memory-limit", type=_non_negative(int), metavar="MIB",
+                        help=f"stop a file's analysis when its worker uses more than MIB MiB and report it as not "
+                             f"analysed (LL004; enforced on Linux); 0: no limit (default: {DEFAULT_MEMORY_MIB})")
     parser.add_argument("--config", type=Path, metavar="FILE", help="use this pyproject.toml / lintloop.toml")
     parser.add_argument("--force-exclude", action="store_true",
                         help="apply `exclude` to files named on the command line too (for pre-commit)")
@@ -246,7 +266,7 @@ def _lint(args: argparse.Namespace) -> int:
     gc.set_threshold(50_000, 20, 100)
     bar = progress_bar(len(jobs), quiet=args.quiet)
     try:
-        results = run_jobs(jobs, settings.jobs or os.cpu_count() or 1, on_result=bar)
+        results = run_jobs(jobs, settings.jobs or os.cpu_count() or 1, on_result=bar, limits=_limits(args))
     finally:
         if bar is not None:
             bar.close()
@@ -264,10 +284,20 @@ def _lint(args: argparse.Namespace) -> int:
     _report(args, results, findings, settings, mode, files)
     for error in errors:
         print(f"lintloop: error: {error}", file=sys.stderr)
+    if args.verbose:
+        for details in (d for r in results for d in r.tracebacks):
+            print(details, file=sys.stderr, end="")
     if missing or errors:
         return EXIT_ERROR
     changed = mode == "diff" and any(r.diff for r in results)
     return EXIT_FINDINGS if (findings or changed) and not args.exit_zero else EXIT_CLEAN
+
+
+def _limits(args: argparse.Namespace) -> Limits:
+    """Each file's bounds: the command line's, else the defaults; 0 means none."""
+    seconds = DEFAULT_SECONDS if args.file_timeout is None else args.file_timeout
+    memory = DEFAULT_MEMORY_MIB if args.file_memory_limit is None else args.file_memory_limit
+    return Limits(seconds or None, int(memory) or None)
 
 
 def _per_file_ignores(settings: Settings) -> Callable[[SourceFile], set[str]]:

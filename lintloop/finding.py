@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from lintloop.rule import Rule
 
 Applicability = Literal["safe", "unsafe"]
 
@@ -83,3 +86,10 @@ class Finding:
         if self.cell is not None:
             data["cell"] = self.cell
         return data
+
+
+def engine_finding(display: str, rule: type[Rule], message: str, line: int = 1, column: int = 1,
+                   end_line: int | None = None, end_column: int | None = None) -> Finding:
+    """A finding the engine itself reports (LL0xx): about the input, not about a rule's visit."""
+    return Finding(display, line, column, end_line or line, end_column or column, rule.code, rule.name,
+                   message, rule.kind, rule.severity(), suppression_lines=(line,))

@@ -17,7 +17,7 @@ from lintloop.analysis import FileContext
 from lintloop.analysis.context import LINE_REF
 from lintloop.analysis.names import Names
 from lintloop.analysis.project import LintedFile
-from lintloop.finding import Edit, Finding, Fix
+from lintloop.finding import Edit, Finding, Fix, engine_finding
 from lintloop.notebook import Notebook, NotebookError, NotebookModule, is_notebook
 from lintloop.rule import Report, Rule, RuleSet
 from lintloop.rules import BY_CODE, lookup
@@ -38,12 +38,6 @@ class FileResult:
     # Other files of the project the findings depend on: path -> content digest ("" for a file
     # looked for and absent); the result cache checks them before reusing the findings.
     dependencies: dict[str, str] = field(default_factory=dict)
-
-
-def engine_finding(display: str, rule: type[Rule], message: str, line: int = 1, column: int = 1,
-                   end_line: int | None = None, end_column: int | None = None) -> Finding:
-    return Finding(display, line, column, end_line or line, end_column or column, rule.code, rule.name,
-                   message, rule.kind, rule.severity(), suppression_lines=(line,))
 
 
 def lint_bytes(display: str, data: bytes, ruleset: RuleSet, timer: StageTimer | None = None,

@@ -5,21 +5,18 @@ from __future__ import annotations
 import contextlib
 import difflib
 import errno
-import gc
 import json
-import multiprocessing
 import os
-import signal
 import stat
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lintloop.cache import ResultCache
 from lintloop.discovery import SourceFile
 from lintloop.finding import Finding
-from lintloop.linter import fix_notebook, fix_text, lint_bytes
+from lintloop.isolation import AnalysisError, AnalysisFailed, Limits, WorkerPool, uninterruptible
+from lintloop.linter import engine_finding, fix_notebook, fix_text, lint_bytes
 from lintloop.notebook import is_notebook
 from lintloop.rule import RuleSet
 from lintloop.rules import BY_CODE
@@ -47,12 +44,15 @@ class JobResult:
     fixed: int = 0
     diff: str = ""
     messages: list[str] = field(default_factory=list)
+    tracebacks: list[str] = field(default_factory=list)  # of internal errors, shown with --verbose
     cache_written: bool = False  # a new cache entry was written (the parent then prunes the cache)
 
 
 # Files per task sent to a worker: coarse (most files take under a millisecond, so per-file tasks
 # would cost more in inter-process traffic than the linting), yet small enough that results stream
 # back for the progress display and the last tasks balance across the workers.
+NOT_ANALYSED = "LL004"
+
 MAX_CHUNK = 64
 CHUNKS_PER_WORKER = 16
 
@@ -61,51 +61,47 @@ def chunk_size(jobs: int, workers: int) -> int:
     return max(1, min(MAX_CHUNK, jobs // (workers * CHUNKS_PER_WORKER)))
 
 
-def run_jobs(jobs: list[Job], workers: int,
-             on_result: Callable[[JobResult], None] | None = None) -> list[JobResult]:
-    """Run the jobs, on `workers` processes where that pays; `on_result` (in this process) sees
-    each result as it completes, in completion order. Returns the results sorted by display path."""
+def run_jobs(jobs: list[Job], workers: int, on_result: Callable[[JobResult], None] | None = None,
+             limits: Limits = Limits()) -> list[JobResult]:
+    """Run the jobs on up to `workers` worker processes, each file within `limits` (lintloop.isolation):
+    a file whose analysis crashes, overruns or exhausts its worker is reported as not analysed (LL004)
+    and costs no other file. `on_result` (in this process) sees each result as it completes, in
+    completion order. Returns the results sorted by display path."""
     results: list[tuple[int, JobResult]] = []  # with the job's index: ties in display keep the job order
-    if workers > 1 and len(jobs) > 4:
-        # fork: workers inherit the imported engine instead of re-importing it.
-        context = multiprocessing.get_context("fork") if os.name == "posix" else None
-        size = chunk_size(len(jobs), workers)
-        starts = range(0, len(jobs), size)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker,
-                                 initargs=gc.get_threshold()) as pool:
-            futures = {pool.submit(_run_chunk, jobs[start:start + size]): start for start in starts}
-            try:
-                for future in as_completed(futures):
-                    for offset, result in enumerate(future.result()):
-                        results.append((futures[future] + offset, result))
-                        if on_result is not None:
-                            on_result(result)
-            except BaseException:
-                # Ctrl-C or a failed worker: stop now. Cancelling alone would let each worker finish
-                # the chunks already handed to it (seconds); the workers hold nothing worth keeping.
-                pool.shutdown(wait=False, cancel_futures=True)
-                for worker in multiprocessing.active_children():
-                    worker.terminate()
-                raise
-    else:
-        for index, job in enumerate(jobs):
-            result = run_job(job)
-            results.append((index, result))
-            if on_result is not None:
-                on_result(result)
+
+    def collect(index: int, outcome: object) -> None:
+        result = _job_result(jobs[index], outcome)
+        results.append((index, result))
+        if on_result is not None:
+            on_result(result)
+
+    workers = min(workers, len(jobs)) if len(jobs) > 4 else 1
+    with WorkerPool(workers, limits) as pool:
+        try:
+            pool.run(run_job, jobs, chunk_size(len(jobs), workers), collect)
+        except BaseException:
+            # Ctrl-C or a broken pool: stop now (the workers hold nothing worth keeping).
+            pool.close()
+            raise
     results.sort(key=lambda item: (item[1].display, item[0]))
     return [result for _, result in results]
 
 
-def _start_worker(*gc_thresholds: int) -> None:
-    """A worker gets this process's GC thresholds (inherited under fork; passed for spawn), and
-    leaves Ctrl-C to the parent, which stops the workers: no worker prints a traceback."""
-    gc.set_threshold(*gc_thresholds)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _run_chunk(jobs: list[Job]) -> list[JobResult]:
-    return [run_job(job) for job in jobs]
+def _job_result(job: Job, outcome: object) -> JobResult:
+    """A worker's outcome for one job as its result: a file whose analysis failed gets an LL004
+    finding (where enabled), or an internal error."""
+    if isinstance(outcome, JobResult):
+        return outcome
+    result = JobResult(job.display)
+    if isinstance(outcome, AnalysisFailed):
+        if NOT_ANALYSED in job.codes:
+            unchanged = "; the file is unchanged" if job.mode == "fix" else ""
+            result.findings.append(engine_finding(job.display, BY_CODE[NOT_ANALYSED],
+                                                  f"not analysed: its analysis {outcome.cause}{unchanged}"))
+    elif isinstance(outcome, AnalysisError):
+        result.errors.append(f"{job.display}: internal error: {outcome.message}")
+        result.tracebacks.append(outcome.details)
+    return result
 
 
 # A file rewritten by another process between this run's read and its write (a second `fix` run, an
@@ -119,7 +115,7 @@ def run_job(job: Job) -> JobResult:
     for _ in range(FIX_ATTEMPTS if job.mode == "fix" else 1):
         result = JobResult(job.display)
         try:
-            with settled_for_reading(path) if job.mode == "fix" else contextlib.nullcontext():
+            with _settled(path) if job.mode == "fix" else contextlib.nullcontext():
                 data, status = read_regular_file(path)
         except OSError as exc:
             result.errors.append(f"{job.display}: cannot read: {exc.strerror or exc}")
@@ -133,6 +129,14 @@ def run_job(job: Job) -> JobResult:
     result.errors.append(f"{job.display}: not fixed: another process kept changing it while it was being fixed; "
                          "left as that process wrote it")
     return result
+
+
+@contextlib.contextmanager
+def _settled(path: Path) -> Iterator[None]:
+    """Before `fix` reads a file: a write of another lintloop still going on is waited for, one a killed
+    lintloop left unfinished is finished (lintloop.source.settled_for_reading); not stopped half-way."""
+    with uninterruptible(), settled_for_reading(path):
+        yield
 
 
 def read_regular_file(path: Path) -> tuple[bytes, os.stat_result]:
@@ -168,7 +172,8 @@ def _fix(job: Job, path: Path, data: bytes, status: os.stat_result, ruleset: Rul
             fromfile=f"a/{job.display}", tofile=f"b/{job.display}"))
         return True
     try:
-        return write_atomically(path, source.encode(outcome.text), unchanged_since=status)
+        with uninterruptible():
+            return write_in_place(path, source.encode(outcome.text), unchanged_since=status)
     except OSError as exc:
         # Read-only file or directory, full disk, ...: the file is as it was, so are its findings.
         lint = lint_bytes(job.display, data, ruleset, path=job.path)

@@ -1,0 +1,435 @@
+"""Analyses that may fail in any way, each costing only itself.
+
+A file's analysis can die of a signal (a native parser overflowing its stack), run out of memory or
+never end. So files are analysed in worker processes: a `WorkerPool` sends each worker a chunk of
+items, and the worker publishes in a small shared-memory slot which item it is on and since when.
+When a worker dies or overruns its limits, the parent knows which item did it: that item fails with
+its cause, the rest of its chunk is sent again, and a fresh worker takes the dead one's place.
+
+Limits: time per item, memory per worker (its resident set, read from /proc on Linux, where the
+parent polls it; elsewhere only the time limit holds). A worker runs its items on a thread with a
+large stack and a high recursion limit, so that deep but legitimate nesting is analysed rather than
+overflowing (the stack is reserved, not committed: memory is used only as deep as the recursion goes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import gc
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.context import BaseContext
+from typing import Any, TypeVar
+
+Item = TypeVar("Item")
+
+# Defaults of the `file-timeout` and `file-memory-limit` settings: far above what any real file
+# needs (the largest file of the 2.3 M-line benchmark corpus, 280 kB, takes about a second and
+# 300 MiB; a 5 MB file of training loops under a minute and 3 GiB), low enough that a pathological
+# one is stopped before it stalls a run or exhausts a laptop.
+DEFAULT_SECONDS = 120.0
+DEFAULT_MEMORY_MIB = 4096
+
+# The stack of a worker's thread (and of `with_big_stack`'s), and the recursion limit `deep_recursion`
+# allows there: a CST visitor takes a few Python frames per level of nesting, and on Python 3.10 every
+# frame also takes C stack. Reserved, not committed: memory is used only as deep as the recursion goes.
+WORKER_STACK_BYTES = 512 * 1024 * 1024
+WORKER_RECURSION_LIMIT = 200_000
+
+# How often the parent looks at its workers' memory while they work.
+POLL_SECONDS = 0.1
+# A pool whose fresh workers keep dying before their first item has a broken environment.
+MAX_BARREN_DEATHS = 3
+
+_IDLE, _WORKING, _WRITING = 0.0, 1.0, 2.0  # a worker's state, in its slot
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per item: `seconds` of work (None: unbounded); per worker: `memory_mib` resident (None: unbounded)."""
+
+    seconds: float | None = DEFAULT_SECONDS
+    memory_mib: int | None = DEFAULT_MEMORY_MIB
+
+
+class AnalysisFailed(Exception):
+    """An item's work ended without a result: killed, crashed, over a limit. `cause` says how, as the
+    end of a sentence ("took longer than 60 s")."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+
+class AnalysisError(Exception):
+    """An item's work raised an exception (a bug): its one-line `message` and its traceback."""
+
+    def __init__(self, message: str, details: str = "") -> None:
+        super().__init__(message, details)
+        self.message = message
+        self.details = details
+
+
+Outcome = Any  # the function's result, an AnalysisFailed or an AnalysisError
+
+
+# ----- in the worker ---------------------------------------------------------------------------
+
+_slot: Any = None  # this process's slot, when it is a worker
+
+
+@contextlib.contextmanager
+def uninterruptible() -> Iterator[None]:
+    """While a worker writes a user's file, its time and memory limits are suspended: a kill in the
+    middle of a write is never the parent's doing."""
+    slot = _slot
+    if slot is None:
+        yield
+        return
+    slot[0] = _WRITING
+    try:
+        yield
+    finally:
+        slot[2] = time.monotonic()  # the write does not count against the item's time
+        slot[0] = _WORKING
+
+
+# Threads whose stack takes deep recursion: a worker's, and those `with_big_stack` starts.
+_BIG_STACK_THREAD = "lintloop-big-stack"
+
+
+def with_big_stack(function: Callable[..., Any], *args: Any) -> Any:
+    """`function(*args)` on a thread with a large stack (this one, if it has one): where a deep but
+    legitimate program cannot overflow the C stack (CPython 3.10's parser recurses without bound)."""
+    if threading.current_thread().name == _BIG_STACK_THREAD:
+        return function(*args)
+    outcome: list[Any] = []
+    failure: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            outcome.append(function(*args))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            failure.append(exc)
+
+    previous = threading.stack_size(WORKER_STACK_BYTES)
+    try:
+        thread = threading.Thread(target=call, name=_BIG_STACK_THREAD)
+        thread.start()
+    finally:
+        threading.stack_size(previous)
+    thread.join()
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+@contextlib.contextmanager
+def deep_recursion() -> Iterator[None]:
+    """Python's recursion limit raised for a deep but bounded walk, on a thread with the stack for it
+    (elsewhere the limit stays as it is). Only around the walks that need it: on Python 3.10 and 3.11
+    the limit also decides how deep a program CPython's parser and compiler accept, which must not vary."""
+    if threading.current_thread().name != _BIG_STACK_THREAD:
+        yield
+        return
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(before, WORKER_RECURSION_LIMIT))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(before)
+
+
+def _worker_main(connection: Connection, slot: Any, gc_thresholds: tuple[int, ...]) -> None:
+    global _slot
+    _slot = slot
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops the workers
+    faulthandler.disable()  # a crash is reported as the file's outcome, not as a dump on the terminal
+    gc.set_threshold(*gc_thresholds)
+    threading.stack_size(WORKER_STACK_BYTES)
+    serving = threading.Thread(target=_serve, args=(connection, slot), name=_BIG_STACK_THREAD)
+    serving.start()
+    serving.join()
+
+
+def _serve(connection: Connection, slot: Any) -> None:
+    while True:
+        try:
+            message = connection.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        function, items = message
+        outcomes: list[tuple[int, Outcome]] = []
+        exhausted = False
+        for index, item in items:
+            slot[1], slot[2] = index, time.monotonic()
+            slot[0] = _WORKING
+            try:
+                outcomes.append((index, function(item)))
+            except MemoryError:
+                outcomes.append((index, AnalysisFailed("ran out of memory")))
+                exhausted = True  # what is left of the heap is not worth trusting: start afresh
+                break
+            except RecursionError:
+                outcomes.append((index, AnalysisFailed("exceeded Python's recursion limit (nesting too deep)")))
+            except Exception as exc:  # noqa: BLE001 - a bug: reported for this item, the others go on
+                outcomes.append((index, AnalysisError(f"{type(exc).__name__}: {exc}", traceback.format_exc())))
+        slot[0] = _IDLE
+        connection.send((outcomes, [i for i, _ in items[len(outcomes):]], exhausted))
+        if exhausted:
+            return
+
+
+# ----- in the parent ---------------------------------------------------------------------------
+
+
+class _Worker:
+    def __init__(self, context: BaseContext) -> None:
+        self.slot = context.RawArray("d", 3)
+        self.connection, child_end = context.Pipe()
+        self.process = context.Process(target=_worker_main, args=(child_end, self.slot, gc.get_threshold()),
+                                       daemon=True, name="lintloop-worker")
+        self.process.start()
+        child_end.close()
+        self.chunk: list[tuple[int, Any]] = []
+        self.served = 0  # chunks it has answered
+        self.killed_because: str | None = None
+
+    @property
+    def current(self) -> int | None:
+        """The index of the item it is working on, if any."""
+        return int(self.slot[1]) if self.slot[0] != _IDLE else None
+
+    def overrun(self, limits: Limits, now: float) -> str | None:
+        """Why it must be stopped now, if it must."""
+        if self.slot[0] != _WORKING:
+            return None
+        if limits.seconds is not None and now - self.slot[2] > limits.seconds:
+            return f"took longer than {limits.seconds:g} s (the file-timeout setting)"
+        if limits.memory_mib is not None:
+            resident = _resident_bytes(self.process.pid)
+            if resident is not None and resident > limits.memory_mib * 1024 * 1024:
+                return f"used more than {limits.memory_mib} MiB of memory (the file-memory-limit setting)"
+        return None
+
+    def kill(self, cause: str | None = None) -> None:
+        self.killed_because = cause
+        with contextlib.suppress(ProcessLookupError, TypeError):
+            os.kill(self.process.pid, signal.SIGKILL)
+        self.process.join()
+        self.connection.close()
+
+    def death_cause(self) -> str:
+        if self.killed_because is not None:
+            return self.killed_because
+        self.process.join()
+        code = self.process.exitcode
+        if code is not None and code < 0:
+            number = -code
+            try:
+                name = signal.Signals(number).name
+            except ValueError:
+                name = f"signal {number}"
+            described = signal.strsignal(number) or name
+            return f"crashed with {name} ({described.lower()})"
+        return f"ended with exit status {code}"
+
+
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _resident_bytes(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE_BYTES
+    except (OSError, ValueError, IndexError):
+        return None  # not Linux, or already gone
+
+
+def default_context() -> BaseContext:
+    """fork where there is one: workers start at once and inherit the imported engine."""
+    return multiprocessing.get_context("fork" if sys.platform != "win32" else "spawn")
+
+
+class WorkerPool:
+    """Up to `workers` processes running a function over items, within `limits`; see the module docstring."""
+
+    def __init__(self, workers: int, limits: Limits, context: BaseContext | None = None) -> None:
+        self.size = max(1, workers)
+        self.limits = limits
+        self.context = context or default_context()
+        self._idle: list[_Worker] = []
+        self._busy: list[_Worker] = []
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def run(self, function: Callable[[Item], Any], items: Sequence[Item], chunk_size: int,
+            on_outcome: Callable[[int, Outcome], None]) -> None:
+        """Call `on_outcome(index, outcome)` once per item, in completion order: `function(item)`'s
+        result, or an AnalysisFailed / AnalysisError. `function` must be picklable (module-level)."""
+        pending = deque(list(enumerate(items))[start:start + chunk_size]
+                        for start in range(0, len(items), max(1, chunk_size)))
+        barren_deaths = 0
+        while pending or self._busy:
+            while pending and (self._idle or len(self._busy) < self.size):
+                worker = self._idle.pop() if self._idle else _Worker(self.context)
+                worker.chunk = pending.popleft()
+                try:
+                    worker.connection.send((function, worker.chunk))
+                except (BrokenPipeError, OSError):
+                    pass  # it died already: found below, as any death
+                self._busy.append(worker)
+            ready = set(wait([w.connection for w in self._busy] + [w.process.sentinel for w in self._busy],
+                             timeout=self._timeout()))
+            now = time.monotonic()
+            for worker in list(self._busy):
+                answered = worker.connection in ready and self._receive(worker, pending, on_outcome)
+                if answered:
+                    barren_deaths = 0
+                    continue
+                cause = None if worker.process.sentinel in ready else worker.overrun(self.limits, now)
+                if worker.process.sentinel not in ready and cause is None:
+                    continue
+                if cause is not None:
+                    worker.kill(cause)
+                if not self._bury(worker, pending, on_outcome) and worker.served == 0:
+                    barren_deaths += 1
+                    if barren_deaths > MAX_BARREN_DEATHS:
+                        raise RuntimeError(f"lintloop's worker processes keep failing at start: {worker.death_cause()}")
+
+    def _timeout(self) -> float | None:
+        """How long the parent may wait for its workers before it must look at their limits."""
+        return None if self.limits == Limits(None, None) else POLL_SECONDS
+
+    def _receive(self, worker: _Worker, pending: deque, on_outcome: Callable[[int, Outcome], None]) -> bool:
+        try:
+            outcomes, unserved, exiting = worker.connection.recv()
+        except (EOFError, OSError):
+            return False  # it died: its sentinel tells
+        self._busy.remove(worker)
+        worker.served += 1
+        if unserved:  # it stopped early (out of memory): the rest of its chunk goes to a fresh worker
+            left = set(unserved)
+            pending.appendleft([pair for pair in worker.chunk if pair[0] in left])
+        for index, outcome in outcomes:
+            on_outcome(index, outcome)
+        if exiting:
+            worker.kill()
+        else:
+            self._idle.append(worker)
+        return True
+
+    def _bury(self, worker: _Worker, pending: deque, on_outcome: Callable[[int, Outcome], None]) -> bool:
+        """A worker that died or was killed: its current item fails, the rest of its chunk is sent again.
+        Returns whether an item was blamed."""
+        current = worker.current
+        self._busy.remove(worker)
+        cause = worker.death_cause()
+        with contextlib.suppress(OSError):
+            worker.connection.close()
+        rest = [pair for pair in worker.chunk if pair[0] != current]
+        if rest:
+            pending.appendleft(rest)
+        if current is None or len(rest) == len(worker.chunk):
+            return False
+        on_outcome(current, AnalysisFailed(cause))
+        return True
+
+    def close(self) -> None:
+        """Stop every worker now (idle ones are asked, busy ones killed)."""
+        for worker in self._idle:
+            with contextlib.suppress(OSError):
+                worker.connection.send(None)
+        for worker in self._busy:
+            worker.kill()
+        for worker in self._idle:
+            worker.process.join(timeout=1)
+            if worker.process.is_alive():
+                worker.kill()
+            with contextlib.suppress(OSError):
+                worker.connection.close()
+        self._idle, self._busy = [], []
+
+
+def _call(call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]) -> Any:
+    function, args, kwargs = call
+    return function(*args, **kwargs)
+
+
+class IsolatedExecutor(Executor):
+    """An Executor whose calls run one at a time in a worker process within `limits` (see WorkerPool):
+    a call that crashes, overruns or exhausts its worker raises AnalysisFailed from its future, one
+    that raises gets AnalysisError, and the next call gets a fresh worker. For a process with threads
+    (a language server) pass a "forkserver" or "spawn" context: fork is unsafe there."""
+
+    def __init__(self, limits: Limits, context: BaseContext | None = None) -> None:
+        self._pool = WorkerPool(1, limits, context)
+        self._calls: deque[tuple[Future, tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] | None] = deque()
+        self._ready = threading.Condition()
+        self._thread = threading.Thread(target=self._serve, name="lintloop-isolated-executor", daemon=True)
+        self._shut = False
+        self._thread.start()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
+        with self._ready:
+            if self._shut:
+                raise RuntimeError("cannot submit after shutdown")
+            self._calls.append((future, (fn, args, kwargs)))
+            self._ready.notify()
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            with self._ready:
+                while not self._calls:
+                    self._ready.wait()
+                call = self._calls.popleft()
+            if call is None:
+                self._pool.close()
+                return
+            future, work = call
+            if not future.set_running_or_notify_cancel():
+                continue
+            outcomes: list[Outcome] = []
+            try:
+                self._pool.run(_call, [work], 1, lambda _index, outcome: outcomes.append(outcome))
+            except BaseException as exc:  # noqa: BLE001 - the pool itself failed: the caller is told
+                future.set_exception(exc)
+                continue
+            outcome = outcomes[0]
+            if isinstance(outcome, (AnalysisFailed, AnalysisError)):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._ready:
+            self._shut = True
+            if cancel_futures:
+                for call in self._calls:
+                    if call is not None:
+                        call[0].cancel()
+                self._calls.clear()
+            self._calls.append(None)
+            self._ready.notify()
+        if wait:
+            self._thread.join()
+
