@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import ast
 import os
-import re
-import sys
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -18,12 +15,14 @@ from lintloop.analysis.context import LINE_REF
 from lintloop.analysis.names import Names
 from lintloop.analysis.project import LintedFile
 from lintloop.finding import Edit, Finding, Fix, engine_finding
+from lintloop.isolation import deep_recursion, with_big_stack
 from lintloop.notebook import Notebook, NotebookError, NotebookModule, is_notebook
 from lintloop.rule import Report, Rule, RuleSet
 from lintloop.rules import BY_CODE, lookup
 from lintloop.screen import FileFacts, SourceScreen
 from lintloop.source import SourceText, UndecodableSource, source_lines
 from lintloop.suppression import Suppressions
+from lintloop.syntax import ModuleSyntax, libcst_syntax_finding, syntax_error
 from lintloop.timing import NO_TIMER, StageTimer
 
 
@@ -72,7 +71,7 @@ def _parsable_module(display: str, notebook: Notebook) -> tuple[NotebookModule, 
     """The notebook's module, and an LL001 finding for each cell left out of it because it does not
     parse: as in Jupyter, such a cell fails alone and the others run (and are linted)."""
     module = notebook.module()
-    if _syntax_error(display, module.text) is None:
+    if syntax_error(display, module.text) is None:
         return module, []
     broken = _broken_cells(display, module)
     return notebook.module(leave_out=frozenset(f.cell for f in broken if f.cell is not None)), broken
@@ -82,7 +81,7 @@ def _broken_cells(display: str, module: NotebookModule) -> list[Finding]:
     """An LL001 finding for each cell of the module that does not parse by itself."""
     broken = []
     for cell, text in module.cell_texts().items():
-        finding = _syntax_error(display, text)
+        finding = syntax_error(display, text)
         if finding is not None:
             line = max(1, finding.line - 1)  # the cell's marker line comes first
             broken.append(replace(finding, cell=cell, line=line, end_line=line, suppression_lines=(line,)))
@@ -109,29 +108,33 @@ def in_cells(finding: Finding, module: NotebookModule) -> Finding:
 def lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | None = None,
               path: str | os.PathLike[str] | None = None, line_label: LineLabel = str) -> FileResult:
     """`line_label`: how a message names a line of `text` ("called at line 7"): its number, or in
-    a notebook's module the line and cell."""
+    a notebook's module the line and cell. Runs on a thread with a large stack (lintloop.isolation)."""
+    return with_big_stack(_lint_text, display, text, ruleset, timer, path, line_label)
+
+
+def _lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | None,
+               path: str | os.PathLike[str] | None, line_label: LineLabel) -> FileResult:
     timer = timer or NO_TIMER
     file = LintedFile(os.path.abspath(path), text) if path is not None else None
     result = FileResult()
     with timer.stage("screen"):
         source = SourceScreen(text)
         rules = [r for r in ruleset.rules if r.has_visitor() and (not ruleset.screen or r.may_fire(source))]
-    host_parses: bool | None = None  # whether this interpreter's parser reads the file (None: not asked yet)
     if not rules:
         # No enabled rule can fire: a syntax check is all this file needs.
         with timer.stage("syntax"):
-            syntax_error = _syntax_error(display, text)
-        if syntax_error is not None:
-            return _enabled_result(result, [syntax_error], ruleset)
+            error = syntax_error(display, text)
+        if error is not None:
+            return _enabled_result(result, [error], ruleset)
     else:
-        findings, host_parses = _lint_parsed(display, text, rules, ruleset, timer, result, file, line_label)
+        findings = _lint_parsed(display, text, rules, ruleset, timer, result, file, line_label)
         if any(f.code == "LL001" for f in findings):
             return _enabled_result(result, findings, ruleset)
         result.findings.extend(findings)
     with timer.stage("suppress"):
-        # Comments are tokenized only where they can matter: to hide a finding, or to be reported.
+        # Comments are read only where they can matter: to hide a finding, or to be reported.
         if result.findings or Suppressions.may_report(text):
-            suppressions = Suppressions.scan(text, host_parses)
+            suppressions = Suppressions.scan(text)
         else:
             suppressions = Suppressions()
         result.findings = _suppress(display, result.findings, suppressions, ruleset)
@@ -141,68 +144,38 @@ def lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | Non
 
 
 def _enabled_result(result: FileResult, syntax_errors: list[Finding], ruleset: RuleSet) -> FileResult:
-    """A file that does not parse: its LL001 alone (suppression comments are not read, so that no
-    interpreter's tokenizer decides what a broken file's comments are)."""
+    """A file that does not parse: its LL001 alone (its suppression comments are not read)."""
     result.findings = _enabled(syntax_errors, ruleset)
     return result
 
 
-# Python 3.10 and 3.11 accept a line continuation before the end of the file after CRLF
-# ("x = 1\n\\\r\n"); 3.12+ and libcst do not. Where a file could hold it, their parser's "valid" is not trusted.
-_LENIENT_HOST = sys.version_info < (3, 12)
-
-
-def _host_verdict_holds(text: str) -> bool:
-    """Whether this interpreter accepting `text` means libcst accepts it too."""
-    return not (_LENIENT_HOST and "\\\r" in text)
-
-
-def _syntax_error(display: str, text: str) -> Finding | None:
-    """The file's LL001, decided by libcst's parser, which knows every grammar up to the newest on
-    every interpreter. CPython's `compile` is the fast path where it can only agree: a file this
-    interpreter compiles is valid (newer interpreters accept all that older ones do); only what it
-    rejects goes to libcst, whose verdict and message are the same on every host. (`compile`'s
-    stricter checks, `return` outside a function, are not syntax errors either: libcst agrees.)"""
-    if _host_verdict_holds(text):
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                compile(text, "<lintloop>", "exec", dont_inherit=True)
-            return None
-        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-            pass
-    try:
-        cst.parse_module(text)
-    except cst.ParserSyntaxError as exc:
-        return _libcst_syntax_finding(display, text, exc)
-    except (RecursionError, MemoryError) as exc:
-        return _nesting_finding(display, exc)
-    return None
-
-
 def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: RuleSet, timer: StageTimer,
-                 result: FileResult, file: LintedFile | None,
-                 line_label: LineLabel) -> tuple[list[Finding], bool | None]:
-    """Screen the file with CPython's tree, build a CST of what the screen selects, run the rules.
-    Also says whether CPython's parser read the file (None: it was not asked)."""
-    facts = None
-    host_parses: bool | None = None
-    line_map: list[int] | None = None
-    source = text
-    if ruleset.screen and _host_verdict_holds(text):  # else the whole file's CST decides its syntax
-        with timer.stage("screen"):
-            try:
-                facts = FileFacts(ast.parse(text))
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                pass  # the CST decides (newer syntax than the host's, or a real error)
-            host_parses = facts is not None
-            if facts is not None:
-                rules, seeds = _seeded(facts, rules, text)
-                if not rules:
-                    return [], host_parses
-                selected = facts.closure(seeds)
-                if len(selected) < len(facts.units):
-                    source, line_map = facts.source_of(source_lines(text), selected)
+                 result: FileResult, file: LintedFile | None, line_label: LineLabel) -> list[Finding]:
+    """Decide the file's syntax, screen it with CPython's tree where this host reads it, build a CST
+    of what the screen selects (statements too deep to analyse masked), run the rules."""
+    with timer.stage("syntax"):
+        syntax = ModuleSyntax.read(display, text)
+    if syntax.error is not None:
+        return [syntax.error]
+    with timer.stage("screen"):
+        facts = FileFacts(syntax.tree) if ruleset.screen and syntax.tree is not None else None
+        selected: set[int] | None = None
+        if facts is not None:
+            rules, seeds = _seeded(facts, rules, text)
+            if not rules:
+                return []
+            selected = facts.closure(seeds)
+            if len(selected) == len(facts.units):
+                selected = None
+        line_map: list[int] | None = None
+        if selected is not None:
+            source, line_map = facts.source_of(syntax.lines, selected)
+    with timer.stage("depth"):
+        analysed, masked = syntax.analysable(set(line_map) if line_map is not None else None)
+        if line_map is None:
+            source = analysed
+        elif masked:
+            source, line_map = facts.source_of(source_lines(analysed), selected)
     try:
         with timer.stage("cst"):
             try:
@@ -210,14 +183,23 @@ def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: Rule
             except cst.ParserSyntaxError:
                 if line_map is None:
                     raise
-                line_map, source = None, text  # a selection that does not parse alone: take the whole file
+                line_map, source = None, analysed  # a selection that does not parse alone: take the whole file
                 module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
-        return [_libcst_syntax_finding(display, text, exc)], False
-    except (RecursionError, MemoryError) as exc:
-        return [_nesting_finding(display, exc)], False
-    return _run_rules(display, source, module, rules, ruleset, result, timer,
-                      facts.names if facts is not None else None, line_map, file, line_label), host_parses
+        return [libcst_syntax_finding(display, source, exc)]
+    with deep_recursion():
+        findings = _run_rules(display, source, module, rules, ruleset, result, timer,
+                              facts.names if facts is not None else None, line_map, file, line_label)
+    return [_without_fix_over(finding, masked) for finding in findings] if masked else findings
+
+
+def _without_fix_over(finding: Finding, masked: list[tuple[int, int]]) -> Finding:
+    """A finding whose fix would rewrite a masked statement keeps no fix: its edits were made from the
+    placeholder, not from the statement's text."""
+    if finding.fix is None or not any(first <= edit.end_line and edit.line <= last
+                                      for edit in finding.fix.edits for first, last in masked):
+        return finding
+    return replace(finding, fix=None)
 
 
 def _seeded(facts: FileFacts, rules: list[type[Rule]], text: str) -> tuple[list[type[Rule]], set[int]]:
@@ -229,65 +211,6 @@ def _seeded(facts: FileFacts, rules: list[type[Rule]], text: str) -> tuple[list[
             firing.append(rule)
             seeds.update(found)
     return firing, seeds
-
-
-_LIBCST_ERROR_AT = re.compile(r"^parser error: error at (\d+):(\d+): ")
-_NEW_STATEMENT = re.compile(r"\b(?:EOF|DEDENT)\b")
-
-
-def _libcst_syntax_finding(display: str, text: str, exc: cst.ParserSyntaxError) -> Finding:
-    """LL001 from libcst's error, the same on every interpreter: its parser names the position
-    ("error at 3:8: expected one of ..."); its tokenizer does not, so a tokenizer error
-    ("unterminated string literal") is located by libcst's pure-Python tokenizer."""
-    message = exc.message
-    at = _LIBCST_ERROR_AT.match(message)
-    if at is not None:
-        message = message[at.end():]
-        line, column = int(at.group(1)), int(at.group(2))
-        # A parser ready for a new statement (EOF or DEDENT would do) stopped at the line's first
-        # token itself (an unexpected indent); else at the token after where the statement stopped.
-        line, column = (line, column + 1) if _NEW_STATEMENT.search(message) else _after_last_token(text, line, column)
-    else:
-        message = message.removeprefix("tokenizer error: ")
-        line, column = _tokenizer_error_position(text) or (
-            _after_last_token(text, sys.maxsize, 0) if "end of file" in message else (exc.raw_line, exc.raw_column + 1))
-    return engine_finding(display, BY_CODE["LL001"], f"syntax error: {message}", line, column)
-
-
-def _after_last_token(text: str, line: int, column: int) -> tuple[int, int]:
-    """The 1-based position of a parser error libcst names at `line`, 0-based `column`: the token it
-    could not take. Where that token starts a later line (the `:` missing after `if x`, or the end
-    of the file), the error is reported where the statement stopped: the end of the line before."""
-    lines = source_lines(text)
-    if line > len(lines):
-        line, column = len(lines) + 1, 0
-    offset = sum(len(text) for text in lines[:line - 1]) + column
-    before = text[:offset]
-    stripped = before.rstrip(" \t\f\r\n")
-    if "\n" not in before[len(stripped):] and "\r" not in before[len(stripped):] or not stripped:
-        return max(line, 1), column + 1
-    last_line = [line.rstrip("\r\n") for line in source_lines(stripped)]
-    return len(last_line), len(last_line[-1]) + 1
-
-
-def _tokenizer_error_position(text: str) -> tuple[int, int] | None:
-    """Line and 1-based column of the first token libcst's pure-Python tokenizer cannot read."""
-    try:
-        from libcst._parser.parso.python.tokenize import tokenize
-        from libcst._parser.parso.utils import parse_version_string
-    except ImportError:  # a libcst without it: the native error's own position
-        return None
-    try:
-        for token in tokenize(text, parse_version_string("3.8")):
-            if token.type.name in ("ERRORTOKEN", "ERROR_DEDENT"):
-                return token.start_pos[0], token.start_pos[1] + 1
-    except Exception:  # a locator only: any failure leaves the native error's position
-        return None
-    return None
-
-
-def _nesting_finding(display: str, exc: BaseException) -> Finding:
-    return engine_finding(display, BY_CODE["LL001"], f"cannot parse: {type(exc).__name__} (nesting too deep?)")
 
 
 def _run_rules(display: str, text: str, module: cst.Module, rules: list[type[Rule]], ruleset: RuleSet,
@@ -469,11 +392,10 @@ def fix_text(display: str, text: str, ruleset: RuleSet, unsafe: bool, max_passes
         if not chosen:
             break
         candidate = apply_edits(text, [e for f in chosen for e in f.fix.edits])
-        try:
-            cst.parse_module(candidate)
-        except cst.ParserSyntaxError as exc:
+        error = syntax_error(display, candidate)
+        if error is not None:
             refused.append(f"{display}: fixes for {', '.join(sorted({f.code for f in chosen}))} refused: the "
-                           f"result would not parse ({exc.message})")
+                           f"result would not parse ({error.message} at line {error.line})")
             break
         text = candidate
         applied += len(chosen)

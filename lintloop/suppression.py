@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import ast
-import io
 import re
-import tokenize
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from lintloop.nesting import scan
 
 _LINTLOOP = re.compile(r"#\s*lintloop:\s*(?P<verb>ignore-file|ignore)\b(?:\[(?P<codes>[^\]]*)\])?", re.I)
 _NOQA_NAMING_OURS = re.compile(r"noqa\s*:[^\n]*\bLL", re.I)
@@ -41,20 +36,13 @@ class Suppressions:
             "noqa" in lowered and bool(_NOQA_NAMING_OURS.search(text)))
 
     @classmethod
-    def scan(cls, text: str, host_parses: bool | None = None) -> Suppressions:
-        """Suppression comments in `text` (only real comments: strings that look like one are ignored).
-
-        `host_parses`: whether this interpreter's parser reads `text` (None: ask it). Its tokenizer
-        finds the comments quickly where it knows the file's grammar; where it does not (PEP 701
-        f-strings on Python 3.11), libcst's tree gives the same comments at the same positions."""
+    def scan(cls, text: str) -> Suppressions:
+        """Suppression comments in `text` (only real comments: strings that look like one are ignored),
+        read by lintloop's own tokenizer (lintloop.nesting): the same comments on every Python, in any
+        grammar up to the newest, in linear time."""
         if "lintloop" not in text and "noqa" not in text.lower():
             return cls()
-        if host_parses is None:
-            host_parses = parses_on_host(text)
-        try:
-            comments = list(_tokenized_comments(text) if host_parses else _cst_comments(text))
-        except (tokenize.TokenError, SyntaxError, cst.ParserSyntaxError, RecursionError):
-            return cls()
+        comments = scan(text).comments
         entries = []
         for line, col, comment in comments:
             for match in _LINTLOOP.finditer(comment):
@@ -86,27 +74,3 @@ def _split(codes: str | None) -> tuple[str, ...]:
     if not codes:
         return ()
     return tuple(c for c in re.split(r"[\s,]+", codes.strip()) if c)
-
-
-def parses_on_host(text: str) -> bool:
-    """Whether this interpreter's own parser reads `text` (its grammar may be older than the file's)."""
-    try:
-        ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return True
-
-
-def _tokenized_comments(text: str) -> Iterator[tuple[int, int, str]]:
-    """(line, 0-based column, text) of each comment, by this interpreter's tokenizer."""
-    for token in tokenize.generate_tokens(io.StringIO(text).readline):
-        if token.type == tokenize.COMMENT:
-            yield token.start[0], token.start[1], token.string
-
-
-def _cst_comments(text: str) -> Iterator[tuple[int, int, str]]:
-    """(line, 0-based column, text) of each comment, from libcst's tree: any grammar it knows."""
-    positions = MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True).resolve(PositionProvider)
-    comments = [(where.start.line, where.start.column, node.value) for node, where in positions.items()
-                if isinstance(node, cst.Comment)]
-    yield from sorted(comments)

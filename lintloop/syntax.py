@@ -1,0 +1,290 @@
+"""A module text's syntax, decided once and the same on every supported Python, in linear time.
+
+CPython's parser decides where it can only agree: a text this interpreter parses is valid (newer
+interpreters accept all that older ones do), and its tree is kept for the screen. A text it rejects
+(a real error, a syntax newer than the host, or nesting deeper than the host's parser takes) is
+measured by `lintloop.nesting`, whose verdicts do not depend on the host: the limits of CPython's
+tokenizer and a depth no CPython compiles are LL001; statements too deep to analyse are masked; then
+libcst's parser, which knows every grammar up to the newest, decides the rest. A text CPython parses
+is measured too, where it matters: its statements long enough to be that deep.
+
+Where this host's parser is lenient (3.10/3.11 accept a line continuation before the end of the file
+after CRLF; libcst and 3.12+ do not), its "valid" is not trusted.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import re
+import sys
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+
+import libcst as cst
+
+from lintloop.finding import Finding, engine_finding
+from lintloop.nesting import ANALYSIS_DEPTH, COMPILE_DEPTH, Nesting, mask, scan
+from lintloop.rules import BY_CODE
+from lintloop.source import source_lines
+
+_LENIENT_HOST = sys.version_info < (3, 12)
+_HOST_FAILURES = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
+
+
+def host_verdict_holds(text: str) -> bool:
+    """Whether this interpreter accepting `text` means libcst accepts it too."""
+    return not (_LENIENT_HOST and "\\\r" in text)
+
+
+def syntax_error(display: str, text: str) -> Finding | None:
+    """The text's LL001, if it has one (no tree is kept: CPython's `compile` is the fast path; its
+    stricter checks, `return` outside a function, are not syntax errors: libcst agrees)."""
+    if host_verdict_holds(text):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                compile(text, "<lintloop>", "exec", dont_inherit=True)
+            return None
+        except _HOST_FAILURES:
+            pass
+    return _measured(display, text).error
+
+
+@dataclass
+class ModuleSyntax:
+    """A module text's syntax: its LL001 (if any), CPython's tree of it (where this host reads it), and
+    the statements too deep to analyse, which `analysable` masks."""
+
+    display: str
+    text: str
+    error: Finding | None = None
+    tree: ast.Module | None = None
+    lines: list[str] = field(default_factory=list)
+    nesting: Nesting | None = None  # the whole text measured (when CPython did not read it)
+
+    @classmethod
+    def read(cls, display: str, text: str) -> ModuleSyntax:
+        syntax = cls(display, text, lines=source_lines(text))
+        if host_verdict_holds(text):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    syntax.tree = ast.parse(text)
+            except _HOST_FAILURES:
+                pass
+        if syntax.tree is None:
+            measured = _measured(display, text, syntax.lines)
+            syntax.error, syntax.nesting = measured.error, measured.nesting
+        else:
+            syntax.error = syntax._too_deep_statement()
+        return syntax
+
+    def analysable(self, within: set[int] | None = None) -> tuple[str, list[tuple[int, int]]]:
+        """The text with each statement too deep to analyse replaced by `pass` (lines kept), and the
+        line ranges replaced; `within`: only statements starting on these lines matter."""
+        if self.nesting is not None:
+            ranges = self.nesting.masked_ranges()
+        else:
+            ranges = self._deep_statements(within)
+        return (mask(self.lines, ranges) if ranges else self.text), ranges
+
+    def _too_deep_statement(self) -> Finding | None:
+        """LL001 for a statement CPython parsed but no CPython compiles (3.10's parser takes deeper
+        chains than any compiler): only statements of COMPILE_DEPTH characters can be that deep."""
+        for first, last in self._long_statements(COMPILE_DEPTH, None):
+            deep = scan(self._text_of(first, last), first).too_deep()
+            if deep is not None:
+                return _too_deep_finding(self.display, deep)
+        return None
+
+    def _deep_statements(self, within: set[int] | None) -> list[tuple[int, int]]:
+        ranges: list[tuple[int, int]] = []
+        for first, last in self._long_statements(ANALYSIS_DEPTH, within):
+            for deep in scan(self._text_of(first, last), first).masked_ranges():
+                ranges.append(deep)
+        return _outermost(ranges)
+
+    def _text_of(self, first: int, last: int) -> str:
+        return "".join(self.lines[first - 1:last])
+
+    def _long_statements(self, longer_than: int, within: set[int] | None) -> Iterator[tuple[int, int]]:
+        """The logical lines (first and last line) of the statements and compound statements' headers
+        that span more than `longer_than` characters (a statement nests at most as deep as it has
+        characters); compound statements are entered only where they are that long. A header is read
+        with whole compound statement: a deep header masks its statement whole."""
+        assert self.tree is not None
+        offsets = self._offsets
+        stack: list[tuple[ast.stmt, bool]] = [(node, False) for node in reversed(self.tree.body)]
+        while stack:
+            node, is_elif = stack.pop()
+            first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+            if offsets[node.end_lineno] - offsets[first - 1] <= longer_than:
+                continue
+            if within is not None and not any(line in within for line in range(first, node.end_lineno + 1)):
+                continue
+            children = _child_statements(node)
+            if not children:
+                yield first, node.end_lineno
+                continue
+            header_end = max(node.lineno, children[0].lineno - 1)
+            if offsets[header_end] - offsets[first - 1] > longer_than or (
+                    not is_elif and _elif_chain(node) > longer_than):
+                yield first, node.end_lineno  # scanned whole: its header or its elifs decide for all of it
+                continue
+            elif_ = _elif_of(node)
+            stack.extend((child, child is elif_) for child in reversed(children))
+
+    @property
+    def _offsets(self) -> list[int]:
+        offsets = getattr(self, "_line_offsets", None)
+        if offsets is None:
+            offsets = self._line_offsets = list(itertools.accumulate(map(len, self.lines), initial=0))
+        return offsets
+
+
+def _elif_of(node: ast.stmt) -> ast.stmt | None:
+    """The `elif` after an `if` (nested in its `orelse`, at its column), if it has one."""
+    if isinstance(node, ast.If) and len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If) \
+            and node.orelse[0].col_offset == node.col_offset and node.orelse[0].lineno > node.lineno:
+        return node.orelse[0]
+    return None
+
+
+def _elif_chain(node: ast.stmt) -> int:
+    """How many `elif`s follow an `if`."""
+    elifs = 0
+    while (node := _elif_of(node)) is not None:
+        elifs += 1
+    return elifs
+
+
+def _child_statements(node: ast.stmt) -> list[ast.stmt]:
+    children: list[ast.stmt] = []
+    for name in ("body", "orelse", "finalbody"):
+        value = getattr(node, name, None)
+        if isinstance(value, list):
+            children += [child for child in value if isinstance(child, ast.stmt)]
+    for clause in [*getattr(node, "handlers", ()), *getattr(node, "cases", ())]:
+        children += clause.body
+    return sorted(children, key=lambda child: child.lineno)
+
+
+def _outermost(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    kept: list[tuple[int, int]] = []
+    for first, last in sorted(ranges):
+        if kept and first <= kept[-1][1]:
+            kept[-1] = (kept[-1][0], max(kept[-1][1], last))
+        else:
+            kept.append((first, last))
+    return kept
+
+
+@dataclass
+class _Measured:
+    error: Finding | None
+    nesting: Nesting
+
+
+def _measured(display: str, text: str, lines: list[str] | None = None) -> _Measured:
+    """The verdict on a text CPython did not read: the scanner's limits first, then libcst's parser
+    on the text with its too-deep statements masked (its depth is then bounded)."""
+    nesting = scan(text)
+    if nesting.limit_error is not None:
+        line, column, message = nesting.limit_error
+        return _Measured(engine_finding(display, BY_CODE["LL001"], f"syntax error: {message}", line, column), nesting)
+    deep = nesting.too_deep()
+    if deep is not None:
+        return _Measured(_too_deep_finding(display, deep), nesting)
+    lines = lines if lines is not None else source_lines(text)
+    ranges = nesting.masked_ranges()
+    parsed = source_lines(mask(lines, ranges)) if ranges else lines
+    for first, last in _chunks(nesting, len(parsed)):
+        chunk = "".join(parsed[first - 1:last])
+        try:
+            cst.parse_module(chunk)
+        except cst.ParserSyntaxError as exc:
+            finding = libcst_syntax_finding(display, chunk, exc)
+            line = finding.line + first - 1
+            return _Measured(replace(finding, line=line, end_line=line, suppression_lines=(line,)), nesting)
+    return _Measured(None, nesting)
+
+
+# libcst's tree of a text costs about 500 bytes of memory per byte of text: a large text is parsed in
+# chunks of whole top-level statements, each as valid or not alone as within the text.
+CHUNK_LINES = 2_000
+
+
+def _chunks(nesting: Nesting, line_count: int) -> Iterator[tuple[int, int]]:
+    """Line ranges of at least CHUNK_LINES lines (the last one shorter) that start where a top-level
+    statement starts: its logical lines, and a compound statement's clauses, are never split."""
+    first = 1
+    for line in nesting.lines:
+        starts_statement = line.indent == 0 and (line.owner is None or nesting.compounds[line.owner][0] == line.first)
+        if starts_statement and line.first - first >= CHUNK_LINES:
+            yield first, line.first - 1
+            first = line.first
+    yield first, max(first, line_count)
+
+
+def _too_deep_finding(display: str, deep: tuple[int, int, int]) -> Finding:
+    line, column, depth = deep
+    return engine_finding(display, BY_CODE["LL001"], f"syntax error: nested {depth:,} levels deep, deeper than any "
+                          f"Python compiles (CPython 3.10-3.12 stop near 3,000 levels, 3.13 near 10,000)",
+                          line, column)
+
+
+_LIBCST_ERROR_AT = re.compile(r"^parser error: error at (\d+):(\d+): ")
+_NEW_STATEMENT = re.compile(r"\b(?:EOF|DEDENT)\b")
+
+
+def libcst_syntax_finding(display: str, text: str, exc: cst.ParserSyntaxError) -> Finding:
+    """LL001 from libcst's error, the same on every interpreter: its parser names the position
+    ("error at 3:8: expected one of ..."); its tokenizer does not, so a tokenizer error
+    ("unterminated string literal") is located by libcst's pure-Python tokenizer."""
+    message = exc.message
+    at = _LIBCST_ERROR_AT.match(message)
+    if at is not None:
+        message = message[at.end():]
+        line, column = int(at.group(1)), int(at.group(2))
+        # A parser ready for a new statement (EOF or DEDENT would do) stopped at the line's first
+        # token itself (an unexpected indent); else at the token after where the statement stopped.
+        line, column = (line, column + 1) if _NEW_STATEMENT.search(message) else _after_last_token(text, line, column)
+    else:
+        message = message.removeprefix("tokenizer error: ")
+        line, column = _tokenizer_error_position(text) or (
+            _after_last_token(text, sys.maxsize, 0) if "end of file" in message else (exc.raw_line, exc.raw_column + 1))
+    return engine_finding(display, BY_CODE["LL001"], f"syntax error: {message}", line, column)
+
+
+def _after_last_token(text: str, line: int, column: int) -> tuple[int, int]:
+    """The 1-based position of a parser error libcst names at `line`, 0-based `column`: the token it
+    could not take. Where that token starts a later line (the `:` missing after `if x`, or the end
+    of the file), the error is reported where the statement stopped: the end of the line before."""
+    lines = source_lines(text)
+    if line > len(lines):
+        line, column = len(lines) + 1, 0
+    offset = sum(len(text) for text in lines[:line - 1]) + column
+    before = text[:offset]
+    stripped = before.rstrip(" \t\f\r\n")
+    if "\n" not in before[len(stripped):] and "\r" not in before[len(stripped):] or not stripped:
+        return max(line, 1), column + 1
+    last_line = [line.rstrip("\r\n") for line in source_lines(stripped)]
+    return len(last_line), len(last_line[-1]) + 1
+
+
+def _tokenizer_error_position(text: str) -> tuple[int, int] | None:
+    """Line and 1-based column of the first token libcst's pure-Python tokenizer cannot read."""
+    try:
+        from libcst._parser.parso.python.tokenize import tokenize
+        from libcst._parser.parso.utils import parse_version_string
+    except ImportError:  # a libcst without it: the native error's own position
+        return None
+    try:
+        for token in tokenize(text, parse_version_string("3.8")):
+            if token.type.name in ("ERRORTOKEN", "ERROR_DEDENT"):
+                return token.start_pos[0], token.start_pos[1] + 1
+    except Exception:  # a locator only: any failure leaves the native error's position
+        return None
+    return None

@@ -1,0 +1,260 @@
+"""Deeply nested and long programs (issue 22, items 2 and 8): decided the same on every Python, in
+linear time, never by a parser that can overflow its stack.
+
+The scanner (lintloop.nesting) measures what the parsers cannot be trusted with: CPython's tokenizer
+limits (201 nested brackets, 100 levels of indentation) are LL001 as on every CPython; a statement
+nested deeper than any CPython compiles is LL001; one too deep to analyse is masked, the rest of the
+file linted. The same inputs are linted by python3.10 and python3.13 in tests/test_syntax_versions.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+from pathlib import Path
+
+import pytest
+
+from lintloop.linter import fix_text, lint_notebook, lint_text
+from lintloop.nesting import ANALYSIS_DEPTH, COMPILE_DEPTH, mask, scan
+from lintloop.rule import RuleSet
+from lintloop.rules import ALL_RULES
+from lintloop.source import source_lines
+from lintloop.syntax import ModuleSyntax
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "fixtures"
+ALL = RuleSet(list(ALL_RULES))
+
+TRAIN = """\
+import torch
+
+
+def train(model, opt, loader):
+    total = 0
+    for x in loader:
+        loss = model(x).sum()
+        loss.backward()
+        opt.step()
+        total += loss
+        {deep}
+    return total
+"""
+
+
+def depths(code: str) -> list[tuple[int, int]]:
+    """(libcst depth, Python depth) of each logical line."""
+    return [(line.depth, line.python_depth) for line in scan(code).lines]
+
+
+@pytest.mark.parametrize("code, expected", [
+    ("x = a + b * c\n", (3, 3)),
+    ("x = a + b + c + d\n", (4, 4)),  # a left-nested chain: a level per operator
+    ("x = a ** b ** c\n", (3, 3)),
+    ("x = -~-a\n", (4, 4)),
+    ("x = not not a\n", (3, 3)),
+    ("x = a < b <= c == d\n", (2, 2)),  # one comparison node in both trees
+    ("x = a is not b is not c\n", (2, 2)),
+    ("x = a not in b not in c\n", (2, 2)),
+    ("x = a and b and c and d\n", (4, 2)),  # nested in libcst, one BoolOp in CPython's tree
+    ('x = ("a" "b" "c" "d")\n', (4, 1)),  # implicit concatenation: nested in libcst, one constant
+    ("x = a.b.c.d\n", (4, 4)),
+    ("x = f()()()\n", (4, 4)),
+    ("x = a[0][1]\n", (4, 3)),  # libcst: Subscript > SubscriptElement > Index
+    ("x = ((((a))))\n", (1, 1)),  # parentheses make no node
+    ("x = (a, (b, (c,)))\n", (4, 4)),
+    ("x = a if b else c if d else e\n", (3, 3)),
+    ("x = lambda: lambda y, z=1: y\n", (3, 3)),
+    ("x = [i for i in range(3) if i]\n", (4, 3)),
+    ("from a.b.c import (d, e)\n", (1, 1)),
+    ('x = f"{a.b.c}"\n', (4, 4)),
+    ('x = f"{a["k"]:{w}.{p}}"\n', (4, 3)),  # PEP 701 quotes reused inside the field
+])
+def test_the_depth_of_a_line_is_its_tree_s(code, expected):
+    assert depths(code) == [expected]
+
+
+def _statement_depths(tree: ast.Module) -> dict[int, int]:
+    """Per first line of a statement, the depth of its own expressions in CPython's tree."""
+    found: dict[int, int] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt):
+            continue
+        deepest = 0
+        stack = [(child, 1) for child in ast.iter_child_nodes(node) if not isinstance(child, ast.stmt)]
+        while stack:
+            child, depth = stack.pop()
+            deepest = max(deepest, depth)
+            stack += [(grandchild, depth + 1) for grandchild in ast.iter_child_nodes(child)
+                      if not isinstance(grandchild, (ast.stmt, ast.expr_context, ast.operator, ast.boolop,
+                                                     ast.unaryop, ast.cmpop))]
+        found[node.lineno] = max(found.get(node.lineno, 0), deepest)
+    return found
+
+
+def test_the_python_depth_never_exceeds_cpython_s_by_more_than_two():
+    """What makes a statement LL001 (COMPILE_DEPTH) must be sound: never more than the real depth, but
+    at a definition's header (`class A(B):` counts its bases as a call's arguments)."""
+    files = sorted(FIXTURES.glob("*.py")) + sorted((REPO / "lintloop").rglob("*.py"))
+    checked = 0
+    for path in files:
+        text = path.read_text()
+        real = _statement_depths(ast.parse(text))
+        for line in scan(text).lines:
+            if line.first in real:
+                assert line.python_depth <= real[line.first] + 2, (path, line)
+                checked += 1
+    assert checked > 5000
+
+
+def test_the_comments_are_the_tokenizer_s():
+    for path in sorted(FIXTURES.glob("*.py"))[:40] + [REPO / "lintloop" / "nesting.py"]:
+        text = path.read_text()
+        expected = [(t.start[0], t.start[1], t.string) for t in tokenize.generate_tokens(io.StringIO(text).readline)
+                    if t.type == tokenize.COMMENT]
+        assert scan(text).comments == expected, path
+
+
+# ----- CPython's tokenizer limits ------------------------------------------------------------------
+
+
+def _host_error(code: str) -> tuple[int, int, str]:
+    with pytest.raises(SyntaxError) as raised:
+        compile(code, "a.py", "exec")
+    return raised.value.lineno, raised.value.offset, raised.value.msg
+
+
+@pytest.mark.parametrize("code", [
+    "x = " + "(" * 201 + "1" + ")" * 201 + "\n",
+    "x = [" + "{" * 100 + "(" * 100 + ")" * 100 + "}" * 100 + "]\n",
+    "x = 1\ny = (\n" + "(" * 200 + ")" * 201 + "\n",
+    "x = " + "[" * 1500 + "]" * 1500 + "\n",
+    "x = " + "(" * 1300 + "1" + ")" * 1300 + "\n",
+    "".join("    " * i + "if a:\n" for i in range(100)) + "    " * 100 + "pass\n",
+    "".join("\t" * i + "if a:\n" for i in range(120)) + "\t" * 120 + "pass\n",
+])
+def test_a_tokenizer_limit_is_the_LL001_cpython_reports_on_every_version(code):
+    line, column, message = _host_error(code)
+    findings = lint_text("a.py", "import torch\n" + code, ALL).findings  # a file the rules analyse
+    assert [(f.code, f.line, f.column, f.message) for f in findings] == [
+        ("LL001", line + 1, column, f"syntax error: {message}")]
+    syntax_only = lint_text("a.py", code, ALL).findings
+    assert [(f.code, f.line, f.column) for f in syntax_only] == [("LL001", line, column)]
+
+
+@pytest.mark.parametrize("code", [
+    "x = " + "(" * 200 + "1" + ")" * 200 + "\n",
+    "".join("    " * i + "if a:\n" for i in range(99)) + "    " * 99 + "pass\n",
+    'x = f"{' + "(" * 199 + "1" + ")" * 199 + '}"\n',
+])
+def test_just_within_the_limits_is_valid(code):
+    compile(code, "a.py", "exec")
+    assert lint_text("a.py", "import torch\n" + code, ALL).findings == []
+
+
+# ----- deeper than any CPython compiles --------------------------------------------------------------
+
+TOO_DEEP = {
+    "unary_minus": "x = " + "-" * 10_000 + "1\n",
+    "not": "x = " + "not " * 10_000 + "1\n",
+    "attributes": "x = a" + ".b" * 10_000 + "\n",
+    "plus_chain": "x = " + "+".join(["a"] * 10_000) + "\n",
+    "calls": "x = f" + "()" * 20_000 + "\n",
+    "elif_chain": "if a:\n    pass\n" + "elif a:\n    pass\n" * COMPILE_DEPTH,
+}
+
+
+@pytest.mark.parametrize("name", sorted(TOO_DEEP))
+def test_nesting_no_cpython_compiles_is_LL001(name):
+    code = TOO_DEEP[name]
+    for text, first in ((code, 1), ("import torch\n" + code, 2)):  # syntax only, and analysed
+        findings = lint_text("a.py", text, ALL).findings
+        assert [(f.code, f.line) for f in findings] == [("LL001", first)], name
+        assert "deeper than any Python compiles" in findings[0].message
+
+
+def test_nesting_some_cpython_compiles_is_not_LL001():
+    # CPython 3.13 compiles these (9,995 levels); 3.10-3.12 do not: no verdict of lintloop's can be a syntax error.
+    for code in ("x = a" + ".b" * 9_995 + "\n", "x = f" + "()" * 5_000 + "\n", "x = " + "-" * 5_900 + "1\n"):
+        assert ModuleSyntax.read("a.py", code).error is None
+        assert lint_text("a.py", "import torch\n" + code, ALL).findings == []
+
+
+# ----- too deep to analyse: masked, the rest linted --------------------------------------------------
+
+DEEP_STATEMENTS = {
+    "plus_chain": "y = " + "+".join(["x"] * 3000),
+    "unary_in_condition": "if " + "-" * 2000 + "x:\n            total += loss",
+    "string_concatenation": "y = (" + " ".join(['"a"'] * 3000) + ")",
+    "and_chain": "y = " + " and ".join(["x"] * 20_000),
+    "nested_lambdas": "f = " + "lambda: " * 1500 + "0",
+    "elif_chain": "if x:\n            pass\n" + "        elif x:\n            pass\n" * (ANALYSIS_DEPTH + 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEEP_STATEMENTS))
+def test_a_statement_too_deep_to_analyse_is_masked_and_the_rest_is_linted(name):
+    code = TRAIN.replace("{deep}", DEEP_STATEMENTS[name])
+    for ruleset in (ALL, RuleSet(list(ALL_RULES), screen=False)):  # the screen changes nothing
+        result = lint_text("a.py", code, ruleset)
+        assert not result.errors
+        assert [(f.code, f.line) for f in result.findings] == [("LL701", 9), ("LL301", 10)]
+
+
+def test_the_masked_text_keeps_every_other_line_where_it_was():
+    code = TRAIN.replace("{deep}", DEEP_STATEMENTS["unary_in_condition"])
+    masked, ranges = ModuleSyntax.read("a.py", code).analysable()
+    assert ranges == [(11, 12)]
+    original, replaced = source_lines(code), source_lines(masked)
+    assert len(replaced) == len(original)
+    assert replaced[10] == "        pass\n" and replaced[11] == "\n"
+    assert [line for n, line in enumerate(replaced) if n not in (10, 11)] == \
+           [line for n, line in enumerate(original) if n not in (10, 11)]
+    ast.parse(masked)
+
+
+def test_mask_replaces_statements_and_compound_statements_whole():
+    code = "@dec\ndef f(\n    a,\n):\n    return a\nx = 1\n"
+    masked = mask(source_lines(code), [(1, 5)])
+    assert masked == "pass\n\n\n\n\nx = 1\n"
+    nesting = scan("if " + "-" * (ANALYSIS_DEPTH + 5) + "a:\n    b = 1\nelse:\n    c = 2\nd = 3\n")
+    assert nesting.masked_ranges() == [(1, 4)]
+
+
+def test_fix_never_rewrites_a_masked_statement():
+    deep = "print(" + "+".join(["x"] * 3000) + ")"
+    code = ("import tensorflow as tf\n\n\n@tf.function\ndef step(x):\n    print(x)\n    " + deep + "\n    return x\n")
+    outcome = fix_text("a.py", code, ALL, unsafe=True)
+    assert outcome.applied == 1 and "tf.print(x)" in outcome.text
+    assert deep in outcome.text  # the deep print is not analysed, so neither reported nor fixed
+
+
+def test_a_call_chain_that_some_cpython_compiles_is_linted_with_its_positions():
+    # `X = f()()...` once made locating findings overflow Python's recursion (an internal error).
+    code = "X = f" + "()" * 5000 + "\n" + TRAIN.replace("{deep}", "pass")
+    result = lint_text("a.py", code, ALL)
+    assert not result.errors
+    assert [(f.code, f.line) for f in result.findings] == [("LL701", 10), ("LL301", 11)]
+
+
+def test_a_notebook_cell_too_deep_is_its_own_LL001_and_the_other_cells_are_linted():
+    import json
+
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": source}
+             for source in ("import torch\n", "x = " + "(" * 1300 + ")" * 1300 + "\n",
+                            TRAIN.replace("{deep}", "pass").split("\n", 1)[1])]
+    notebook = json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    findings = lint_notebook("a.ipynb", notebook, ALL).findings
+    assert [(f.code, f.cell) for f in findings] == [("LL001", 2), ("LL701", 3), ("LL301", 3)]
+    assert findings[0].message == "syntax error: too many nested parentheses"
+
+
+# ----- large files ----------------------------------------------------------------------------------
+
+
+def test_a_syntax_error_at_the_end_of_a_large_file_is_found_chunk_by_chunk():
+    # libcst's tree of the whole text would take gigabytes: the error's chunk is parsed alone.
+    code = "".join(f"def f{i}(x):\n    return x * {i}\n\n" for i in range(20_000)) + "x = (\n"
+    findings = lint_text("generated.py", code, ALL).findings
+    assert [(f.code, f.line, f.column) for f in findings] == [("LL001", 60_001, 6)]
