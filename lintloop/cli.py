@@ -212,7 +212,8 @@ def rules_markdown() -> str:
 def _resolver(args: argparse.Namespace) -> SettingsResolver:
     """Configuration per directory (the closest file, or `--config` for all), command-line options on top."""
     overrides = Overrides(select=args.select, extend_select=args.extend_select, ignore=args.ignore,
-                          unsafe_fixes=bool(getattr(args, "unsafe_fixes", None)), jobs=args.jobs)
+                          unsafe_fixes=bool(getattr(args, "unsafe_fixes", None)), jobs=args.jobs,
+                          file_timeout=args.file_timeout, file_memory_limit=args.file_memory_limit)
     return SettingsResolver(overrides, forced=args.config)
 
 
@@ -266,7 +267,8 @@ def _lint(args: argparse.Namespace) -> int:
     gc.set_threshold(50_000, 20, 100)
     bar = progress_bar(len(jobs), quiet=args.quiet)
     try:
-        results = run_jobs(jobs, settings.jobs or os.cpu_count() or 1, on_result=bar, limits=_limits(args))
+        results = run_jobs(jobs, settings.jobs or os.cpu_count() or 1, on_result=bar, 
+                           limits=Limits.configured(settings.file_timeout, settings.file_memory_limit))
     finally:
         if bar is not None:
             bar.close()
@@ -291,13 +293,6 @@ def _lint(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     changed = mode == "diff" and any(r.diff for r in results)
     return EXIT_FINDINGS if (findings or changed) and not args.exit_zero else EXIT_CLEAN
-
-
-def _limits(args: argparse.Namespace) -> Limits:
-    """Each file's bounds: the command line's, else the defaults; 0 means none."""
-    seconds = DEFAULT_SECONDS if args.file_timeout is None else args.file_timeout
-    memory = DEFAULT_MEMORY_MIB if args.file_memory_limit is None else args.file_memory_limit
-    return Limits(seconds or None, int(memory) or None)
 
 
 def _per_file_ignores(settings: Settings) -> Callable[[SourceFile], set[str]]:

@@ -33,7 +33,7 @@ DEFAULT_INCLUDE = ("*.py", "*.pyi", "*.ipynb")
 _LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "include", "extend-include")
 _PATTERN_KEYS = ("exclude", "extend-exclude", "include", "extend-include")  # gitignore-style patterns
 _SHOWN_CHARS = 60  # a longer value is cut short in a message: an error is one readable line
-KNOWN_KEYS = set(_LIST_KEYS) | {"per-file-ignores", "unsafe-fixes", "jobs", "rules"}
+KNOWN_KEYS = set(_LIST_KEYS) | {"per-file-ignores", "unsafe-fixes", "jobs", "file-timeout", "file-memory-limit", "rules"}
 
 
 class ConfigError(Exception):
@@ -52,6 +52,9 @@ class Settings:
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     unsafe_fixes: bool = False
     jobs: int | None = None
+    # Each file's bounds (lintloop.isolation): seconds and MiB, 0 for none, None for the default.
+    file_timeout: float | None = None
+    file_memory_limit: int | None = None
     rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def ruleset(self) -> RuleSet:
@@ -286,6 +289,8 @@ class Overrides:
     ignore: list[str] = field(default_factory=list)
     unsafe_fixes: bool = False
     jobs: int | None = None
+    file_timeout: float | None = None
+    file_memory_limit: int | None = None
 
     def validate(self) -> None:
         for option, selectors in (("--select", self.select or []), ("--extend-select", self.extend_select),
@@ -300,8 +305,9 @@ class Overrides:
         settings.extend_select = settings.extend_select + self.extend_select
         settings.ignore = settings.ignore + self.ignore
         settings.unsafe_fixes = settings.unsafe_fixes or self.unsafe_fixes
-        if self.jobs is not None:
-            settings.jobs = self.jobs
+        for name in ("jobs", "file_timeout", "file_memory_limit"):
+            if getattr(self, name) is not None:
+                setattr(settings, name, getattr(self, name))
         return settings
 
 
@@ -393,6 +399,11 @@ def settings_from_table(table: dict[str, Any], path: Path, locator: _KeyLocator 
     settings.jobs = _typed(table, "jobs", int, None, where)
     if settings.jobs is not None and settings.jobs < 1:
         raise ConfigError(where.error(("jobs",), "must be at least 1"))
+    settings.file_timeout = _typed(table, "file-timeout", (int, float), None, where)
+    settings.file_memory_limit = _typed(table, "file-memory-limit", int, None, where)
+    for key, value in (("file-timeout", settings.file_timeout), ("file-memory-limit", settings.file_memory_limit)):
+        if value is not None and not value >= 0:  # also refuses nan
+            raise ConfigError(where.error((key,), "must be 0 (no limit) or more"))
     settings.rule_options = _rule_options(table.get("rules", {}), where)
     return settings
 
@@ -429,10 +440,13 @@ def _shown(value: str) -> str:
     return f"{value[:_SHOWN_CHARS]!r}... ({len(value)} characters)"
 
 
-def _typed(table: dict[str, Any], key: str, kind: type, default: Any, where: _KeyLocator) -> Any:
+_KIND_NAMES = {int: "an integer", bool: "true or false", (int, float): "a number"}
+
+
+def _typed(table: dict[str, Any], key: str, kind: type | tuple[type, ...], default: Any, where: _KeyLocator) -> Any:
     value = table.get(key, default)
-    if value is not default and (not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
-        raise ConfigError(where.error((key,), f"must be {'an integer' if kind is int else 'true or false'}"))
+    if value is not default and (not isinstance(value, kind) or (kind is not bool and isinstance(value, bool))):
+        raise ConfigError(where.error((key,), f"must be {_KIND_NAMES[kind]}"))
     return value
 
 

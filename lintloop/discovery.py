@@ -130,11 +130,25 @@ def _matches(spec: pathspec.PathSpec, path: Path, base: Path | None, suffix: str
 
 
 def _read_spec(gitignore: Path) -> pathspec.PathSpec:
+    """A .gitignore's patterns. As git does, a pattern that is not valid (a lone backslash) is passed
+    over, and a .gitignore that is no regular file (a FIFO would block the run) holds none."""
     try:
-        lines = gitignore.read_text(encoding="utf-8", errors="replace").splitlines()
+        lines = gitignore.read_text(encoding="utf-8", errors="replace").splitlines() \
+            if _is_regular_file(gitignore) else []
     except OSError:
         lines = []
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except (ValueError, re.error):
+        return pathspec.GitIgnoreSpec.from_lines([line for line in lines if _valid_pattern(line)])
+
+
+def _valid_pattern(line: str) -> bool:
+    try:
+        pathspec.GitIgnoreSpec.from_lines([line])
+    except (ValueError, re.error):
+        return False
+    return True
 
 
 def _ancestor_gitignores(top: Path) -> list[tuple[Path, pathspec.PathSpec]]:

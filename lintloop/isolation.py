@@ -62,6 +62,13 @@ class Limits:
     seconds: float | None = DEFAULT_SECONDS
     memory_mib: int | None = DEFAULT_MEMORY_MIB
 
+    @classmethod
+    def configured(cls, seconds: float | None, memory_mib: int | None) -> Limits:
+        """The limits a configuration sets (`file-timeout`, `file-memory-limit`): None for the default,
+        0 for no limit."""
+        return cls(DEFAULT_SECONDS if seconds is None else (seconds or None),
+                   DEFAULT_MEMORY_MIB if memory_mib is None else (int(memory_mib) or None))
+
 
 class AnalysisFailed(Exception):
     """An item's work ended without a result: killed, crashed, over a limit. `cause` says how, as the

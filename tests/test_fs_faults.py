@@ -448,3 +448,19 @@ def test_a_directory_above_that_cannot_be_searched_is_no_error(nobody_tree, as_n
                        as_nobody=True)
     assert run.returncode == 1, run.stderr
     assert run.stderr == "" and run.stdout.startswith("train.py:")
+
+
+def test_a_gitignore_with_invalid_patterns_or_that_is_a_fifo_is_read_as_git_reads_it(tmp_path):
+    # git passes over a pattern it cannot use (a lone backslash); pathspec raised on it (an internal error).
+    (tmp_path / ".gitignore").write_text("\\\nbuild/\n[z-a]\n")
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "skipped.py").write_bytes(ORIGINAL)
+    (tmp_path / "a.py").write_bytes(ORIGINAL)
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    os.mkfifo(sub / ".gitignore")  # read as a file, it would block the run
+    (sub / "b.py").write_bytes(ORIGINAL)
+    result = run_lintloop("check", "--select", SELECT, "--no-cache", "--format", "concise", ".", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert sorted({line.split(":")[0] for line in result.stdout.splitlines()}) == ["a.py", "sub/b.py"]
+    assert result.stderr == ""

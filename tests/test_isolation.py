@@ -216,5 +216,19 @@ def test_the_limits_are_options_and_zero_lifts_them(capsys, option, value, probl
     with pytest.raises(SystemExit) as exited:
         lintloop.cli.main(["check", option, value, "."])
     assert exited.value.code == 2 and problem in capsys.readouterr().err
-    assert lintloop.cli._limits(lintloop.cli.build_parser().parse_args(
-        ["check", "--file-timeout", "0", "--file-memory-limit", "0"])) == Limits(None, None)
+    assert Limits.configured(0, 0) == Limits(None, None)
+    assert Limits.configured(None, None) == Limits()
+    assert Limits.configured(2.5, 100) == Limits(2.5, 100)
+
+
+def test_the_limits_come_from_the_configuration_and_the_command_line_wins(mixed_tree, run_cli):
+    (mixed_tree / "lintloop.toml").write_text("file-timeout = 0.5\n")
+    started = time.monotonic()
+    code, out, _ = run_cli("check", "--no-cache", "--format", "concise", "hang_1.py", cwd=mixed_tree)
+    assert code == 1 and "took longer than 0.5 s" in out and time.monotonic() - started < 20
+    code, out, _ = run_cli("check", "--no-cache", "--format", "concise", "--file-timeout", "1", "hang_1.py",
+                           cwd=mixed_tree)
+    assert code == 1 and "took longer than 1 s" in out
+    (mixed_tree / "lintloop.toml").write_text("file-memory-limit = -1\n")
+    code, _, err = run_cli("check", "hang_1.py", cwd=mixed_tree)
+    assert code == 2 and "lintloop.toml:1: file-memory-limit: must be 0 (no limit) or more" in err

@@ -26,6 +26,7 @@ from lintloop.syntax import ModuleSyntax
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
 ALL = RuleSet(list(ALL_RULES))
+DEFAULT = RuleSet([rule for rule in ALL_RULES if rule.default_on])
 
 TRAIN = """\
 import torch
@@ -258,3 +259,48 @@ def test_a_syntax_error_at_the_end_of_a_large_file_is_found_chunk_by_chunk():
     code = "".join(f"def f{i}(x):\n    return x * {i}\n\n" for i in range(20_000)) + "x = (\n"
     findings = lint_text("generated.py", code, ALL).findings
     assert [(f.code, f.line, f.column) for f in findings] == [("LL001", 60_001, 6)]
+
+
+# ----- a run over ordinary and pathological files ---------------------------------------------------
+
+
+def test_a_directory_mixing_ordinary_and_pathological_files_prints_every_ordinary_finding(tmp_path):
+    import json
+    import subprocess
+    import sys
+    import time
+
+    hostile = {
+        "parentheses.py": "x = " + "(" * 1300 + "1" + ")" * 1300 + "\n",
+        "brackets.py": "x = " + "[" * 1500 + "]" * 1500 + "\n",
+        "attributes.py": "x = a" + ".b" * 10_000 + "\n",
+        "minus.py": "x = " + "-" * 10_000 + "1\n",
+        "nots.py": "x = " + "not " * 10_000 + "1\n",
+        "plus.py": "x = " + "+".join(["a"] * 20_000) + "\n",
+        "calls.py": "X = f" + "()" * 5_000 + "\n",
+        "p201.py": "x = " + "(" * 201 + "1" + ")" * 201 + "\n",
+        "deep_loop.py": TRAIN.replace("{deep}", DEEP_STATEMENTS["plus_chain"]),
+        "kernel.ipynb": json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "outputs": [],
+                                               "execution_count": None, "source": "import torch\n"}],
+                                    "metadata": {"kernelspec": "python3", "language_info": "python"},
+                                    "nbformat": 4, "nbformat_minor": 5}),
+    }
+    for name, text in hostile.items():
+        (tmp_path / name).write_text(text)
+    ordinary = {f"ordinary_{n}.py": (FIXTURES / f"{code}_bad.py").read_text()
+                for n, code in enumerate(("LL301", "LL701", "LL201", "LL101"))}
+    for name, text in ordinary.items():
+        (tmp_path / name).write_text(text)
+    for jobs in ("1", "2"):
+        started = time.monotonic()
+        run = subprocess.run([sys.executable, "-m", "lintloop", "check", "--no-cache", "--format", "json",
+                              "--jobs", jobs, "."], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert time.monotonic() - started < 120
+        assert run.returncode == 1 and run.stderr == "", run.stderr
+        findings = json.loads(run.stdout)
+        assert {f["path"] for f in findings if f["code"] != "LL001"} == {*ordinary, "deep_loop.py"}
+        assert {f["path"] for f in findings if f["code"] == "LL001"} == {
+            "parentheses.py", "brackets.py", "attributes.py", "minus.py", "nots.py", "plus.py", "p201.py"}
+        for name in ordinary:  # exactly what the file gets alone
+            alone = lint_text(name, ordinary[name], DEFAULT).findings
+            assert [(f["code"], f["line"]) for f in findings if f["path"] == name] == [(f.code, f.line) for f in alone]
