@@ -142,6 +142,9 @@ def test_a_tokenizer_limit_is_the_LL001_cpython_reports_on_every_version(code):
         ("LL001", line + 1, column, f"syntax error: {message}")]
     syntax_only = lint_text("a.py", code, ALL).findings
     assert [(f.code, f.line, f.column) for f in syntax_only] == [("LL001", line, column)]
+    # fix never changes a file it cannot parse (201 parentheses were once rewritten)
+    broken = "import tensorflow as tf\n\n\n@tf.function\ndef step(x):\n    print(x)\n    return x\n" + code
+    assert fix_text("a.py", broken, ALL, unsafe=True).applied == 0
 
 
 @pytest.mark.parametrize("code", [
