@@ -165,9 +165,19 @@ def _worker_main(connection: Connection, slot: Any, gc_thresholds: tuple[int, ..
     faulthandler.disable()  # a crash is reported as the file's outcome, not as a dump on the terminal
     gc.set_threshold(*gc_thresholds)
     threading.stack_size(WORKER_STACK_BYTES)
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_end_with, args=(parent,), name="lintloop-parent-watch", daemon=True).start()
     serving = threading.Thread(target=_serve, args=(connection, slot), name=_BIG_STACK_THREAD)
     serving.start()
     serving.join()
+
+
+def _end_with(parent: Any) -> None:
+    """A worker outlives no parent (a parent killed cannot stop its workers: one busy with an endless
+    file would run on for ever)."""
+    wait([parent.sentinel])
+    os._exit(1)
 
 
 def _serve(connection: Connection, slot: Any) -> None:
@@ -176,6 +186,9 @@ def _serve(connection: Connection, slot: Any) -> None:
             message = connection.recv()
         except (EOFError, OSError):
             return
+        except Exception:  # noqa: BLE001 - a message that does not unpickle here: each of its items fails
+            connection.send((None, traceback.format_exc(), False))
+            continue
         if message is None:
             return
         function, items = message
@@ -288,9 +301,11 @@ class WorkerPool:
         self.close()
 
     def run(self, function: Callable[[Item], Any], items: Sequence[Item], chunk_size: int,
-            on_outcome: Callable[[int, Outcome], None]) -> None:
+            on_outcome: Callable[[int, Outcome], None], limits: Limits | None = None) -> None:
         """Call `on_outcome(index, outcome)` once per item, in completion order: `function(item)`'s
-        result, or an AnalysisFailed / AnalysisError. `function` must be picklable (module-level)."""
+        result, or an AnalysisFailed / AnalysisError. `function` must be picklable (module-level).
+        `limits`: this run's, instead of the pool's."""
+        limits = limits or self.limits
         pending = deque(list(enumerate(items))[start:start + chunk_size]
                         for start in range(0, len(items), max(1, chunk_size)))
         barren_deaths = 0
@@ -304,14 +319,14 @@ class WorkerPool:
                     pass  # it died already: found below, as any death
                 self._busy.append(worker)
             ready = set(wait([w.connection for w in self._busy] + [w.process.sentinel for w in self._busy],
-                             timeout=self._timeout()))
+                             timeout=None if limits == Limits(None, None) else POLL_SECONDS))
             now = time.monotonic()
             for worker in list(self._busy):
                 answered = worker.connection in ready and self._receive(worker, pending, on_outcome)
                 if answered:
                     barren_deaths = 0
                     continue
-                cause = None if worker.process.sentinel in ready else worker.overrun(self.limits, now)
+                cause = None if worker.process.sentinel in ready else worker.overrun(limits, now)
                 if worker.process.sentinel not in ready and cause is None:
                     continue
                 if cause is not None:
@@ -321,10 +336,6 @@ class WorkerPool:
                     if barren_deaths > MAX_BARREN_DEATHS:
                         raise RuntimeError(f"lintloop's worker processes keep failing at start: {worker.death_cause()}")
 
-    def _timeout(self) -> float | None:
-        """How long the parent may wait for its workers before it must look at their limits."""
-        return None if self.limits == Limits(None, None) else POLL_SECONDS
-
     def _receive(self, worker: _Worker, pending: deque, on_outcome: Callable[[int, Outcome], None]) -> bool:
         try:
             outcomes, unserved, exiting = worker.connection.recv()
@@ -332,6 +343,11 @@ class WorkerPool:
             return False  # it died: its sentinel tells
         self._busy.remove(worker)
         worker.served += 1
+        if outcomes is None:  # it could not read the chunk (`unserved` holds why)
+            outcomes = [(index, AnalysisError("the work could not be read by the worker process: "
+                                              f"{unserved.strip().splitlines()[-1]}", unserved))
+                        for index, _ in worker.chunk]
+            unserved = []
         if unserved:  # it stopped early (out of memory): the rest of its chunk goes to a fresh worker
             left = set(unserved)
             pending.appendleft([pair for pair in worker.chunk if pair[0] in left])
@@ -388,18 +404,23 @@ class IsolatedExecutor(Executor):
 
     def __init__(self, limits: Limits, context: BaseContext | None = None) -> None:
         self._pool = WorkerPool(1, limits, context)
-        self._calls: deque[tuple[Future, tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] | None] = deque()
+        self._calls: deque[tuple[Future, Limits | None, tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]]
+                           | None] = deque()
         self._ready = threading.Condition()
         self._thread = threading.Thread(target=self._serve, name="lintloop-isolated-executor", daemon=True)
         self._shut = False
         self._thread.start()
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        return self.submit_within(None, fn, *args, **kwargs)
+
+    def submit_within(self, limits: Limits | None, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        """`submit`, within `limits` (None: the executor's)."""
         future: Future = Future()
         with self._ready:
             if self._shut:
                 raise RuntimeError("cannot submit after shutdown")
-            self._calls.append((future, (fn, args, kwargs)))
+            self._calls.append((future, limits, (fn, args, kwargs)))
             self._ready.notify()
         return future
 
@@ -412,12 +433,12 @@ class IsolatedExecutor(Executor):
             if call is None:
                 self._pool.close()
                 return
-            future, work = call
+            future, limits, work = call
             if not future.set_running_or_notify_cancel():
                 continue
             outcomes: list[Outcome] = []
             try:
-                self._pool.run(_call, [work], 1, lambda _index, outcome: outcomes.append(outcome))
+                self._pool.run(_call, [work], 1, lambda _index, outcome: outcomes.append(outcome), limits)
             except BaseException as exc:  # noqa: BLE001 - the pool itself failed: the caller is told
                 future.set_exception(exc)
                 continue

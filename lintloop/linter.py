@@ -39,6 +39,13 @@ class FileResult:
     dependencies: dict[str, str] = field(default_factory=dict)
 
 
+def not_analysed_finding(display: str, cause: str, unchanged: bool = False) -> Finding:
+    """LL004 for a file whose analysis failed; `cause` says how (lintloop.isolation: "took longer
+    than 120 s (the file-timeout setting)"); `unchanged`: `fix` left the file as it was."""
+    return engine_finding(display, BY_CODE["LL004"], f"not analysed: its analysis {cause}"
+                          + ("; the file is unchanged" if unchanged else ""))
+
+
 def lint_bytes(display: str, data: bytes, ruleset: RuleSet, timer: StageTimer | None = None,
                path: str | os.PathLike[str] | None = None) -> FileResult:
     """`path`: where the file is on disk, for questions about the other modules of its project."""

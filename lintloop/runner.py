@@ -16,7 +16,7 @@ from lintloop.cache import ResultCache
 from lintloop.discovery import SourceFile
 from lintloop.finding import Finding
 from lintloop.isolation import AnalysisError, AnalysisFailed, Limits, WorkerPool, uninterruptible
-from lintloop.linter import engine_finding, fix_notebook, fix_text, lint_bytes
+from lintloop.linter import fix_notebook, fix_text, lint_bytes, not_analysed_finding
 from lintloop.notebook import is_notebook
 from lintloop.rule import RuleSet
 from lintloop.rules import BY_CODE
@@ -95,9 +95,7 @@ def _job_result(job: Job, outcome: object) -> JobResult:
     result = JobResult(job.display)
     if isinstance(outcome, AnalysisFailed):
         if NOT_ANALYSED in job.codes:
-            unchanged = "; the file is unchanged" if job.mode == "fix" else ""
-            result.findings.append(engine_finding(job.display, BY_CODE[NOT_ANALYSED],
-                                                  f"not analysed: its analysis {outcome.cause}{unchanged}"))
+            result.findings.append(not_analysed_finding(job.display, outcome.cause, unchanged=job.mode == "fix"))
     elif isinstance(outcome, AnalysisError):
         result.errors.append(f"{job.display}: internal error: {outcome.message}")
         result.tracebacks.append(outcome.details)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -127,6 +128,71 @@ def test_closing_the_pool_leaves_no_worker_running():
             os.kill(pid, 0)
 
 
+def _refuse_to_unpickle() -> None:
+    raise RuntimeError("no unpickling here")
+
+
+class Unreadable:
+    """Pickles in the parent; unpickling it in the worker raises."""
+
+    def __reduce__(self):
+        return _refuse_to_unpickle, ()
+
+
+def test_a_chunk_the_worker_cannot_read_fails_its_items_and_the_worker_goes_on():
+    runs: list[dict[int, object]] = [{}, {}, {}]
+    with WorkerPool(1, NO_LIMITS) as pool:
+        for outcomes, items in zip(runs, (["pid:"], [Unreadable(), "ok:b"], ["pid:"])):
+            pool.run(behave, items, 2, outcomes.__setitem__)
+    assert all(isinstance(outcome, AnalysisError) and "RuntimeError: no unpickling here" in outcome.message
+               for outcome in runs[1].values()) and sorted(runs[1]) == [0, 1]
+    assert runs[0] == runs[2], "the same worker still serves"
+
+
+def test_workers_end_when_their_parent_is_killed(tmp_path):
+    (tmp_path / "endless.py").write_text("import torch\n")
+    script = (f"import lintloop.runner as r\n"
+              f"def endless(*args, **kwargs):\n    while True:\n        pass\n"
+              f"r.lint_bytes = endless\n"
+              f"from lintloop.cli import main\n"
+              f"main(['check', '--no-cache', '--file-timeout', '0', '--jobs', '1', {str(tmp_path / 'endless.py')!r}])\n")
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 30
+        workers: list[int] = []
+        while not workers and time.monotonic() < deadline:
+            time.sleep(0.1)
+            workers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent_of(int(p.name)) == parent.pid]
+        assert workers, "the run started no worker"
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while any(Path(f"/proc/{pid}").exists() and _parent_of(pid) is not None for pid in workers) \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in workers if Path(f"/proc/{pid}").exists() and _state(pid) not in ("Z", None)]
+    finally:
+        parent.kill()
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2:].split()
+
+
+def _parent_of(pid: int) -> int | None:
+    fields = _stat_fields(pid)
+    return int(fields[1]) if fields else None
+
+
+def _state(pid: int) -> str | None:
+    fields = _stat_fields(pid)
+    return fields[0] if fields else None
+
+
 def test_the_isolated_executor_survives_its_calls():
     executor = IsolatedExecutor(Limits(1, None), context=None)
     try:
@@ -138,6 +204,8 @@ def test_the_isolated_executor_survives_its_calls():
         with pytest.raises(AnalysisError, match="ValueError: no"):
             executor.submit(behave, "raise:no").result(timeout=30)
         assert executor.submit(behave, "ok:b").result(timeout=30) == "b"
+        with pytest.raises(AnalysisFailed, match="longer than 0.3 s"):  # a call's own limits
+            executor.submit_within(Limits(0.3, None), behave, "spin").result(timeout=30)
     finally:
         executor.shutdown()
 

@@ -72,9 +72,10 @@ def recording_client() -> RecordingClient:
 
 
 async def start_server(workspace: Path, capabilities: types.ClientCapabilities,
-                       initialization_options: dict | None = None) -> tuple[RecordingClient, types.InitializeResult]:
+                       initialization_options: dict | None = None, command: list[str] = SERVER_COMMAND
+                       ) -> tuple[RecordingClient, types.InitializeResult]:
     env = dict(os.environ, XDG_CACHE_HOME=str(workspace / ".xdg-cache"))
-    client = await ClientServerConfig(server_command=SERVER_COMMAND, client_factory=recording_client,
+    client = await ClientServerConfig(server_command=command, client_factory=recording_client,
                                       server_env=env).start()
     result = await client.initialize_session(types.InitializeParams(
         capabilities=capabilities, root_uri=workspace.as_uri(), initialization_options=initialization_options,
@@ -294,7 +295,10 @@ def test_scheduler_drops_stale_results_reports_failures_and_debounces():
 
     async def scenario() -> None:
         with ThreadPoolExecutor(max_workers=1) as executor:
-            scheduler = LintScheduler(executor, lint, document.get, delivered.append,
+            async def lint_off_the_loop(snapshot: Snapshot) -> DocumentLint:
+                return await asyncio.get_running_loop().run_in_executor(executor, lint, snapshot)
+
+            scheduler = LintScheduler(lint_off_the_loop, document.get, delivered.append,
                                       lambda snapshot, error: failed.append((snapshot, error)))
             document[uri] = Snapshot(uri, 1, "edited while linting", None)
             scheduler.request(uri)

@@ -5,6 +5,9 @@
 - `positions`: lintloop positions (1-based code points) to LSP positions (negotiated encoding);
 - `notebooks`: Jupyter notebooks (notebook document sync): linted as their `.ipynb` file, findings per cell;
 - `diagnostics`, `actions`, `hover`, `ruledocs`: what the editor is sent;
+- `transport`: the client's messages read off stdin within bounds, whatever it sends;
+- `workers`: the worker processes every analysis of a document runs in (a crash or a runaway costs
+  that analysis, reported as the document's LL004, never the server);
 - `app`: the pygls wiring.
 """
 

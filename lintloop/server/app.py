@@ -1,18 +1,28 @@
-"""The pygls wiring: document events to lint runs, results to diagnostics, requests to answers."""
+"""The pygls wiring: document events to lint runs, results to diagnostics, requests to answers; the
+client's messages read within bounds and every malformed one answered or logged; every analysis of a
+document in a worker process, whose failure is the document's LL004."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import sys
 import traceback
-from collections.abc import Generator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, TypeVar
 
+from cattrs import transform_error
+from cattrs.errors import ClassValidationError
 from lsprotocol import types
+from pygls.exceptions import (JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams, JsonRpcInvalidRequest,
+                              JsonRpcParseError)
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
+from pygls.protocol import JsonRPCProtocol, LanguageServerProtocol
+from pygls.protocol.json_rpc import RPCRequest
 from pygls.protocol.language_server import lsp_method
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
@@ -20,22 +30,84 @@ from pygls.workspace import TextDocument
 from lintloop import __version__
 from lintloop.config import ConfigError
 from lintloop.finding import Finding
+from lintloop.isolation import AnalysisError, AnalysisFailed, IsolatedExecutor, Limits
+from lintloop.linter import FileResult
 from lintloop.server import actions
 from lintloop.server.diagnostics import diagnostic
-from lintloop.server.documents import (CONFIG_FILE_NAMES, DocumentConfigError, DocumentLint, SettingsCache,
-                                       Snapshot, is_config_file, lint_document, safe_fix_changes)
+from lintloop.server.documents import (CONFIG_FILE_NAMES, Analysis, DocumentConfigError, DocumentLint,
+                                       SettingsCache, Snapshot, analysis_of, is_config_file, lint_analysis,
+                                       not_analysed, safe_fix_changes)
 from lintloop.server.notebooks import (NOTEBOOK_SYNC, CellsTarget, cell_document, cell_place, findings_by_cell,
                                        notebook_snapshot)
 from lintloop.server.hover import hover
 from lintloop.server.positions import lintloop_position, overlaps
 from lintloop.server.ruledocs import RuleDocs
 from lintloop.server.scheduling import CHANGE_DELAY_S, LintScheduler
+from lintloop.server.transport import Refused, read_messages
+from lintloop.server.workers import worker_context
 from lintloop.suppression import Suppressions
 
 WATCH_REGISTRATION_ID = "lintloop-config-files"
+# Findings no comment can suppress: a syntax error, and a file not analysed (its comments were not read).
+UNSUPPRESSIBLE = ("LL001", "LL004")
+
+Result = TypeVar("Result")
 
 
 class LintloopProtocol(LanguageServerProtocol):
+    _server: LintloopServer
+
+    def receive(self, body: bytes) -> None:
+        """Handle one message's body. Every request is answered: a malformed one with its JSON-RPC error
+        (not JSON: ParseError; no JSON-RPC request: InvalidRequest; params that do not fit its method:
+        InvalidParams); a malformed notification or response is logged and dropped."""
+        try:
+            data = json.loads(body)
+        except ValueError as exc:  # also a body that is not UTF-8
+            self.reply_error(None, JsonRpcParseError(f"Parse Error: {exc}"))
+            return
+        is_dict = isinstance(data, dict)
+        msg_id = data.get("id") if is_dict else None
+        valid_id = isinstance(msg_id, (int, str)) and not isinstance(msg_id, bool)
+        is_notification = is_dict and "method" in data and "id" not in data
+        is_response = is_dict and "method" not in data and ("result" in data or "error" in data)
+        answered = not (is_notification or is_response)  # a request, or what is no message at all
+        try:
+            self.handle_message(self.checked_message(data, valid_id, answered))
+        except JsonRpcException as problem:
+            if answered:
+                self.reply_error(msg_id if valid_id else None, problem)
+            else:
+                kind = "notification" if is_notification else "response"
+                self._server.log(types.MessageType.Warning, f"lintloop: ignored a malformed {kind}: {problem.message}")
+        except Exception:  # noqa: BLE001 - pygls failing on a message (hashing a $/cancelRequest's id) costs it alone
+            error = JsonRpcInternalError.of(sys.exc_info())
+            if answered:
+                self.reply_error(msg_id if valid_id else None, error)
+            self._server.log(types.MessageType.Error, f"lintloop: internal error on a message: {error.message}")
+
+    def checked_message(self, data: Any, valid_id: bool, answered: bool) -> Any:
+        """The message `data` as pygls's structure of it (raises a JsonRpcException where it is none);
+        `answered`: it is to be answered as a request."""
+        _check_envelope(data, valid_id, answered)
+        try:
+            message = self.structure_message(data)
+        except JsonRpcInvalidParams as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ClassValidationError):  # say which fields are wrong
+                raise JsonRpcInvalidParams(f"Invalid Params: {'; '.join(transform_error(cause))}") from cause
+            raise
+        if answered and not isinstance(message, RPCRequest):
+            raise JsonRpcInvalidRequest(f"Invalid Request: {data['method']} is a notification")
+        if answered and self._shutdown and data["method"] != types.EXIT:
+            raise JsonRpcInvalidRequest("Invalid Request: the server is shutting down")  # as LSP asks
+        return message
+
+    def reply_error(self, msg_id: int | str | None, error: JsonRpcException) -> None:
+        # pygls's converter leaves out an id of None; JSON-RPC wants it, as null, where the request's id is unknown.
+        response = self._converter.unstructure(types.ResponseErrorMessage(id=msg_id, error=error.to_response_error()))
+        self._send_data({**response, "id": msg_id})
+
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, types.InitializeResult]:
         # lintloop's columns are code points: UTF-32 needs no conversion, so it is chosen whenever the
@@ -46,6 +118,20 @@ class LintloopProtocol(LanguageServerProtocol):
             general.position_encodings = [utf32 if utf32 in general.position_encodings
                                           else types.PositionEncodingKind.Utf16]
         return (yield from super().lsp_initialize(params))
+
+
+def _check_envelope(data: Any, valid_id: bool, answered: bool) -> None:
+    """Raise JsonRpcInvalidRequest if `data` is no JSON-RPC 2.0 message (its params aside)."""
+    if not isinstance(data, dict):
+        raise JsonRpcInvalidRequest(f"Invalid Request: a message is a JSON object, not {type(data).__name__}")
+    if data.get("jsonrpc") != JsonRPCProtocol.VERSION:
+        raise JsonRpcInvalidRequest(f'Invalid Request: "jsonrpc" must be "{JsonRPCProtocol.VERSION}"')
+    if "id" in data and not valid_id:
+        raise JsonRpcInvalidRequest("Invalid Request: an id is an integer or a string")
+    if "method" in data and not isinstance(data["method"], str):
+        raise JsonRpcInvalidRequest("Invalid Request: a method is a string")
+    if answered and "method" not in data:
+        raise JsonRpcInvalidRequest("Invalid Request: a request has a method")
 
 
 def file_path(uri: str) -> Path | None:
@@ -66,16 +152,77 @@ class OpenFindings:
 
 
 class LintloopServer(LanguageServer):
-    def __init__(self) -> None:
+    def __init__(self, limits: Limits = Limits(), lint: Callable[[Analysis], FileResult] = lint_analysis) -> None:
+        """`limits`: each analysis's time and memory (lintloop.isolation); `lint`: what lints an Analysis
+        in the worker (a module-level function: it is pickled)."""
         super().__init__("lintloop", __version__, protocol_cls=LintloopProtocol, notebook_document_sync=NOTEBOOK_SYNC)
         self.settings_cache = SettingsCache()
         self.lints: dict[str, DocumentLint] = {}  # the last delivered lint of each open document and notebook
-        # One worker: runs of a document are serial, and a run that went stale meanwhile is dropped, not published.
-        self.lint_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lintloop-lint")
-        self.scheduler = LintScheduler(self.lint_executor, lambda s: lint_document(s, self.settings_cache),
-                                       self.snapshot, self.publish, self.report_failure)
+        # One worker process, for every analysis of a document's text: a crash or a runaway costs that
+        # analysis, never the server. Runs of a document are serial, and a run that went stale meanwhile is
+        # dropped, not published.
+        self.analyses = IsolatedExecutor(limits, worker_context())
+        self.lint_in_worker = lint
+        self.scheduler = LintScheduler(self.lint, self.snapshot, self.publish, self.report_failure)
         self.docs = RuleDocs()
         self.shutdown_requested = False
+
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """pygls's start_io, with the client's messages read within bounds (transport.read_messages) and
+        each one answered or logged however malformed (LintloopProtocol.receive)."""
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        try:
+            asyncio.run(self.receive_all(read_messages(stdin or sys.stdin.buffer)))
+        except (BrokenPipeError, KeyboardInterrupt, SystemExit):
+            pass  # the client has gone, or an `exit` notification ended the server
+        finally:
+            self.shutdown()
+
+    async def receive_all(self, messages: Iterator[bytes | Refused]) -> None:
+        """Handle the client's messages until its stream ends (or an `exit` notification)."""
+        loop = asyncio.get_running_loop()
+        while (message := await loop.run_in_executor(self.thread_pool, next, messages, None)) is not None:
+            if isinstance(message, Refused):
+                self.log(types.MessageType.Error, f"lintloop: {message.reason}")
+            else:
+                self.protocol.receive(message)
+
+    # ----- analyses ------------------------------------------------------------------------
+    async def analysed(self, limits: Limits | None, function: Callable[..., Result], *args: Any) -> Result:
+        """`function(*args)` run in the worker process within `limits` (None: the server's; raises
+        AnalysisFailed, AnalysisError)."""
+        return await asyncio.wrap_future(self.analyses.submit_within(limits, function, *args))
+
+    async def lint(self, snapshot: Snapshot) -> DocumentLint:
+        """The lint of a snapshot; of one whose analysis failed, its LL004 (raises DocumentConfigError
+        for a broken configuration, AnalysisError for a bug)."""
+        analysis = await asyncio.to_thread(analysis_of, snapshot, self.settings_cache)
+        try:
+            result = await self.analysed(analysis.limits, self.lint_in_worker, analysis)
+        except AnalysisFailed as failure:
+            return not_analysed(analysis, failure.cause)
+        return DocumentLint(snapshot, result.findings, result.errors)
+
+    async def safe_fixes(self, snapshot: Snapshot) -> dict[int | None, tuple[str, str]]:
+        """What all safe fixes change (see documents.safe_fix_changes); nothing when the configuration
+        broke since the lint (the next lint shows its error) or the fixing failed (logged)."""
+        try:
+            analysis = await asyncio.to_thread(analysis_of, snapshot, self.settings_cache)
+            return await self.analysed(analysis.limits, safe_fix_changes, analysis)
+        except ConfigError:
+            return {}
+        except (AnalysisFailed, AnalysisError) as failure:
+            self.log_failure(f"fixing {snapshot.display}", failure)
+            return {}
+
+    async def suppressions(self, document: TextDocument) -> Suppressions | None:
+        """The suppression comments in a document (None if they could not be read: logged). Read in the
+        worker: finding comments takes tokenizing, or where the host cannot, parsing."""
+        try:
+            return await self.analysed(None, Suppressions.scan, document.source)
+        except (AnalysisFailed, AnalysisError) as failure:
+            self.log_failure(f"reading the comments of {document.uri}", failure)
+            return None
 
     # ----- documents ---------------------------------------------------------------------
     def snapshot(self, uri: str) -> Snapshot | None:
@@ -156,8 +303,16 @@ class LintloopServer(LanguageServer):
                 self.window_show_message(types.ShowMessageParams(
                     type=types.MessageType.Error, message=f"lintloop: configuration error: {error}"))
             return
-        details = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-        self.log(types.MessageType.Error, f"lintloop: internal error while linting {snapshot.display}:\n{details}")
+        self.log_failure(f"linting {snapshot.display}", error)
+
+    def log_failure(self, doing: str, error: Exception) -> None:
+        """Tell the client that `doing` ("linting x.py") failed: stopped within its limits, or a bug."""
+        if isinstance(error, AnalysisFailed):
+            self.log(types.MessageType.Warning, f"lintloop: {doing} stopped: its analysis {error.cause}")
+            return
+        # A worker's exception comes with the worker's traceback: the one raised here says nothing.
+        details = error.details if isinstance(error, AnalysisError) else "".join(traceback.format_exception(error))
+        self.log(types.MessageType.Error, f"lintloop: internal error while {doing}:\n{details}")
 
     def log(self, level: types.MessageType, message: str) -> None:
         self.window_log_message(types.LogMessageParams(type=level, message=message))
@@ -175,8 +330,9 @@ class LintloopServer(LanguageServer):
         return actions.EditTarget(uri, version, document.lines, self.workspace.position_codec, document_changes)
 
 
-def create_server() -> LintloopServer:
-    server = LintloopServer()
+def create_server(limits: Limits = Limits(), lint: Callable[[Analysis], FileResult] = lint_analysis) -> LintloopServer:
+    """The server, its features registered (`limits`, `lint`: see LintloopServer)."""
+    server = LintloopServer(limits, lint)
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: LintloopServer, params: types.InitializeParams) -> None:
@@ -194,6 +350,10 @@ def create_server() -> LintloopServer:
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: LintloopServer, params: types.InitializedParams) -> None:
+        # The fork server (importing the engine) and a first worker start now, in the background, once
+        # `initialize` is answered: the handshake is as fast as before, and the first lint waits only for
+        # what is left of their start.
+        ls.analyses.submit(os.getpid)
         workspace = ls.client_capabilities.workspace
         watched = workspace.did_change_watched_files if workspace else None
         if not (watched and watched.dynamic_registration):
@@ -265,27 +425,23 @@ def create_server() -> LintloopServer:
         only = params.context.only
         found: list[types.CodeAction] = []
         if actions.requested(types.CodeActionKind.QuickFix, only):
-            suppressions = Suppressions.scan(current.document.source)
-            for finding in current.findings:
-                if not overlaps(finding, start, end):
-                    continue
+            touched = [finding for finding in current.findings if overlaps(finding, start, end)]
+            suppressible = any(finding.code not in UNSUPPRESSIBLE for finding in touched)
+            suppressions = await ls.suppressions(current.document) if suppressible else None
+            for finding in touched:
                 linked = diagnostic(finding, codec, lines, ls.docs, target.version)
                 if finding.fix is not None:
                     found.append(actions.fix_action(finding, current.fixes, linked))
-                if finding.code != "LL001":  # a syntax error cannot be suppressed
+                if suppressions is not None and finding.code not in UNSUPPRESSIBLE:
                     found.append(actions.suppress_action(finding, target, suppressions, linked))
         # Fixing all is offered on any of a notebook's cells: the fixes of one cell may need another's code.
         if actions.requested(actions.FIX_ALL_KIND, only) and any(
                 f.fix is not None and f.fix.applicability == "safe" for f in lint.findings):
-            try:
-                changes = await asyncio.get_running_loop().run_in_executor(
-                    ls.lint_executor, safe_fix_changes, lint.snapshot, ls.settings_cache)
-            except ConfigError:  # the configuration broke since the lint: its error is shown by the next lint
-                changes = {}
-            fix_all = actions.fix_all_action(changes, current.fixes)
-            if fix_all is not None and ls.snapshot(lint.snapshot.uri) == lint.snapshot:
+            fix_all = actions.fix_all_action(await ls.safe_fixes(lint.snapshot), current.fixes)
+            if fix_all is not None:
                 found.append(fix_all)
-        return found
+        # Edits are of the linted version: none are offered for a document that changed while they were made.
+        return found if ls.snapshot(lint.snapshot.uri) == lint.snapshot else None
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     def on_hover(ls: LintloopServer, params: types.HoverParams) -> types.Hover | None:
@@ -299,10 +455,22 @@ def create_server() -> LintloopServer:
     return server
 
 
-def serve() -> int:
-    server = create_server()
+def serve(server: LintloopServer | None = None) -> int:
+    """Serve the client on stdin/stdout until it exits (`create_server()` unless `server` is given)."""
+    server = server or create_server()
     try:
-        server.start_io()
+        server.start_io(*_client_streams())
     finally:
-        server.lint_executor.shutdown(wait=False, cancel_futures=True)
+        server.analyses.shutdown(wait=False, cancel_futures=True)
     return 0 if server.shutdown_requested else 1
+
+
+def _client_streams() -> tuple[BinaryIO, BinaryIO]:
+    """The client's stdin and stdout, moved to descriptors of their own; descriptors 0 and 1 then read
+    nothing and write to stderr. So no stray print (of a library, of the engine) corrupts the protocol,
+    and the worker processes, which inherit 0-2, neither write into the client's pipes nor hold them open."""
+    client_in, client_out = os.fdopen(os.dup(0), "rb"), os.fdopen(os.dup(1), "wb")
+    with open(os.devnull, "rb") as nothing:
+        os.dup2(nothing.fileno(), 0)
+    os.dup2(2, 1)
+    return client_in, client_out

@@ -1,18 +1,25 @@
 """Linting one open document the way `lintloop check` lints the file: its nearest configuration,
 per-file-ignores, rule options and suppressions; plus the probe verdicts `check --probe` recorded.
-An open notebook is linted as `lintloop check` lints its `.ipynb` file."""
+An open notebook is linted as `lintloop check` lints its `.ipynb` file.
+
+The settings are read in the server process; the analysis (`lint_analysis`, `safe_fix_changes`) runs
+in a worker process, on an `Analysis`: plain data, pickled to the worker."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from lintloop.cache import CACHE_DIR_NAME
 from lintloop.config import ConfigError, Settings, load_settings
 from lintloop.finding import Finding
-from lintloop.linter import fix_notebook, fix_text, lint_notebook, lint_text
+from lintloop.isolation import Limits
+from lintloop.linter import FileResult, fix_notebook, fix_text, lint_notebook, lint_text, not_analysed_finding
 from lintloop.rule import RuleSet
+from lintloop.rules import BY_CODE
+from lintloop.rules.engine.not_analysed import NotAnalysedRule
 from lintloop.runtime_probe import store as probe_store
 from lintloop.runtime_probe.verdicts import describe
 
@@ -94,22 +101,42 @@ class DocumentConfigError(ConfigError):
         self.first_seen = first_seen
 
 
-def ruleset_for(settings: Settings, path: Path | None) -> RuleSet:
-    """The rule set for a document (an unsaved one has no per-file-ignores)."""
-    return settings.ruleset() if path is None else settings.ruleset_for(path)
+@dataclass(frozen=True)
+class Analysis:
+    """A snapshot and the rules to check it with: what a worker process analyses."""
+
+    snapshot: Snapshot
+    codes: tuple[str, ...]  # the enabled rules
+    options: dict[str, dict[str, Any]]  # their options
+    verdicts_dir: Path | None  # where `check --probe` recorded verdicts for this script (None: none read)
+    # Its time and memory: the settings' file-timeout and file-memory-limit (None: neither set, the server's).
+    limits: Limits | None = None
+
+    def ruleset(self) -> RuleSet:
+        return RuleSet([BY_CODE[code] for code in self.codes], self.options)
 
 
-def lint_document(snapshot: Snapshot, settings_cache: SettingsCache) -> DocumentLint:
-    """Lint a snapshot (raises DocumentConfigError when its configuration is broken)."""
+def analysis_of(snapshot: Snapshot, settings_cache: SettingsCache) -> Analysis:
+    """A snapshot with the rules its settings enable (an unsaved document: the defaults, without
+    per-file-ignores). Raises DocumentConfigError when its configuration is broken."""
     settings = settings_cache.settings_for(snapshot.path)
-    ruleset = ruleset_for(settings, snapshot.path)
-    if snapshot.cells is not None:  # probe verdicts are recorded for scripts, not notebooks
-        result = lint_notebook(snapshot.display, snapshot.text, ruleset, path=snapshot.path)
-        return DocumentLint(snapshot, result.findings, result.errors)
-    result = lint_text(snapshot.display, snapshot.text, ruleset, path=snapshot.path)
-    if snapshot.path is not None:
-        _attach_verdicts(result.findings, settings.root / CACHE_DIR_NAME, snapshot)
-    return DocumentLint(snapshot, result.findings, result.errors)
+    ruleset = settings.ruleset() if snapshot.path is None else settings.ruleset_for(snapshot.path)
+    # Probe verdicts are recorded for saved scripts, not notebooks.
+    verdicts_dir = settings.root / CACHE_DIR_NAME if snapshot.path is not None and snapshot.cells is None else None
+    limits = None if settings.file_timeout is None and settings.file_memory_limit is None else \
+        Limits.configured(settings.file_timeout, settings.file_memory_limit)
+    return Analysis(snapshot, tuple(rule.code for rule in ruleset.rules), ruleset.settings, verdicts_dir, limits)
+
+
+def lint_analysis(analysis: Analysis) -> FileResult:
+    """The findings of a snapshot (messages carry recorded probe verdicts). Runs in a worker process."""
+    snapshot = analysis.snapshot
+    if snapshot.cells is not None:
+        return lint_notebook(snapshot.display, snapshot.text, analysis.ruleset(), path=snapshot.path)
+    result = lint_text(snapshot.display, snapshot.text, analysis.ruleset(), path=snapshot.path)
+    if analysis.verdicts_dir is not None:
+        _attach_verdicts(result.findings, analysis.verdicts_dir, snapshot)
+    return result
 
 
 def _attach_verdicts(findings: list[Finding], cache_dir: Path, snapshot: Snapshot) -> None:
@@ -122,16 +149,26 @@ def _attach_verdicts(findings: list[Finding], cache_dir: Path, snapshot: Snapsho
             finding.message = f"{finding.message} ({describe(verdict)})"
 
 
-def safe_fix_changes(snapshot: Snapshot, settings_cache: SettingsCache) -> dict[int | None, tuple[str, str]]:
+def safe_fix_changes(analysis: Analysis) -> dict[int | None, tuple[str, str]]:
     """What every safe fix changes (what `lintloop fix` would write): (old, new) text of the document
-    (under None), or of each changed cell of a notebook (under its 1-based place)."""
-    settings = settings_cache.settings_for(snapshot.path)
-    ruleset = ruleset_for(settings, snapshot.path)
+    (under None), or of each changed cell of a notebook (under its 1-based place). Runs in a worker process."""
+    snapshot = analysis.snapshot
     if snapshot.cells is not None:
-        return dict(fix_notebook(snapshot.display, snapshot.text, ruleset, unsafe=False,
+        return dict(fix_notebook(snapshot.display, snapshot.text, analysis.ruleset(), unsafe=False,
                                  path=snapshot.path).changed_cells)
-    fixed = fix_text(snapshot.display, snapshot.text, ruleset, unsafe=False, path=snapshot.path).text
+    fixed = fix_text(snapshot.display, snapshot.text, analysis.ruleset(), unsafe=False, path=snapshot.path).text
     return {None: (snapshot.text, fixed)} if fixed != snapshot.text else {}
+
+
+def not_analysed(analysis: Analysis, cause: str) -> DocumentLint:
+    """The lint of a snapshot whose analysis failed (`cause`: how, from lintloop.isolation): the LL004
+    finding `lintloop check` reports for the file, where that rule is enabled."""
+    if NotAnalysedRule.code not in analysis.codes:
+        return DocumentLint(analysis.snapshot)
+    finding = not_analysed_finding(analysis.snapshot.display, cause)
+    if analysis.snapshot.cells is not None:
+        finding.cell = 1  # a notebook's findings are shown in their cells: the file's start is the first's
+    return DocumentLint(analysis.snapshot, [finding])
 
 
 def is_config_file(path: Path | None) -> bool:

@@ -4,8 +4,7 @@ older one, and a result for a document version that is no longer current is drop
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from concurrent.futures import Executor
+from collections.abc import Awaitable, Callable
 
 from lintloop.server.documents import DocumentLint, Snapshot
 
@@ -14,12 +13,12 @@ CHANGE_DELAY_S = 0.25
 
 
 class LintScheduler:
-    def __init__(self, executor: Executor, lint: Callable[[Snapshot], DocumentLint],
+    def __init__(self, lint: Callable[[Snapshot], Awaitable[DocumentLint]],
                  current: Callable[[str], Snapshot | None], deliver: Callable[[DocumentLint], None],
                  fail: Callable[[Snapshot, Exception], None]) -> None:
-        """`lint` runs on `executor`; `current` gives a document's snapshot now (None once closed);
-        `deliver` and `fail` run on the event loop, for current snapshots only."""
-        self._executor = executor
+        """`lint` lints a snapshot off the event loop (cancelling it drops a run that has not started);
+        `current` gives a document's snapshot now (None once closed); `deliver` and `fail` run on the
+        event loop, for current snapshots only."""
         self._lint = lint
         self._current = current
         self._deliver = deliver
@@ -36,7 +35,10 @@ class LintScheduler:
     def cancel(self, uri: str) -> None:
         task = self._pending.pop(uri, None)
         if task is not None:
-            task.cancel()  # a lint already running in the worker finishes there; its result is dropped
+            # A run not started yet is dropped; one already running in the worker finishes (within its
+            # limits) and its result is dropped. It is not killed: a killed worker takes its warm caches
+            # with it, and typing would kill run after run of a file slower to lint than a keystroke.
+            task.cancel()
 
     def _forget(self, uri: str, task: asyncio.Task[None]) -> None:
         if self._pending.get(uri) is task:
@@ -49,7 +51,7 @@ class LintScheduler:
         if snapshot is None:
             return
         try:
-            outcome = await asyncio.get_running_loop().run_in_executor(self._executor, self._lint, snapshot)
+            outcome = await self._lint(snapshot)
             if self._current(uri) == snapshot:
                 self._deliver(outcome)
         except Exception as exc:  # noqa: BLE001 - one document's failure is reported; the server goes on
