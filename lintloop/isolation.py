@@ -7,9 +7,10 @@ When a worker dies or overruns its limits, the parent knows which item did it: t
 its cause, the rest of its chunk is sent again, and a fresh worker takes the dead one's place.
 
 Limits: time per item, memory per worker (its resident set, read from /proc on Linux, where the
-parent polls it; elsewhere only the time limit holds). A worker runs its items on a thread with a
-large stack and a high recursion limit, so that deep but legitimate nesting is analysed rather than
-overflowing (the stack is reserved, not committed: memory is used only as deep as the recursion goes).
+parent polls it; elsewhere only the time limit holds); a worker writing a user's file is not stopped
+(`uninterruptible`). A worker runs its items on a thread with a large stack, where `deep_recursion`
+may raise Python's recursion limit, so that deep but legitimate nesting is analysed rather than
+overflowing; a worker ends with its parent.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class Limits:
 
 class AnalysisFailed(Exception):
     """An item's work ended without a result: killed, crashed, over a limit. `cause` says how, as the
-    end of a sentence ("took longer than 60 s")."""
+    end of a sentence ("took longer than 120 s (the file-timeout setting)")."""
 
     def __init__(self, cause: str) -> None:
         super().__init__(cause)
