@@ -176,6 +176,8 @@ def test_nesting_no_cpython_compiles_is_LL001(name):
         findings = lint_text("a.py", text, ALL).findings
         assert [(f.code, f.line) for f in findings] == [("LL001", first)], name
         assert "deeper than any Python compiles" in findings[0].message
+    fixable = "import tensorflow as tf\n\n\n@tf.function\ndef step(x):\n    print(x)\n    return x\n" + code
+    assert fix_text("a.py", fixable, ALL, unsafe=True).applied == 0  # a file that does not parse is never fixed
 
 
 def test_nesting_some_cpython_compiles_is_not_LL001():

@@ -298,6 +298,7 @@ def test_after_shutdown_a_request_gets_an_error_and_exit_ends_the_server(tmp_pat
 CRASH = "# test: the worker crashes here"
 HANG = "# test: the analysis never ends"
 BUG = "# test: the analysis raises"
+HOG = "# test: the analysis takes all the memory it can"
 FAULT_LIMITS = Limits(seconds=2, memory_mib=None)  # short, for the runaway
 
 
@@ -311,6 +312,11 @@ def faulty_lint(analysis: Analysis) -> FileResult:
             pass
     if BUG in text:
         raise RuntimeError("a rule's bug")
+    if HOG in text:  # as a huge document's CST would (7.6 GB for 20 MB, before the limit)
+        hoard = []
+        while True:
+            hoard.append(bytearray(16 * 1024 * 1024))
+            hoard[-1][::4096] = b"x" * (16 * 1024 * 1024 // 4096)
     return lint_analysis(analysis)
 
 
@@ -388,6 +394,17 @@ async def test_the_time_limit_is_the_document_s_configured_file_timeout(faulty, 
     uri, text = flagged_script(tmp_path)
     stopped = await open_document(faulty, uri, f"{HANG}\n{text}")
     assert [not_analysed(d, "took longer than 0.5 s (the file-timeout setting)") for d in stopped.diagnostics] == [True]
+
+
+@on_module_loop
+async def test_an_analysis_over_the_memory_limit_is_stopped_and_the_next_document_is_linted(faulty, tmp_path):
+    (tmp_path / "lintloop.toml").write_text("file-memory-limit = 400\n")
+    uri, text = flagged_script(tmp_path)
+    stopped = await open_document(faulty, uri, f"{HOG}\n{text}")
+    assert [not_analysed(d, "used more than 400 MiB of memory (the file-memory-limit setting)")
+            for d in stopped.diagnostics] == [True]
+    other = await open_document(faulty, "untitled:after-the-hog", text)
+    assert [d.code for d in other.diagnostics] == ["LL201"]
 
 
 @on_module_loop
