@@ -109,8 +109,7 @@ def describe_containment(run: ProbeRun) -> list[str]:
     if run.left_running:
         lines.append(f"processes: {run.left_running} still running at the end of the program, killed")
         for process in run.of_type("left_running")[:_FILES_SHOWN]:
-            command = shlex.join(process["command"]) if process.get("command") else "?"
-            lines.append(f"  pid {process['pid']}: {command[:_COMMAND_SHOWN]}")
+            lines.append(f"  pid {process['pid']}: {_shown_command(process.get('command'))}")
     by_action: dict[str, list[str]] = {}
     for change in run.files():
         shown = _shown_path(change["path"])
@@ -126,9 +125,21 @@ def describe_containment(run: ProbeRun) -> list[str]:
 
 
 _FILES_SHOWN = 5
-_COMMAND_SHOWN = 120  # characters of a leftover process's command line
+_ARGUMENT_SHOWN = 80  # characters of one argument of a leftover process's command line
+_ARGUMENTS_SHOWN = 8
 _FILE_ACTIONS = {"write": "opened for writing", "mkdir": "directories made", "rename": "renamed",
                  "remove": "removed", "rmdir": "directories removed", "rmtree": "trees removed"}
+
+
+def _shown_command(argv: list[str] | None) -> str:
+    """A leftover process's command line, short enough for one line: a long argument keeps its start and
+    its end (the interpreter and the script's name are what identify it), the argument list its head."""
+    if not argv:
+        return "?"
+    half = (_ARGUMENT_SHOWN - 1) // 2
+    shown = [arg if len(arg) <= _ARGUMENT_SHOWN else f"{arg[:half]}…{arg[-half:]}" for arg in argv[:_ARGUMENTS_SHOWN]]
+    more = f" … ({len(argv) - _ARGUMENTS_SHOWN} more)" if len(argv) > _ARGUMENTS_SHOWN else ""
+    return shlex.join(shown) + more
 
 
 def _shown_path(path: str) -> str:
