@@ -1,6 +1,7 @@
 """Fuzz lintloop with generated programs and mutated training scripts (issue 14, part 2).
 
     python bench/fuzz.py [--examples 10000] [--seed 0]
+    python bench/fuzz.py --profile scaling [--examples 200] [--seed 0] [--out DIR]
 
 Inputs: programs generated from Python's grammar by hypothesmith (alone, and after framework
 imports so that the rules engage), and our own training scripts (the rule fixtures and the rules'
@@ -18,6 +19,16 @@ Properties, checked on every input (`check_module`, `check_notebook`):
 The long profile runs the examples across the strategies without stopping at a failure, and
 prints each distinct failure with its shortest input; it exits 1 if there was any.
 tests/test_fuzz.py runs a quick, derandomized profile of the same properties.
+
+The scaling profile (issue 22) hunts inputs whose cost grows faster than they do: a fragment (a
+training script, a mutated one, a generated program after framework imports) is grown n-fold —
+repeated in one module, repeated with its names renamed apart, repeated in one function, nested
+in a staircase of `if` blocks, repeated as notebook cells — to a base size worth measuring (n
+doubled until linting costs 0.2 s) and to 10n; each is linted in a forked process (CPU time and
+memory growth, a runaway stopped at 48 times the base cost). A fragment whose cost grows more than
+×12 is measured again, and reported with its text (`--out DIR` writes it to a file, ready to become
+a test); the exit status is 1 if there was any. tests/test_scaling.py counts the work of
+bench/scaling.py's shapes instead, which does not depend on the machine's load.
 """
 
 from __future__ import annotations
@@ -25,8 +36,12 @@ from __future__ import annotations
 import argparse
 import ast
 import functools
+import gc
 import io
+import multiprocessing
+import os
 import re
+import resource
 import sys
 import textwrap
 import time
@@ -34,6 +49,7 @@ import tokenize
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import hypothesmith
@@ -400,18 +416,238 @@ def run_profile(examples: int, random_seed: int) -> Tally:
     return tally
 
 
+# ----- the scaling profile (issue 22): inputs whose cost grows faster than they do ---------------
+
+MAX_GROWTH = 12.0  # allowed growth of CPU time and of memory when an input grows ×10
+BASE_SECONDS = 0.2  # a base input is grown until linting it costs this much (fixed costs hide growth) ...
+BASE_MAX_CHARS = 300_000  # ... or holds this much text
+MEMORY_FLOOR_MIB = 8.0  # memory growth below this is the allocator's noise, not the input's
+STAIRCASE_DEPTH = 8  # a staircase of 8 and of 80 levels (CPython takes 100 levels of indentation)
+# As `lintloop check` runs (lintloop/cli.py): the cyclic GC's threshold changes how time grows with the heap.
+GC_THRESHOLDS = (50_000, 20, 100)
+
+
+def _repeated(fragment: str, n: int) -> str:
+    """The fragment n times in one module (a script of many training loops, rebinding its names)."""
+    return _ended(fragment) * n
+
+
+def _renamed(fragment: str, n: int) -> str:
+    """n copies, each with the module-level names it binds renamed apart (`train_step_3`, `model_3`)."""
+    bound = _module_bindings(fragment)
+    template = aliased(fragment, {name: f"{name}__copy__" for name in bound}) if bound else fragment
+    return "".join(_ended(template).replace("__copy__", f"_{i}") for i in range(n))
+
+
+def _in_function(fragment: str, n: int) -> str:
+    """n copies as the body of one function (one long `main` of many loops)."""
+    return "def main():\n" + textwrap.indent(_ended(fragment), "    ") * n
+
+
+def _staircase(fragment: str, n: int) -> str:
+    """The fragment at every level of n nested `if` blocks: n copies, n levels deep."""
+    levels = []
+    for depth in range(n):
+        levels.append(textwrap.indent(f"if flag_{depth}:\n", "    " * depth))
+        levels.append(textwrap.indent(_ended(fragment), "    " * (depth + 1)))
+    return "".join(levels)
+
+
+def _cells(fragment: str, n: int) -> str:
+    """A notebook of n cells, each the fragment."""
+    return notebook_text([("code", fragment)] * n)
+
+
+def _ended(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _module_bindings(text: str) -> set[str]:
+    """Names the module's own statements bind: functions, classes, assignment and loop targets."""
+    bound: set[str] = set()
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AugAssign, ast.AnnAssign, ast.For)) else []
+        bound.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    return bound
+
+
+@dataclass(frozen=True)
+class Growth:
+    name: str
+    build: Callable[[str, int], str]
+    notebook: bool = False
+    fixed: int | None = None  # the base n, where the shape allows no other (a staircase's depth)
+
+
+GROWTHS = (Growth("repeated", _repeated), Growth("renamed", _renamed), Growth("in-function", _in_function),
+           Growth("staircase", _staircase, fixed=STAIRCASE_DEPTH), Growth("cells", _cells, notebook=True))
+
+
+@dataclass
+class Cost:
+    """Linting an input once: CPU seconds and memory growth (MiB), or None past its time limit."""
+
+    seconds: float
+    mib: float
+
+
+def lint_cost(text: str, notebook: bool, timeout: float) -> Cost | None:
+    """The cost of linting `text`, in a forked process (so that a runaway input is killed and each
+    measurement starts from the same heap)."""
+    context = multiprocessing.get_context("fork")
+    receiving, sending = context.Pipe(duplex=False)
+    child = context.Process(target=_lint_and_send, args=(sending, text, notebook), daemon=True)
+    child.start()
+    sending.close()
+    try:
+        return receiving.recv() if receiving.poll(timeout) else None
+    except EOFError:  # the child died (out of memory, a crash): no cost to compare
+        return None
+    finally:
+        child.kill()
+        child.join()
+
+
+def _lint_and_send(connection: Connection, text: str, notebook: bool) -> None:
+    gc.set_threshold(*GC_THRESHOLDS)
+    with open("/proc/self/statm") as statm:
+        resident = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    started = time.process_time()
+    if notebook:
+        lint_notebook("scaled.ipynb", text, EVERY_RULE)
+    else:
+        lint_text("scaled.py", text, EVERY_RULE)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    connection.send(Cost(time.process_time() - started, peak - resident))
+
+
+@dataclass
+class Scaled:
+    """A fragment grown to n and to 10n copies: the costs, and how much more the bigger one costs."""
+
+    fragment: str
+    growth: Growth
+    n: int
+    chars: tuple[int, int]
+    costs: tuple[Cost, Cost | None]
+
+    @property
+    def time_growth(self) -> float:
+        small, big = self.costs
+        return big.seconds / max(small.seconds, 1e-3) if big is not None else float("inf")
+
+    @property
+    def memory_growth(self) -> float:
+        small, big = self.costs
+        return max(big.mib, MEMORY_FLOOR_MIB) / max(small.mib, MEMORY_FLOOR_MIB) if big is not None else float("inf")
+
+    @property
+    def allowed_growth(self) -> float:
+        """×12, or as much more as the text grew more than ×10 (a staircase ten times deeper is indented
+        ten times more on every line)."""
+        return MAX_GROWTH * max(1.0, self.chars[1] / self.chars[0] / 10)
+
+    @property
+    def linear(self) -> bool:
+        return self.time_growth <= self.allowed_growth and self.memory_growth <= self.allowed_growth
+
+    def describe(self) -> str:
+        small, big = self.costs
+        bigger = f"{big.seconds:.2f} s, {big.mib:.0f} MiB" if big is not None else "over its time limit"
+        return (f"{self.growth.name} ×{self.n} ({self.chars[0]:,} chars): {small.seconds:.2f} s, {small.mib:.0f} MiB; "
+                f"×{10 * self.n} ({self.chars[1]:,} chars): {bigger}; growth: time ×{self.time_growth:.1f}, "
+                f"memory ×{self.memory_growth:.1f} (allowed ×{self.allowed_growth:.1f})")
+
+
+def scaled(fragment: str, growth: Growth) -> Scaled | None:
+    """The fragment grown by `growth` to a base size worth measuring and to ten times that, with both
+    costs (the smaller of two runs each where the growth looks super-linear); None for a fragment that
+    does not parse or that costs too much at its base."""
+    try:
+        ast.parse(fragment)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None  # a file that does not parse is one syntax check: nothing grows
+    n = growth.fixed or 1
+    while True:
+        text = growth.build(fragment, n)
+        small = lint_cost(text, growth.notebook, timeout=60)
+        if small is None:
+            return None
+        if growth.fixed or small.seconds >= BASE_SECONDS or len(text) >= BASE_MAX_CHARS:
+            break
+        n *= 2
+    big_text = growth.build(fragment, 10 * n)
+    limit = max(10.0, 4 * MAX_GROWTH * small.seconds)  # a runaway input is stopped, and reported
+    big = lint_cost(big_text, growth.notebook, limit)
+    result = Scaled(fragment, growth, n, (len(text), len(big_text)), (small, big))
+    if not result.linear and result.costs[1] is not None:  # confirm: the least of two runs of each
+        again = (lint_cost(text, growth.notebook, 60), lint_cost(big_text, growth.notebook, limit))
+        if again[0] is not None and again[1] is not None:
+            result.costs = tuple(Cost(min(a.seconds, b.seconds), min(a.mib, b.mib))
+                                 for a, b in zip(result.costs, again))
+    return result
+
+
+def run_scaling_profile(examples: int, random_seed: int) -> list[Scaled]:
+    """Fragments (our training scripts, mutated ones, generated programs after framework imports)
+    grown each way; those that grow faster than ×12 per ×10."""
+    scripts, fixable = training_scripts(), training_scripts(fixable_only=True)
+    fragments = st.one_of(st.sampled_from(scripts), mutated_scripts(scripts, fixable),
+                          grammar_programs().map(lambda code: FRAMEWORK_IMPORTS + code))
+    found: list[Scaled] = []
+    measured = 0
+
+    @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck),
+              phases=("generate",))
+    @seed(random_seed)
+    @given(fragments, st.sampled_from(GROWTHS))
+    def profile(fragment: str, growth: Growth) -> None:
+        nonlocal measured
+        result = scaled(fragment, growth)
+        if result is None:
+            return
+        measured += 1
+        print(f"{measured:4d}  {result.describe()}", flush=True)
+        if not result.linear:
+            found.append(result)
+
+    profile()
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--examples", type=int, default=10_000, help="examples across all strategies")
+    parser.add_argument("--profile", choices=("properties", "scaling"), default="properties",
+                        help="the properties every input must have (default), or inputs whose cost is super-linear")
+    parser.add_argument("--examples", type=int, default=None,
+                        help="examples across all strategies (default 10,000; for the scaling profile 200)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, help="scaling profile: write each super-linear fragment into this folder")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    tally = run_profile(args.examples, args.seed)
+    if args.profile == "scaling":
+        return report_scaling(run_scaling_profile(args.examples or 200, args.seed), args.out, started)
+    tally = run_profile(args.examples or 10_000, args.seed)
     print(f"{tally.examples} examples, {len(tally.failures)} distinct failures "
           f"({sum(tally.counts.values())} failing examples), {time.perf_counter() - started:.0f} s")
     for key, example in tally.failures.items():
         print(f"\n{key}  (x{tally.counts[key]})\nshortest input: {example!r}")
     return 1 if tally.failures else 0
+
+
+def report_scaling(found: list[Scaled], out: Path | None, started: float) -> int:
+    print(f"\n{len(found)} super-linear (growth over ×{MAX_GROWTH:g} per ×10 of the text), "
+          f"{time.perf_counter() - started:.0f} s")
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    for index, result in enumerate(found, 1):
+        print(f"\n{result.describe()}\nfragment: {result.fragment!r}")
+        if out is not None:
+            (out / f"superlinear-{index}-{result.growth.name}.py").write_text(result.fragment, encoding="utf-8")
+    return 1 if found else 0
 
 
 if __name__ == "__main__":

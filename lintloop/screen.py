@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from lintloop.analysis.names import Names
 
@@ -368,33 +369,72 @@ class FileFacts:
             return []
         matches = lambda tokens: all(any(t in tokens for t in group) for group in needs.statement)  # noqa: E731
         found = [i for i, s in enumerate(self.units) if s.definition and matches(s.tokens)]
-        module_code = [i for i, s in enumerate(self.units) if not s.definition]
-        if module_code and matches(set().union(*(self.units[i].tokens for i in module_code))):
-            found += module_code
+        if self._module_code and matches(self._module_tokens):
+            found += self._module_code
         return found
+
+    @cached_property
+    def _module_code(self) -> list[int]:
+        """The units of module code (not definitions)."""
+        return [i for i, s in enumerate(self.units) if not s.definition]
+
+    @cached_property
+    def _module_tokens(self) -> set[str]:
+        return set().union(*(self.units[i].tokens for i in self._module_code))
 
     def closure(self, seeds: set[int]) -> set[int]:
         """The seeds, and every unit the analyses may consult about them (see the module docstring);
-        with a method, its class (header and other statements)."""
+        with a method, its class (header and other statements).
+
+        Selected in rounds: each adds the units that define a name a selected unit reads, or read a
+        function (or an alias of one) a selected unit defines. A round looks only at what the one
+        before it added, through indexes by name: a chain of 5,000 helpers takes 5,000 short rounds."""
         units = self.units
+        definers, readers, alias_users = self._by_name
         selected: set[int] = set()
         reads: set[str] = set()
         functions: set[str] = set()
+        unseen_aliases: set[str] = set()  # aliases the last round added, not yet looked up by an alias
+        shells: set[int] = set()  # selected classes of only methods (each parses only with one of them)
         fresh = set(seeds) | {i for i, s in enumerate(units) if s.always}
         while fresh:
             fresh |= {units[i].shell for i in fresh if units[i].shell is not None} - selected
             fresh |= {m for i in fresh for m in units[i].call_path} - selected
             selected |= fresh
-            for i in fresh:
-                reads |= units[i].reads
-                functions |= units[i].functions
-            functions |= {alias for i in selected for alias, used in units[i].aliases.items() if used & functions}
-            fresh = {i for i, s in enumerate(units) if i not in selected
-                     and (s.defines & reads or s.reads & functions)}
+            shells |= {i for i in fresh if units[i].empty_alone}
+            new_reads = set().union(*(units[i].reads for i in fresh)) - reads
+            new_functions = set().union(*(units[i].functions for i in fresh)) - functions
+            reads |= new_reads
+            functions |= new_functions
+            # `step = jax.jit(train_step)`: calling `step` runs a selected function. An alias found in
+            # this round counts from the next one, for other aliases too.
+            aliases = {alias for name in new_functions | unseen_aliases
+                       for i, alias in alias_users.get(name, ()) if i in selected}
+            aliases |= {alias for i in fresh for alias, used in units[i].aliases.items() if used & functions}
+            unseen_aliases = aliases - functions
+            functions |= unseen_aliases
+            fresh = {i for name in new_reads for i in definers.get(name, ()) if i not in selected}
+            fresh |= {i for name in new_functions | unseen_aliases for i in readers.get(name, ()) if i not in selected}
             if not fresh:  # a class of only methods, none selected, needs one of them to parse
-                fresh = {units[i].methods[0] for i in selected
-                         if units[i].empty_alone and not selected.intersection(units[i].methods)}
+                shells = {i for i in shells if not selected.intersection(units[i].methods)}
+                fresh = {units[i].methods[0] for i in shells}
         return selected
+
+    @cached_property
+    def _by_name(self) -> tuple[dict[str, list[int]], dict[str, list[int]], dict[str, list[tuple[int, str]]]]:
+        """The units that define each name, those that read it, and the aliases bound from a call reading it."""
+        definers: dict[str, list[int]] = defaultdict(list)
+        readers: dict[str, list[int]] = defaultdict(list)
+        alias_users: dict[str, list[tuple[int, str]]] = defaultdict(list)
+        for i, unit in enumerate(self.units):
+            for name in unit.defines:
+                definers[name].append(i)
+            for name in unit.reads:
+                readers[name].append(i)
+            for alias, used in unit.aliases.items():
+                for name in used:
+                    alias_users[name].append((i, alias))
+        return definers, readers, alias_users
 
     def source_of(self, lines: list[str], selected: set[int]) -> tuple[str, list[int]]:
         """The text of the selected units, and for each of its lines the line in the file (1-based)."""

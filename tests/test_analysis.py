@@ -1,12 +1,14 @@
 """The engine's shared analyses: names through every import spelling, contexts, flow, training loops."""
 
 import textwrap
+from pathlib import Path
 
 import libcst as cst
 import pytest
 
 from lintloop.analysis import FileContext
 from lintloop.analysis.syntax import call_name
+from lintloop.rules import ALL_RULES
 
 
 def context(code: str) -> FileContext:
@@ -105,3 +107,110 @@ def test_training_loops_directly_and_through_a_same_file_function():
     """)
     loops = ctx.nodes(cst.For)
     assert [ctx.training.is_training_loop(loop) for loop in loops] == [True, False, True, True]
+
+
+# ----- the indexes equal the walks they replace (issue 22: linear time) ---------------------------
+
+_TRICKY_FLOWS = """
+import torch
+loss = model(x)
+loss = loss + reg(loss)
+d = {}
+d[loss.backward()] = loss
+x: f(loss.backward()) = model(y)
+for i in range(3):
+    loss = (z := model(i)) + loss
+    w = loss
+    w.backward()
+    (q := loss).backward()
+def g(a, b=loss.backward()):
+    global loss
+    c = a + loss
+    c.backward()
+    def h():
+        nonlocal c
+        c = c * model(c)
+        c.backward()
+        return c
+    loss = h()
+    return [t for t in loss]
+with model(x) as m, m(m) as n:
+    n.backward()
+    m = m.backward()
+y = y.backward()
+a, b = model(x), model(y)
+(a + b).backward()
+a, *rest = b
+rest.backward()
+"""
+
+
+def _analysed_sources() -> list[str]:
+    """The rules' examples, the fixtures and a file of unusual bindings."""
+    fixtures = sorted((Path(__file__).parent / "fixtures").glob("*.py"))
+    return ([textwrap.dedent(e.code) for r in ALL_RULES for e in (*r.flagged, *r.not_flagged)]
+            + [p.read_text(encoding="utf-8") for p in fixtures] + [_TRICKY_FLOWS])
+
+
+def _walked_scope(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode:
+    return next((a for a in ctx.ancestors(node) if isinstance(a, cst.FunctionDef) and node is not a.name), ctx.module)
+
+
+def test_tree_questions_answered_from_the_index_equal_the_walks():
+    for source in _analysed_sources():
+        ctx = context(source)
+        containers = [*ctx.nodes(cst.For), *ctx.nodes(cst.While), *ctx.nodes(cst.FunctionDef), *ctx.nodes(cst.With)]
+        for container in containers:
+            walked = [c for c in ctx.nodes(cst.Call) if c is container or any(a is container for a in ctx.ancestors(c))]
+            assert ctx.nodes_within(cst.Call, container) == walked
+            assert list(ctx.calls.calls_in(container)) == [c for c in walked if not any(
+                isinstance(a, (cst.FunctionDef, cst.Lambda)) for a in _ancestors_below(ctx, c, container))]
+        for node in ctx.nodes(cst.Name) + ctx.nodes(cst.Call):
+            assert ctx.scope_of(node) is _walked_scope(ctx, node)
+            assert ctx.enclosing_scopes(node) == [a for a in ctx.ancestors(node) if isinstance(a, cst.FunctionDef)] + [
+                ctx.module]
+        for scope in [ctx.module, *ctx.nodes(cst.FunctionDef)]:
+            assert ctx.nodes_in_scope(cst.Return, scope).nodes == [
+                r for r in ctx.nodes(cst.Return) if _walked_scope(ctx, r) is scope]
+
+
+def _ancestors_below(ctx: FileContext, node: cst.CSTNode, stop: cst.CSTNode) -> list[cst.CSTNode]:
+    found = []
+    for ancestor in ctx.ancestors(node):
+        if ancestor is stop:
+            break
+        found.append(ancestor)
+    return found
+
+
+def test_bindings_found_by_bisection_equal_the_filtered_lists():
+    for source in _analysed_sources():
+        ctx = context(source)
+        for node in ctx.nodes(cst.Name):
+            scopes = ctx.enclosing_scopes(node)
+            found = next(((s, ctx.bindings_in(s, node.value)) for s in scopes if ctx.bindings_in(s, node.value)), None)
+            if found is None:
+                assert ctx.flow.bindings_of(node.value, node) == [] and ctx.flow.last_binding(node.value, node) is None
+                continue
+            scope, bindings = found
+            before = [b for b in bindings if scope is not scopes[0] or b.order < ctx.order[node]
+                      and not (b.value is not None and ctx.is_inside(node, b.value))]
+            assert ctx.flow.bindings_of(node.value, node) == before
+            assert list(ctx.flow.bindings_latest_first(node.value, node)) == sorted(
+                before, key=lambda b: b.order, reverse=True)
+            assert ctx.flow.last_binding(node.value, node) == (max(before, key=lambda b: b.order) if before else None)
+            for loop in ctx.nodes(cst.For):
+                assert ctx.flow.bindings_within(node.value, node, loop) == [
+                    b for b in bindings if ctx.is_inside(b.node, loop)]
+
+
+def test_values_followed_forward_reach_what_following_back_reaches():
+    """`DataFlow.reaches` (names followed forward from the value once) answers as `flows_into` for each use."""
+    for source in _analysed_sources():
+        ctx = context(source)
+        for scope in {ctx.scope_of(call) for _, call in ctx.training.differentiated}:
+            uses = ctx.training.differentiated_in_scope(scope)
+            indexed = ctx.flow.uses(uses)
+            for node in ctx.nodes_in_scope(cst.Call, scope).nodes + ctx.nodes_in_scope(cst.Name, scope).nodes:
+                assert ctx.flow.reaches(node, indexed) == any(ctx.flow.flows_into(node, t, at) for t, at in uses), (
+                    ctx.snippet(node))

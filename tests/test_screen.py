@@ -158,3 +158,34 @@ def test_a_selected_keras_model_class_brings_build_and_call():
 def test_syntax_newer_than_the_host_is_not_a_syntax_error():
     code = "import torch\ntype Vector = list[float]\n\ndef first[T](xs: list[T]) -> T:\n    return xs[0]\n"
     assert lint_text("new.py", code, RuleSet(list(ALL_RULES))).findings == []
+
+
+class _CountingList(list):
+    """A list that counts the items read from it (by index or by iterating)."""
+
+    reads = 0
+
+    def __iter__(self):
+        for item in super().__iter__():
+            self.reads += 1
+            yield item
+
+    def __getitem__(self, index):
+        self.reads += 1
+        return super().__getitem__(index)
+
+
+def test_selecting_a_chain_of_helpers_reads_each_unit_a_bounded_number_of_times():
+    """Each round of the selection looks only at what the round before added (issue 22): a chain of
+    helpers, each calling the next, takes one round per helper, and reading every unit in every round
+    was quadratic (2,000 helpers: ×100 the reads of 200, not ×10)."""
+    import ast
+
+    def units_read(helpers: int) -> int:
+        code = "".join(f"def helper_{i}(x):\n    return helper_{i + 1}(x) * 2\n\n" for i in range(helpers))
+        facts = FileFacts(ast.parse(code + f"def helper_{helpers}(x):\n    return x.backward()\n"))
+        facts.units = _CountingList(facts.units)
+        assert len(facts.closure({0})) == helpers + 1
+        return facts.units.reads
+
+    assert units_read(2_000) <= 12 * units_read(200)

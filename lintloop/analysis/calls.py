@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.syntax import argument, call_name, positional_args
+
+if TYPE_CHECKING:
+    from lintloop.analysis.context import SourceOrdered
 
 # Calls that return (a compiled version of) the function passed first: `tf.function(f)`.
 FUNCTION_WRAPPERS = {"tensorflow.function"}
@@ -16,6 +19,9 @@ FUNCTION_WRAPPERS = {"tensorflow.function"}
 # How far `through_callers` follows callers of callers: deep enough for helper-of-helper code,
 # shallow enough that a question never walks a whole file's call graph.
 CALLER_DEPTH = 4
+
+# The nodes whose calls `calls_in` gives.
+_CONTAINERS = (cst.For, cst.While, cst.FunctionDef, cst.With)
 
 # The call sites that carry a question from a helper out to where it holds, innermost first.
 CallChain = tuple[cst.Call, ...]
@@ -29,11 +35,28 @@ class CallGraph(Analysis):
             table[fn.name.value].append(fn)
         return table
 
+    @computed
+    def _by_name(self) -> dict[str, SourceOrdered]:
+        grouped: dict[str, list[cst.Call]] = defaultdict(list)
+        for call in self.ctx.nodes(cst.Call):
+            grouped[call_name(call)].append(call)
+        return {name: self.ctx.in_order(calls) for name, calls in grouped.items()}
+
+    def named(self, name: str) -> SourceOrdered:
+        """The calls whose last name (`call_name`) is `name`, in source order."""
+        return self._by_name.get(name) or self.ctx.in_order([])
+
     def local_class(self, expr: cst.BaseExpression) -> cst.ClassDef | None:
         """The class defined in this file that a plain name refers to."""
-        if isinstance(expr, cst.Name):
-            return next((c for c in self.ctx.nodes(cst.ClassDef) if c.name.value == expr.value), None)
-        return None
+        return self._classes.get(expr.value) if isinstance(expr, cst.Name) else None
+
+    @computed
+    def _classes(self) -> dict[str, cst.ClassDef]:
+        """Each class name, with the first class of that name."""
+        found: dict[str, cst.ClassDef] = {}
+        for cls in self.ctx.nodes(cst.ClassDef):
+            found.setdefault(cls.name.value, cls)
+        return found
 
     def local_functions(self, expr: cst.BaseExpression) -> list[cst.FunctionDef]:
         """Functions defined in this file that `expr` (`f`, `self.f`, `tf.function(f)`) refers to."""
@@ -59,30 +82,28 @@ class CallGraph(Analysis):
         return targets
 
     def calls_in(self, node: cst.CSTNode, into_nested_defs: bool = False) -> Iterator[cst.Call]:
-        """Calls inside a loop, function or with-block (not those in nested defs and lambdas, unless asked)."""
-        for call in self._calls_by_container.get(node, ()):
-            if into_nested_defs or not any(
-                isinstance(a, (cst.FunctionDef, cst.Lambda)) and a is not node
-                for a in self._ancestors_until(call, node)
-            ):
+        """Calls inside a loop, function or with-block (not those in nested defs and lambdas, unless asked);
+        none for another kind of node. In source order."""
+        ctx = self.ctx
+        if not isinstance(node, _CONTAINERS) or node not in ctx.order:
+            return
+        calls = ctx.nodes_within(cst.Call, node)
+        if into_nested_defs:
+            yield from calls
+            return
+        # The outermost nested defs and lambdas: the calls inside them are left out.
+        hidden: list[tuple[int, int]] = []
+        for inner in ctx.nodes_within((cst.FunctionDef, cst.Lambda), node):
+            if inner is not node and (not hidden or ctx.order[inner] > hidden[-1][1]):
+                hidden.append((ctx.order[inner], ctx.subtree_end[inner]))
+        spans = iter(hidden)
+        span = next(spans, None)
+        for call in calls:
+            at = ctx.order[call]
+            while span is not None and at > span[1]:
+                span = next(spans, None)
+            if span is None or at < span[0]:
                 yield call
-
-    def _ancestors_until(self, node: cst.CSTNode, stop: cst.CSTNode) -> Iterator[cst.CSTNode]:
-        for ancestor in self.ctx.ancestors(node):
-            if ancestor is stop:
-                return
-            yield ancestor
-
-    @computed
-    def _calls_by_container(self) -> dict[cst.CSTNode, list[cst.Call]]:
-        """For each loop, function and with-block: the calls inside it."""
-        containers = (cst.For, cst.While, cst.FunctionDef, cst.With)
-        table: dict[cst.CSTNode, list[cst.Call]] = defaultdict(list)
-        for call in self.ctx.nodes(cst.Call):
-            for ancestor in self.ctx.ancestors(call):
-                if isinstance(ancestor, containers):
-                    table[ancestor].append(call)
-        return table
 
     def called_functions(self, node: cst.CSTNode) -> set[cst.FunctionDef]:
         """Same-file functions called (transitively) from `node`'s body."""
@@ -99,11 +120,20 @@ class CallGraph(Analysis):
 
     @computed
     def call_sites(self) -> dict[cst.FunctionDef, list[cst.Call]]:
-        """For each same-file function, the calls that name it directly."""
+        """For each same-file function, the calls that name it directly.
+
+        A call names every function of its name (a notebook redefines `train` in many cells): the
+        functions of one name share one list of calls, built once, not one copy each."""
         sites: dict[cst.FunctionDef, list[cst.Call]] = defaultdict(list)
         for call in self.ctx.nodes(cst.Call):
-            for fn in self.local_functions(call.func):
-                sites[fn].append(call)
+            named = self.local_functions(call.func)
+            if named:
+                shared = sites.get(named[0])
+                if shared is None:
+                    shared = []
+                    for fn in named:
+                        sites[fn] = shared
+                shared.append(call)
         return sites
 
     def through_callers(self, node: cst.CSTNode, holds: Callable[[cst.CSTNode], bool],

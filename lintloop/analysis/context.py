@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections import defaultdict
 from functools import cached_property
 from typing import Iterator
 
@@ -29,8 +31,34 @@ from lintloop.analysis.tensorflow import TensorFlow
 from lintloop.analysis.training import Training
 from lintloop.timing import NO_TIMER, StageTimer
 
+# A node type, or several (`(cst.For, cst.While)`: the loops).
+NodeKinds = type | tuple[type, ...]
 # Brackets a `line_of` placeholder in a message; never in source text a message quotes.
 LINE_REF = "\x00"
+
+
+class SourceOrdered:
+    """Nodes of the file in source order, and their positions in it: those inside a subtree, or
+    between two points, are a slice found by bisection (asking for every loop costs no walk of the file)."""
+
+    def __init__(self, ctx: FileContext, nodes: list) -> None:
+        self.nodes = nodes
+        self._ctx = ctx
+        self._orders = [ctx.order[n] for n in nodes]
+
+    def within(self, container: cst.CSTNode) -> list:
+        """Those inside `container`, itself included."""
+        return self.between(self._ctx.order[container] - 1, self._ctx.subtree_end[container])
+
+    def between(self, after: int, up_to: int) -> list:
+        """Those whose position (`ctx.order`) is in after < position <= up_to."""
+        return self.nodes[bisect_right(self._orders, after):bisect_right(self._orders, up_to)]
+
+    def after(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """Those after `node` in source order (its own subtree included), lazily: a search that stops
+        at the first one it needs costs no more."""
+        nodes = self.nodes
+        return (nodes[i] for i in range(bisect_right(self._orders, self._ctx.order[node]), len(nodes)))
 
 
 class FileContext:
@@ -56,10 +84,15 @@ class FileContext:
             index = TreeIndex(module)
         self.parents = index.parents
         self.order = index.order
+        self.subtree_end = index.subtree_end
         self.by_type = index.by_type
         self.bindings = index.bindings
         self.names = names or Names(index.imports, index.bound_names)
         self.line_refs: list[cst.CSTNode] = []
+        self._merged: dict[tuple[type, ...], list[cst.CSTNode]] = {}
+        self._in_order: dict[NodeKinds, SourceOrdered] = {}
+        self._by_scope: dict[NodeKinds, dict[Scope, SourceOrdered]] = {}
+        self._functions_around: dict[cst.CSTNode, cst.FunctionDef | None] = {}
 
     # ----- the analyses, by concern --------------------------------------------------------
     @cached_property
@@ -149,17 +182,76 @@ class FileContext:
             parent = self.parents.get(parent)
 
     def is_inside(self, node: cst.CSTNode, container: cst.CSTNode) -> bool:
-        return node is container or any(a is container for a in self.ancestors(node))
+        start, at = self.order.get(container), self.order.get(node)
+        if start is None or at is None:  # a node the index does not hold (built by a rule)
+            return node is container or any(a is container for a in self.ancestors(node))
+        return start <= at <= self.subtree_end[container]
+
+    def in_order(self, nodes: list) -> SourceOrdered:
+        """`nodes` (in source order), ready for questions about where they lie."""
+        return SourceOrdered(self, nodes)
+
+    def nodes_of(self, kinds: NodeKinds) -> list:
+        """The nodes of a type, or of several types (`(cst.For, cst.While)`), in source order."""
+        if isinstance(kinds, type):
+            return self.nodes(kinds)
+        merged = self._merged.get(kinds)
+        if merged is None:
+            merged = self._merged[kinds] = sorted((n for kind in kinds for n in self.nodes(kind)),
+                                                  key=self.order.__getitem__)
+        return merged
+
+    def nodes_within(self, kinds: NodeKinds, container: cst.CSTNode) -> list:
+        """The nodes of `kinds` inside `container` (itself included), in source order."""
+        ordered = self._in_order.get(kinds)
+        if ordered is None:
+            ordered = self._in_order[kinds] = SourceOrdered(self, self.nodes_of(kinds))
+        return ordered.within(container)
+
+    def nodes_in_scope(self, kinds: NodeKinds, scope: Scope) -> SourceOrdered:
+        """The nodes of `kinds` whose scope (`scope_of`) is `scope`, in source order (one table per kind)."""
+        table = self._by_scope.get(kinds)
+        if table is None:
+            grouped: dict[Scope, list[cst.CSTNode]] = defaultdict(list)
+            for node in self.nodes_of(kinds):
+                grouped[self.scope_of(node)].append(node)
+            table = self._by_scope[kinds] = {scope: SourceOrdered(self, nodes) for scope, nodes in grouped.items()}
+        return table.get(scope) or self.in_order([])
 
     def scope_of(self, node: cst.CSTNode) -> Scope:
-        for ancestor in self.ancestors(node):
-            if isinstance(ancestor, cst.FunctionDef) and node is not ancestor.name:
-                return ancestor
-        return self.module
+        function = self._function_around(node)
+        if function is not None and node is function.name:  # a def's name is bound around it
+            function = self._function_around(function)
+        return function or self.module
 
     def enclosing_scopes(self, node: cst.CSTNode) -> list[Scope]:
-        scopes: list[Scope] = [a for a in self.ancestors(node) if isinstance(a, cst.FunctionDef)]
+        scopes: list[Scope] = []
+        function = self._function_around(node)
+        while function is not None:
+            scopes.append(function)
+            function = self._function_around(function)
         return scopes + [self.module]
+
+    def _function_around(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        """The innermost function strictly around `node` (None at module level). Remembered for the
+        nodes walked through on the way up, so that asking about every node of a deep nest (a chain of
+        1,000 `elif`s) walks each level once."""
+        known = self._functions_around
+        passed: list[cst.CSTNode] = []
+        current = node
+        while True:
+            if current in known:
+                found = known[current]
+                break
+            parent = self.parents.get(current)
+            passed.append(current)
+            if parent is None or isinstance(parent, cst.FunctionDef):
+                found = parent
+                break
+            current = parent
+        for walked in passed:
+            known[walked] = found
+        return found
 
     def statement_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """The simple statement line, or compound statement, that holds `node`."""
@@ -192,3 +284,15 @@ class FileContext:
 
     def bindings_in(self, scope: Scope, name: str) -> list[Binding]:
         return self.bindings.get(scope, {}).get(name, [])
+
+    def bindings_anywhere(self, name: str) -> list[Binding]:
+        """The bindings of `name` in every scope (scope by scope, in the order of `bindings`)."""
+        return self._bindings_by_name.get(name, [])
+
+    @cached_property
+    def _bindings_by_name(self) -> dict[str, list[Binding]]:
+        table: dict[str, list[Binding]] = defaultdict(list)
+        for scope_bindings in self.bindings.values():
+            for name, bindings in scope_bindings.items():
+                table[name].extend(bindings)
+        return table

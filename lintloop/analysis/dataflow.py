@@ -2,16 +2,90 @@
 
 from __future__ import annotations
 
+import heapq
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
-from lintloop.analysis.base import Analysis
-from lintloop.analysis.index import Binding
+from lintloop.analysis.base import Analysis, computed
+from lintloop.analysis.index import Binding, Scope
 from lintloop.analysis.syntax import dotted, names_in
+
+if TYPE_CHECKING:
+    from lintloop.analysis.context import FileContext
 
 # How many same-file calls a node may sit below the training loop that runs it.
 _MAX_CALL_DEPTH = 3
+
+
+def _order(binding: Binding) -> int:
+    return binding.order
+
+
+def _made_between(found: list[Binding], after: int, before: int) -> list[Binding]:
+    """Those of `found` (bindings in source order) made after point `after` and before point `before`,
+    by bisection."""
+    return found[bisect_right(found, after, key=_order):bisect_left(found, before, key=_order)]
+
+
+class _FlowGraph:
+    """The file's bindings as a graph of names, for following values forward (`DataFlow.reaches`)."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        # The bindings each node makes, with their scope.
+        self.made_at: dict[cst.CSTNode, list[tuple[Scope, Binding]]] = defaultdict(list)
+        # When a use in the binding's own scope starts to see it: once its value is evaluated (an
+        # assignment's value does not see the name it binds: `y = f(y)`).
+        self.evaluated: dict[Binding, int] = {}
+        # Per scope: name read -> name bound from it -> the earliest such binding (by `evaluated`).
+        self.readers: dict[Scope, dict[str, dict[str, int]]] = {}
+        for scope, table in ctx.bindings.items():
+            readers: dict[str, dict[str, int]] = defaultdict(dict)
+            for name, bindings in table.items():
+                for binding in bindings:
+                    self.made_at[binding.node].append((scope, binding))
+                    if binding.value is None:
+                        self.evaluated[binding] = binding.order
+                        continue
+                    evaluated = self.evaluated[binding] = ctx.subtree_end[binding.value]
+                    for read in names_in(binding.value):
+                        bound = readers[read]
+                        if evaluated < bound.get(name, evaluated + 1):
+                            bound[name] = evaluated
+            self.readers[scope] = readers
+
+
+class ValueUses:
+    """Where values are used: `(target, at)` pairs (the target expression, evaluated at `at`), indexed
+    for `DataFlow.reaches`."""
+
+    def __init__(self, ctx: FileContext, graph: _FlowGraph,
+                 pairs: list[tuple[cst.BaseExpression, cst.CSTNode]]) -> None:
+        self.targets: set[cst.CSTNode] = {target for target, _ in pairs}
+        # Uses evaluated inside an assignment's target or annotation (`d[loss.backward()] = x`): the
+        # time of a binding is when its value is evaluated, which does not order them; asked one by one.
+        self.irregular: list[tuple[cst.BaseExpression, cst.CSTNode]] = []
+        # Per chain of scopes (`enclosing_scopes` of the uses' points): each name a target reads, with
+        # the latest point it is read at.
+        self.latest: dict[tuple[Scope, ...], dict[str, int]] = defaultdict(dict)
+        for target, at in pairs:
+            if _in_binding_target(ctx, graph, at):
+                self.irregular.append((target, at))
+                continue
+            latest = self.latest[tuple(ctx.enclosing_scopes(at))]
+            point = ctx.order[at]
+            for name in names_in(target):
+                if point > latest.get(name, -1):
+                    latest[name] = point
+
+
+def _in_binding_target(ctx: FileContext, graph: _FlowGraph, at: cst.CSTNode) -> bool:
+    """Is `at` inside a binding statement, before the value it binds?"""
+    return any(binding.value is not None and ctx.order[at] < ctx.order[binding.value]
+               for ancestor in ctx.ancestors(at) for _, binding in graph.made_at.get(ancestor, ()))
 
 
 @dataclass(frozen=True)
@@ -23,23 +97,81 @@ class StepSite:
 
 
 class DataFlow(Analysis):
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._attribute_values: dict[str, cst.BaseExpression | None] = {}
+        self._steps_through_calls: dict[tuple[int, int], list[StepSite]] = {}
+
     def bindings_of(self, name: str, at: cst.CSTNode, before: bool = True) -> list[Binding]:
         """Bindings of `name` visible from `at`: innermost scope that binds it; earlier ones if `before`."""
+        found, own_scope = self._visible(name, at)
+        if not (before and own_scope):
+            return list(found)
+        return [b for b in found[:self._bound_before(found, at)] if not self._evaluates(b, at)]
+
+    def last_binding(self, name: str, at: cst.CSTNode) -> Binding | None:
+        """The last of `bindings_of(name, at)` (the first of them where several bind at one place)."""
+        found, own_scope = self._visible(name, at)
+        end = self._bound_before(found, at) if own_scope else len(found)
+        last = None
+        for index in range(end - 1, -1, -1):  # from the latest back: the bindings are in source order
+            binding = found[index]
+            if last is not None and binding.order != last.order:
+                break
+            if not (own_scope and self._evaluates(binding, at)):
+                last = binding
+        return last
+
+    def bindings_latest_first(self, name: str, at: cst.CSTNode) -> Iterator[Binding]:
+        """`bindings_of(name, at)` from the latest back (those made at one place in source order), lazily:
+        a search that stops at the first binding that always runs reads no more of them."""
+        found, own_scope = self._visible(name, at)
+        end = self._bound_before(found, at) if own_scope else len(found)
+        while end > 0:
+            start = bisect_left(found, found[end - 1].order, 0, end, key=_order)  # those made at one place
+            for binding in found[start:end]:
+                if not (own_scope and self._evaluates(binding, at)):
+                    yield binding
+            end = start
+
+    def bindings_within(self, name: str, at: cst.CSTNode, region: cst.CSTNode, before: bool = False) -> list[Binding]:
+        """Those of `bindings_of(name, at, before)` made inside `region` (found by bisection)."""
+        found, own_scope = self._visible(name, at)
+        inside = self._made_within(found, region)
+        if not (before and own_scope):
+            return inside
+        return [b for b in inside if b.order < self.ctx.order[at] and not self._evaluates(b, at)]
+
+    def scope_bindings_within(self, scope: Scope, name: str, region: cst.CSTNode) -> list[Binding]:
+        """Those of `ctx.bindings_in(scope, name)` made inside `region`."""
+        return self._made_within(self.ctx.bindings_in(scope, name), region)
+
+    def scope_bindings_between(self, scope: Scope, name: str, after: int, before: int) -> list[Binding]:
+        """Those of `ctx.bindings_in(scope, name)` made between two points (`ctx.order`), both excluded."""
+        return _made_between(self.ctx.bindings_in(scope, name), after, before)
+
+    def _made_within(self, found: list[Binding], region: cst.CSTNode) -> list[Binding]:
+        """Those of `found` (bindings in source order) made inside `region`."""
+        return _made_between(found, self.ctx.order[region] - 1, self.ctx.subtree_end[region] + 1)
+
+    def _visible(self, name: str, at: cst.CSTNode) -> tuple[list[Binding], bool]:
+        """The bindings of `name` in the innermost scope around `at` that binds it (in source order),
+        and whether that is `at`'s own scope."""
         ctx = self.ctx
         scopes = ctx.enclosing_scopes(at)
         for scope in scopes:
             found = ctx.bindings_in(scope, name)
             if found:
-                if scope is not scopes[0] or not before:
-                    return list(found)
-                # `y = f(y)`: while evaluating the right side, the new `y` is not bound yet.
-                return [b for b in found if b.order < ctx.order[at]
-                        and not (b.value is not None and ctx.is_inside(at, b.value))]
-        return []
+                return found, scope is scopes[0]
+        return [], False
 
-    def last_binding(self, name: str, at: cst.CSTNode) -> Binding | None:
-        found = self.bindings_of(name, at)
-        return max(found, key=lambda b: b.order) if found else None
+    def _bound_before(self, found: list[Binding], at: cst.CSTNode) -> int:
+        """How many of `found` (in source order) bind before `at`."""
+        return bisect_left(found, self.ctx.order[at], key=_order)
+
+    def _evaluates(self, binding: Binding, at: cst.CSTNode) -> bool:
+        """`y = f(y)`: while evaluating the right side, the new `y` is not bound yet."""
+        return binding.value is not None and self.ctx.is_inside(at, binding.value)
 
     def feeding_bindings(self, expr: cst.CSTNode, at: cst.CSTNode | None = None) -> list[Binding]:
         """Every binding whose value can reach `expr` through assignments before `at` (default: expr)."""
@@ -67,6 +199,67 @@ class DataFlow(Analysis):
         return any(b.value is not None and self.ctx.is_inside(node, b.value)
                    for b in self.feeding_bindings(target, at))
 
+    def uses(self, pairs: list[tuple[cst.BaseExpression, cst.CSTNode]]) -> ValueUses:
+        """`(target, at)` pairs, indexed to answer `reaches` for any node."""
+        return ValueUses(self.ctx, self._flow_graph, pairs)
+
+    def reaches(self, node: cst.CSTNode, uses: ValueUses) -> bool:
+        """`any(self.flows_into(node, target, at) for target, at in pairs)` for the pairs `uses` was made
+        of, without following each target's bindings back: the names the value at `node` flows into are followed forward
+        once, each with the earliest point from which it holds that value (in a script that rebinds
+        `loss` in each of 1,000 loops, each question would otherwise read every earlier binding)."""
+        ctx = self.ctx
+        if any(a in uses.targets for a in (node, *ctx.ancestors(node))) or any(
+                self.flows_into(node, target, at) for target, at in uses.irregular):
+            return True
+        return any(self._flows_forward(node, chain, latest) for chain, latest in uses.latest.items())
+
+    def _flows_forward(self, node: cst.CSTNode, chain: tuple[Scope, ...], latest: dict[str, int]) -> bool:
+        """Does a name read by a use (`latest`: the name, and the last point it is read at) hold the value
+        at `node` before that point, as `feeding_bindings` sees bindings from a point whose scopes are `chain`?
+
+        Each name gets the earliest point from which it holds the value: a path of bindings from `node`
+        to the name holds from its latest binding (a binding of an enclosing scope, from the start),
+        and a use at point P sees a binding of its own scope once that binding's value is evaluated:
+        `_flow_graph` times each binding by the end of its value."""
+        graph = self._flow_graph
+        cutoff = max(latest.values(), default=-1)
+        since: dict[str, int] = {}
+        queue = [(self._start_time(b, scope, chain), b.name) for a in (node, *self.ctx.ancestors(node))
+                 for scope, b in graph.made_at.get(a, ()) if b.value is not None and self.ctx.is_inside(node, b.value)
+                 and self._innermost(scope, b.name, chain)]
+        heapq.heapify(queue)
+        while queue:
+            time, name = heapq.heappop(queue)
+            if time >= cutoff:
+                break  # every name left holds the value too late for any use
+            if name in since:
+                continue
+            since[name] = time
+            if time < latest.get(name, -1):
+                return True
+            for scope in chain:
+                for reader, first in graph.readers.get(scope, {}).get(name, {}).items():
+                    if reader not in since and self._innermost(scope, reader, chain):
+                        heapq.heappush(queue, (max(time, first if scope is chain[0] else -1), reader))
+        return False
+
+    def _start_time(self, binding: Binding, scope: Scope, chain: tuple[Scope, ...]) -> int:
+        return self._flow_graph.evaluated[binding] if scope is chain[0] else -1
+
+    def _innermost(self, scope: Scope, name: str, chain: tuple[Scope, ...]) -> bool:
+        """Is `scope` the innermost of `chain` that binds `name` (whose bindings a point there sees)?"""
+        for other in chain:
+            if other is scope:
+                return True
+            if self.ctx.bindings_in(other, name):
+                return False
+        return False
+
+    @computed
+    def _flow_graph(self) -> _FlowGraph:
+        return _FlowGraph(self.ctx)
+
     def resolve_value(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> cst.BaseExpression:
         """Follow a plain name to the value of its last assignment before `at` (one hop at a time)."""
         at = at if at is not None else expr
@@ -83,10 +276,11 @@ class DataFlow(Analysis):
 
     def _attribute_value(self, name: str) -> cst.BaseExpression | None:
         """The value assigned to `self.x` in this file, when every assignment agrees on what it calls."""
-        values = [b.value for bindings in self.ctx.bindings.values() for b in bindings.get(name, ())
-                  if b.value is not None]
-        callees = {self.ctx.names.callee(v) if isinstance(v, cst.Call) else None for v in values}
-        return values[0] if len(callees) == 1 and None not in callees else None
+        if name not in self._attribute_values:
+            values = [b.value for b in self.ctx.bindings_anywhere(name) if b.value is not None]
+            callees = {self.ctx.names.callee(v) if isinstance(v, cst.Call) else None for v in values}
+            self._attribute_values[name] = values[0] if len(callees) == 1 and None not in callees else None
+        return self._attribute_values[name]
 
     def constructed_by(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> tuple[cst.Call, str] | None:
         """(call, qualified callee) when `expr` is, or names, the result of calling an imported thing."""
@@ -121,7 +315,12 @@ class DataFlow(Analysis):
         scope = ctx.scope_of(node)
         if depth >= _MAX_CALL_DEPTH or not isinstance(scope, cst.FunctionDef):
             return []
-        found: list[StepSite] = []
-        for site in ctx.calls.call_sites.get(scope, ()):
-            found.extend(StepSite(s.loop, s.path + (site,)) for s in self.training_steps(site, depth + 1))
+        sites = ctx.calls.call_sites.get(scope, ())
+        # The same for every node of the function, and for every function of its name (they share
+        # their call sites): found once.
+        key = (id(sites), depth)
+        found = self._steps_through_calls.get(key)
+        if found is None:
+            found = self._steps_through_calls[key] = [
+                StepSite(s.loop, s.path + (site,)) for site in sites for s in self.training_steps(site, depth + 1)]
         return found

@@ -11,6 +11,7 @@ every path through an operation.
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -154,7 +155,15 @@ class Datasets(Analysis):
 
     def through(self, call: cst.Call) -> list[Pipeline]:
         """The pipelines that `call` (a dataset operation) is a step of."""
-        return [p for p in self.pipelines if p.index(call) is not None]
+        return list(self._pipelines_through.get(call, ()))
+
+    @computed
+    def _pipelines_through(self) -> dict[cst.Call, list[Pipeline]]:
+        found: dict[cst.Call, list[Pipeline]] = defaultdict(list)
+        for pipeline in self.pipelines:
+            for call in dict.fromkeys(op.call for op in pipeline.ops if op.call is not None):
+                found[call].append(pipeline)
+        return found
 
     def is_dataset(self, path: tuple[Op, ...]) -> bool:
         """A path rooted in a tf.data source, or whose operations name `tf.data` (`AUTOTUNE`), or a
@@ -195,7 +204,7 @@ class Datasets(Analysis):
 
     def _in_training_code(self, node: cst.CSTNode) -> bool:
         scope = self.ctx.scope_of(node)
-        loops = [loop for loop in self.ctx.nodes(cst.For) + self.ctx.nodes(cst.While) if self.ctx.scope_of(loop) is scope]
+        loops = self.ctx.nodes_in_scope((cst.For, cst.While), scope).nodes
         return scope in self.ctx.training.functions or any(self.ctx.training.is_training_loop(l) for l in loops)
 
     def _iterated(self, expr: cst.BaseExpression) -> cst.BaseExpression:
@@ -244,7 +253,7 @@ class Datasets(Analysis):
             return [p for b in self._reaching(expr) for p in self._binding_paths(b, expr)]
         name = dotted(expr) if isinstance(expr, cst.Attribute) else None
         if name and name.startswith("self."):
-            return [p for scope in ctx.bindings.values() for b in scope.get(name, ())
+            return [p for b in ctx.bindings_anywhere(name)
                     if b.value is not None and not b.augmented for p in self.paths(b.value)]
         return []
 
@@ -254,7 +263,7 @@ class Datasets(Analysis):
             return [func.body]
         ctx = self.ctx
         return [r.value for fn in ctx.calls.local_functions(func) if self._visible(fn, func)
-                for r in ctx.nodes(cst.Return) if r.value is not None and ctx.scope_of(r) is fn]
+                for r in ctx.nodes_in_scope(cst.Return, fn).nodes if r.value is not None]
 
     def _visible(self, fn: cst.FunctionDef, at: cst.CSTNode) -> bool:
         """A function nested in another is only callable there (same-named helpers of two test methods)."""
@@ -322,13 +331,11 @@ class Datasets(Analysis):
         """The bindings of `name` that may reach `name`: the last one before it, and earlier ones
         while the later are conditional (in an `if` branch, a loop or `try` that `name` is not in)."""
         ctx = self.ctx
-        found = ctx.flow.bindings_of(name.value, name)
-        if not found:
-            return []
-        inner = ctx.scope_of(found[0].node) is ctx.scope_of(name)
-        at = name if inner else None
-        result = []
-        for binding in sorted(found, key=lambda b: b.order, reverse=True):
+        result: list[Binding] = []
+        at: cst.CSTNode | None = None
+        for binding in ctx.flow.bindings_latest_first(name.value, name):
+            if not result:  # the bindings a name sees are all of one scope
+                at = name if ctx.scope_of(binding.node) is ctx.scope_of(name) else None
             placement = self._placement(binding.node, at)
             if placement == "excluded":
                 continue

@@ -46,8 +46,9 @@ class Strategies(Analysis):
         for call in self.runs:
             fn_expr = argument(call, 0, "fn")
             for fn in self.ctx.calls.local_functions(fn_expr) if fn_expr is not None else []:
-                steps.add(fn)
-                steps.update(self.ctx.calls.called_functions(fn))
+                if fn not in steps:  # else it is there with all it calls (the step of another run, or called by one)
+                    steps.add(fn)
+                    steps.update(self.ctx.calls.called_functions(fn))
         return steps
 
     @computed

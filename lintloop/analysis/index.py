@@ -29,6 +29,9 @@ class TreeIndex:
     def __init__(self, module: cst.Module) -> None:
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self.order: dict[cst.CSTNode, int] = {}
+        # The order of the last node of each node's subtree: a subtree is the range
+        # order[node]..subtree_end[node], so "is X inside Y" and "the calls inside Y" need no walk.
+        self.subtree_end: dict[cst.CSTNode, int] = {}
         self.by_type: dict[type, list[cst.CSTNode]] = defaultdict(list)
         self.imports: dict[str, str] = {}
         self.bound_names: set[str] = set()
@@ -47,6 +50,12 @@ class TreeIndex:
                 handler(node)
             inner = node if isinstance(node, cst.FunctionDef) else scope
             stack.extend((child, node, inner) for child in reversed(children(node)))
+        ends, parents = self.subtree_end, self.parents
+        for node, order in reversed(self.order.items()):  # children before their parent
+            end = ends.setdefault(node, order)  # a leaf ends its own subtree
+            parent = parents.get(node)
+            if parent is not None and parent not in ends:  # its last child, seen first, ends the parent's
+                ends[parent] = end
 
     def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression | None, node: cst.CSTNode,
               augmented: bool = False) -> None:

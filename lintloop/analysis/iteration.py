@@ -14,7 +14,7 @@ caller's `opt`. Rules ask this model; none walks a loop itself.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -406,15 +406,3 @@ def _iterated(expr: cst.BaseExpression) -> str | None:
     while isinstance(expr, cst.Call) and positional_args(expr):
         expr = positional_args(expr)[0]
     return dotted(expr)
-
-
-def events_between(events: tuple[Event, ...] | list[Event], first: Event, last: Event) -> Iterator[Event]:
-    """The events strictly between two events of one iteration."""
-    inside = False
-    for event in events:
-        if event is last:
-            return
-        if inside:
-            yield event
-        if event is first:
-            inside = True

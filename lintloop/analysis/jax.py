@@ -207,8 +207,8 @@ class Jax(Analysis):
         """The defs and lambdas a same-file factory returns: `def make_step(model): def step(...): ...;
         return step` (so `jax.jit(make_step(model))` traces `step`)."""
         found: list[TracedNode] = []
-        for ret in self.ctx.nodes(cst.Return):
-            if ret.value is None or self.ctx.scope_of(ret) is not factory:
+        for ret in self.ctx.nodes_in_scope(cst.Return, factory).nodes:
+            if ret.value is None:
                 continue
             if isinstance(ret.value, cst.Lambda):
                 found.append(ret.value)

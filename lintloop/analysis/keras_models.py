@@ -182,8 +182,8 @@ class KerasModels(Analysis):
             return self._class_outputs[cls]
         self._class_outputs[cls] = None  # guards recursion
         method = self._method(cls, "call")
-        returns = [r for r in self.ctx.nodes(cst.Return)
-                   if method is not None and self.ctx.scope_of(r) is method and r.value is not None]
+        returns = [r for r in self.ctx.nodes_in_scope(cst.Return, method).nodes
+                   if r.value is not None] if method is not None else []
         found = [self.output_of(r.value, r) for r in returns]
         result = found[0] if found and all(o is not None and o.activation == found[0].activation
                                            for o in found) else None
@@ -249,7 +249,7 @@ class KerasModels(Analysis):
             return self.class_output(local) if local in self.model_classes else None
         functions = ctx.calls.local_functions(expr.func)
         if len(functions) == 1:
-            returns = [r for r in ctx.nodes(cst.Return) if ctx.scope_of(r) is functions[0]]
+            returns = ctx.nodes_in_scope(cst.Return, functions[0]).nodes
             if not returns or any(r.value is None for r in returns):
                 return None
             found = [self.model_output(r.value, r) for r in returns]
@@ -264,11 +264,10 @@ class KerasModels(Analysis):
         if binding is None or not isinstance(binding.value, cst.Call) or ctx.names.callee(binding.value) not in _SEQUENTIAL:
             return []
         scope = ctx.scope_of(binding.node)
-        adds = [c for c in ctx.nodes(cst.Call)
-                if call_name(c) == "add" and isinstance(receiver(c), cst.Name) and receiver(c).value == name.value
-                and ctx.scope_of(c) is scope and ctx.order[binding.node] < ctx.order[c] < ctx.order[at]
-                and positional_args(c)]
-        return [(positional_args(add)[0], add) for add in sorted(adds, key=lambda c: ctx.order[c])]
+        adds = [c for c in ctx.calls.named("add").between(ctx.order[binding.node], ctx.order[at] - 1)
+                if isinstance(receiver(c), cst.Name) and receiver(c).value == name.value
+                and ctx.scope_of(c) is scope and positional_args(c)]
+        return [(positional_args(add)[0], add) for add in adds]
 
     def _sequential_output(self, layers: list[tuple[cst.BaseExpression, cst.CSTNode]]) -> Output | None:
         """The last layer of a `Sequential` list that decides its output (pass-through layers and linear

@@ -139,7 +139,7 @@ class LoopValues(Analysis):
         if not params:
             return False
         first = params[0].name.value
-        returns = [r for r in self.ctx.nodes(cst.Return) if self.ctx.scope_of(r) is fn]
+        returns = self.ctx.nodes_in_scope(cst.Return, fn).nodes
         return bool(returns) and all(r.value is not None and _arithmetic_on(r.value, first) for r in returns)
 
     def _counts(self, loop: cst.For, name: str) -> bool:
@@ -165,8 +165,8 @@ class LoopValues(Analysis):
         `name` a number literal: a Python counter."""
         bumped = any(isinstance(a.target, cst.Name) and a.target.value == name
                      and isinstance(a.operator, cst.AddAssign) and isinstance(a.value, (cst.Integer, cst.Float))
-                     and self.ctx.is_inside(a, loop.body) and self.ctx.scope_of(a) is self.ctx.scope_of(at)
-                     for a in self.ctx.nodes(cst.AugAssign))
+                     and self.ctx.scope_of(a) is self.ctx.scope_of(at)
+                     for a in self.ctx.nodes_within(cst.AugAssign, loop.body))
         if not bumped:
             return False
         plain = [b for b in self.ctx.flow.bindings_of(name, at, before=False) if not b.augmented]

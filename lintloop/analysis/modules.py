@@ -17,6 +17,7 @@ A value is a module when it is
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -303,7 +304,7 @@ class TorchModules(Analysis):
 
     def _returned_value(self, fn: cst.FunctionDef) -> ModuleValue | None:
         """The module a same-file function returns, when every `return` in it gives one."""
-        returns = [r for r in self.ctx.nodes(cst.Return) if self.ctx.scope_of(r) is fn]
+        returns = self.ctx.nodes_in_scope(cst.Return, fn).nodes
         if not returns or any(r.value is None for r in returns):
             return None
         found = [self.value(r.value, r) for r in returns]
@@ -331,9 +332,18 @@ class TorchModules(Analysis):
     def _call_sites(self, fn: cst.FunctionDef) -> list[cst.Call]:
         if fn.name.value == "__init__":
             cls = self.enclosing_class(fn)
-            return [c for c in self.ctx.nodes(cst.Call)
-                    if cls is not None and self.ctx.calls.local_class(c.func) is cls]
+            return list(self._instantiations.get(cls, ())) if cls is not None else []
         return list(self.ctx.calls.call_sites.get(fn, ()))
+
+    @computed
+    def _instantiations(self) -> dict[cst.ClassDef, list[cst.Call]]:
+        """The calls of each same-file class (its constructions), in source order."""
+        found: dict[cst.ClassDef, list[cst.Call]] = defaultdict(list)
+        for call in self.ctx.nodes(cst.Call):
+            cls = self.ctx.calls.local_class(call.func)
+            if cls is not None:
+                found[cls].append(call)
+        return found
 
     def _argument_value(self, site: cst.Call, fn: cst.FunctionDef, param: cst.Param) -> ModuleValue | None:
         name = param.name.value
@@ -396,8 +406,8 @@ class TorchModules(Analysis):
             return self._class_layers[cls]
         self._class_layers[cls] = None  # guards recursion
         forward = next((m for m in self._methods(cls) if m.name.value == "forward"), None)
-        returns = [r for r in self.ctx.nodes(cst.Return)
-                   if forward is not None and self.ctx.scope_of(r) is forward and r.value is not None]
+        returns = [r for r in self.ctx.nodes_in_scope(cst.Return, forward).nodes
+                   if r.value is not None] if forward is not None else []
         found = [self.activation_of(r.value, r) for r in returns]
         result = found[0] if found and all(a is not None and a.kind == found[0].kind for a in found) else None
         self._class_layers[cls] = result

@@ -14,6 +14,7 @@ FRAMEWORK_FACTS row 23).
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,7 +25,7 @@ from lintloop.analysis.calls import CallChain
 from lintloop.analysis.syntax import argument, call_name, dotted, keyword_arg, positional_args, receiver
 
 if TYPE_CHECKING:
-    from lintloop.analysis.context import FileContext
+    from lintloop.analysis.context import FileContext, SourceOrdered
 
 Loop = cst.For | cst.While
 
@@ -106,6 +107,22 @@ class OptimizerStates(Analysis):
         """`optax.apply_updates(params, updates)` and flax `state.apply_gradients(grads=...)` calls."""
         return [c for c in self.ctx.nodes(cst.Call) if self._applied_input(c) is not None]
 
+    def is_update_call(self, call: cst.Call) -> bool:
+        """One of `update_calls`."""
+        return call in self._update_call_set
+
+    def is_apply_call(self, call: cst.Call) -> bool:
+        """One of `apply_calls`."""
+        return call in self._apply_call_set
+
+    @computed
+    def _update_call_set(self) -> set[cst.Call]:
+        return set(self.update_calls)
+
+    @computed
+    def _apply_call_set(self) -> set[cst.Call]:
+        return set(self.apply_calls)
+
     def _is_optax_update(self, call: cst.Call) -> bool:
         owner = receiver(call)
         # `(updates, state[, params], **extra_args)`: `dict.update` takes one positional argument.
@@ -165,8 +182,7 @@ class OptimizerStates(Analysis):
             return Optimizer("", _GENERIC_COST)
         text = dotted(value) or ""
         if text.endswith(".tx"):  # flax `state.tx` / `self.tx`: the `tx=` given to `TrainState.create`
-            given = [keyword_arg(c, "tx") for c in ctx.nodes(cst.Call)
-                     if call_name(c) == "create" and keyword_arg(c, "tx") is not None]
+            given = self._given_tx
             if len(given) == 1 and depth < _DEPTH:
                 return self._optimizer(given[0], given[0], depth + 1)
         if isinstance(value, cst.Name) and depth < _DEPTH:  # a parameter: what every caller passes
@@ -277,7 +293,8 @@ class OptimizerStates(Analysis):
         head = (dotted(expr) or "").split(".", 1)[0]
         if not head or not isinstance(loop, (cst.For, cst.While)):
             return False
-        for binding in self.ctx.bindings_in(self.ctx.scope_of(loop.body), head):
+        # Only a binding by the loop itself or in its body counts: those made inside the loop.
+        for binding in self.ctx.flow.scope_bindings_within(self.ctx.scope_of(loop.body), head, loop):
             if isinstance(loop, cst.For) and binding.node is loop:
                 return True
             value = self.ctx.flow.source_value(binding)
@@ -339,11 +356,18 @@ class OptimizerStates(Analysis):
 
     def _is_read(self, name: str, at: cst.CSTNode) -> bool:
         """Is `name` read anywhere in the scope that binds it at `at` (nested functions included)?"""
-        scope = self.ctx.scope_of(at)
-        for node in self.ctx.nodes(cst.Name):
-            if node.value == name and self.ctx.is_inside(node, scope) and not self._is_target(node):
-                return True
+        occurrences = self._names.get(name)
+        if occurrences is not None and any(not self._is_target(node) for node in occurrences.within(self.ctx.scope_of(at))):
+            return True
         return name in self._declared_global
+
+    @computed
+    def _names(self) -> dict[str, SourceOrdered]:
+        """The `Name` nodes of each identifier, in source order."""
+        grouped: dict[str, list[cst.Name]] = defaultdict(list)
+        for node in self.ctx.nodes(cst.Name):
+            grouped[node.value].append(node)
+        return {value: self.ctx.in_order(nodes) for value, nodes in grouped.items()}
 
     def _is_target(self, name: cst.Name) -> bool:
         node: cst.CSTNode = name
@@ -429,6 +453,11 @@ class OptimizerStates(Analysis):
             if isinstance(ancestor, cst.FunctionDef):
                 return ancestor
         return None
+
+    @computed
+    def _given_tx(self) -> list[cst.BaseExpression]:
+        """The `tx=` of every `create(...)` call (flax `TrainState.create(..., tx=...)`)."""
+        return [keyword_arg(c, "tx") for c in self.ctx.calls.named("create").nodes if keyword_arg(c, "tx") is not None]
 
     @computed
     def _jitted_call_sites(self) -> dict[cst.FunctionDef, list[cst.Call]]:

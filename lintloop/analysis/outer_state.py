@@ -78,7 +78,7 @@ class OuterState(Analysis):
             return None
         if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
             name = f"self.{target.attr.value}"
-            values = [b for scope in ctx.bindings.values() for b in scope.get(name, ()) if not b.augmented]
+            values = [b for b in ctx.bindings_anywhere(name) if not b.augmented]
             if values and all(_is_list(b.value) and not ctx.is_inside(b.node, function) for b in values):
                 return f"`{name}`, a list attribute set outside the function"
         return None

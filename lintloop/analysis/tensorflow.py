@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -11,6 +12,7 @@ import libcst as cst
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.calls import CallChain
 from lintloop.analysis.contexts import WithBlocks, WithContext
+from lintloop.analysis.index import Scope
 from lintloop.analysis.syntax import (argument, call_name, keyword_arg, names_in, positional_args, receiver,
                                       string_value)
 
@@ -81,10 +83,26 @@ class TensorFlow(Analysis):
         """The `with tf.GradientTape() as name:` (or `with name:`) block that `name` refers to at `at`:
         the last one opened before `at` in the same function."""
         ctx = self.ctx
-        scope = ctx.scope_of(at)
-        candidates = [c for c in self.tapes.contexts if c.alias == name
-                      and ctx.scope_of(c.block) is scope and ctx.order[c.block] < ctx.order[at]]
-        return max(candidates, key=lambda c: ctx.order[c.block]) if candidates else None
+        candidates = self._tapes_by_name.get((ctx.scope_of(at), name))
+        if candidates is None:
+            return None
+        orders, contexts = candidates
+        before = bisect_left(orders, ctx.order[at])
+        # The last block opened before `at`; of several contexts of one block, the first.
+        return contexts[bisect_left(orders, orders[before - 1])] if before else None
+
+    @computed
+    def _tapes_by_name(self) -> dict[tuple[Scope, str | None], tuple[list[int], list[WithContext]]]:
+        """Per scope and alias, the tape contexts in the order their blocks open, and those orders."""
+        ctx = self.ctx
+        grouped: dict[tuple[Scope, str | None], list[WithContext]] = defaultdict(list)
+        for context in self.tapes.contexts:
+            grouped[(ctx.scope_of(context.block), context.alias)].append(context)
+        table = {}
+        for key, contexts in grouped.items():
+            contexts.sort(key=lambda c: ctx.order[c.block])  # stable: one block's contexts keep their order
+            table[key] = ([ctx.order[c.block] for c in contexts], contexts)
+        return table
 
     @computed
     def differentiating_calls(self) -> list[tuple[cst.Call, WithContext]]:
@@ -103,6 +121,30 @@ class TensorFlow(Analysis):
     def gradient_calls(self) -> list[tuple[cst.Call, WithContext]]:
         """`tape.gradient(target, sources)` calls with the tape block they belong to."""
         return [(call, tape) for call, tape in self.differentiating_calls if call_name(call) == "gradient"]
+
+    def tape_of_gradient(self, call: cst.Call) -> WithContext | None:
+        """The tape whose `gradient` `call` is (the first, in `gradient_calls`), or None."""
+        return self._tape_by_gradient.get(call)
+
+    @computed
+    def _tape_by_gradient(self) -> dict[cst.Call, WithContext]:
+        found: dict[cst.Call, WithContext] = {}
+        for call, tape in self.gradient_calls:
+            found.setdefault(call, tape)
+        return found
+
+    def gradient_calls_of(self, tapes: list[WithContext]) -> list[tuple[cst.Call, WithContext]]:
+        """Those of `gradient_calls` that belong to one of `tapes`, in the same order."""
+        places = self._gradient_places
+        return [self.gradient_calls[p] for p in sorted({p for tape in tapes for p in places.get(tape, ())})]
+
+    @computed
+    def _gradient_places(self) -> dict[WithContext, list[int]]:
+        """Where each tape's calls are in `gradient_calls`."""
+        places: dict[WithContext, list[int]] = defaultdict(list)
+        for place, (_, tape) in enumerate(self.gradient_calls):
+            places[tape].append(place)
+        return places
 
     def differentiated_again(self, call: cst.Call) -> bool:
         """Is the result of `call` (a tape's `gradient`) differentiated by a tape's `gradient` / `jacobian` /
@@ -190,7 +232,7 @@ class TensorFlow(Analysis):
         self._wrappers[fn] = None  # a recursive wrapper is none
         params = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
         params.update(p.name.value for p in (fn.params.star_arg, fn.params.star_kwarg) if isinstance(p, cst.Param))
-        inner_defs = {d.name.value for d in self.ctx.nodes(cst.FunctionDef) if self.ctx.scope_of(d) is fn}
+        inner_defs = {d.name.value for d in self.ctx.nodes_in_scope(cst.FunctionDef, fn).nodes}
         for ret in self._returns.get(fn, ()):
             value = ret.value
             if not isinstance(value, cst.Call):

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
+from lintloop.analysis.index import Scope
 from lintloop.analysis.syntax import argument, call_name, dotted, positional_args, receiver
+
+if TYPE_CHECKING:
+    from lintloop.analysis.context import FileContext, SourceOrdered
+    from lintloop.analysis.dataflow import ValueUses
 
 _GRADIENT_FUNCTIONS = ("jax.grad", "jax.value_and_grad", "torch.autograd.grad")
 
 
 class Training(Analysis):
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._uses_by_scope: dict[Scope, ValueUses] = {}
+        self._returned_by_function: dict[cst.FunctionDef, ValueUses] = {}
+
     @computed
     def differentiated(self) -> list[tuple[cst.BaseExpression, cst.Call]]:
         """(expression, call) for every value that is differentiated: tape targets and backward()ed tensors."""
@@ -27,25 +40,62 @@ class Training(Analysis):
                 found.extend((arg, call) for arg in positional_args(call)[:1])
         return found
 
+    @computed
+    def _differentiated_by_scope(self) -> dict[Scope, list[tuple[cst.BaseExpression, cst.Call]]]:
+        table: dict[Scope, list[tuple[cst.BaseExpression, cst.Call]]] = defaultdict(list)
+        for target, call in self.differentiated:
+            table[self.ctx.scope_of(call)].append((target, call))
+        return table
+
+    def differentiated_in_scope(self, scope: Scope) -> list[tuple[cst.BaseExpression, cst.Call]]:
+        """Those of `differentiated` whose call's scope is `scope`, in the same order."""
+        return self._differentiated_by_scope.get(scope, [])
+
+    @computed
+    def _differentiating_calls(self) -> tuple[SourceOrdered, dict[cst.Call, list[int]]]:
+        """The calls of `differentiated`, each once, in source order; and where each is in that list."""
+        places: dict[cst.Call, list[int]] = defaultdict(list)
+        for place, (_, call) in enumerate(self.differentiated):
+            places[call].append(place)
+        return self.ctx.in_order(sorted(places, key=self.ctx.order.__getitem__)), places
+
+    def differentiated_within(self, region: cst.CSTNode) -> list[tuple[cst.BaseExpression, cst.Call]]:
+        """Those of `differentiated` whose call is inside `region`, in the same order."""
+        calls, places = self._differentiating_calls
+        return [self.differentiated[p] for p in sorted(p for call in calls.within(region) for p in places[call])]
+
+    def _uses(self, scope: Scope) -> ValueUses:
+        """The differentiated values of `scope`, as uses of what flows into them."""
+        uses = self._uses_by_scope.get(scope)
+        if uses is None:
+            uses = self._uses_by_scope[scope] = self.ctx.flow.uses(self.differentiated_in_scope(scope))
+        return uses
+
+    def _returned(self, function: cst.FunctionDef) -> ValueUses:
+        """The values `function` returns, as uses of what flows into them."""
+        uses = self._returned_by_function.get(function)
+        if uses is None:
+            uses = self._returned_by_function[function] = self.ctx.flow.uses(
+                [(r.value, r) for r in self.ctx.nodes_in_scope(cst.Return, function).nodes if r.value is not None])
+        return uses
+
     def is_differentiated(self, node: cst.CSTNode, depth: int = 0) -> bool:
         """Does the value computed at `node` reach something that is differentiated — in the same
         function, or returned by its function to a caller in this file that differentiates it?"""
         ctx = self.ctx
         scope = ctx.scope_of(node)
-        if any(ctx.scope_of(call) is scope and ctx.flow.flows_into(node, target, call)
-               for target, call in self.differentiated):
+        if ctx.flow.reaches(node, self._uses(scope)):
             return True
         if depth >= 3 or not isinstance(scope, cst.FunctionDef):
             return False
-        returned = any(r.value is not None and ctx.scope_of(r) is scope and ctx.flow.flows_into(node, r.value, r)
-                       for r in ctx.nodes(cst.Return))
+        returned = ctx.flow.reaches(node, self._returned(scope))
         return returned and any(self.is_differentiated(call, depth + 1) for call in ctx.calls.call_sites.get(scope, ()))
 
     def _is_training_call(self, call: cst.Call) -> bool:
         name = call_name(call)
         if name in ("backward", "apply_gradients", "minimize"):
             return True
-        if name == "gradient" and any(c is call for c, _ in self.ctx.tf.gradient_calls):
+        if name == "gradient" and self.ctx.tf.tape_of_gradient(call) is not None:
             return True
         if name == "step":
             owner = receiver(call)

@@ -246,8 +246,7 @@ loss.backward()
         elif isinstance(node, cst.Assign):  # `out, hidden = model(x)`
             self._trace(node.value, node, cutter, paths, depth + 1)
         elif isinstance(node, cst.For) and cutter is None and any(
-                call_name(c) in _PARAMETER_METHODS for c in self.ctx.nodes(cst.Call)
-                if self.ctx.is_inside(c, node.iter)):
+                call_name(c) in _PARAMETER_METHODS for c in self.ctx.nodes_within(cst.Call, node.iter)):
             paths.live = True  # `for p in model.parameters(): reg += p.norm()`
         # parameters, loop variables over data, `with` targets: data, not trainable
         for item in self._appended(expr.value, at):  # `outputs = []` then `outputs.append(model(x))`

@@ -182,7 +182,7 @@ grads_b = tape.gradient(loss_b, model.trainable_variables)
     def visit_Call(self, node: cst.Call) -> None:
         if call_name(node) != "gradient":
             return
-        tape = next((t for call, t in self.ctx.tf.gradient_calls if call is node), None)
+        tape = self.ctx.tf.tape_of_gradient(node)
         if tape is None:
             return
         open_tapes = [t for t in self.ctx.tf.tapes.enclosing(node)
@@ -228,4 +228,4 @@ grads_b = tape.gradient(loss_b, model.trainable_variables)
     def _gradient_taken_before(self, tape: WithContext, node: cst.Call) -> bool:
         """A non-persistent tape stops recording at its own first `gradient` call."""
         order = self.ctx.order
-        return any(t is tape and order[call] < order[node] for call, t in self.ctx.tf.gradient_calls)
+        return any(order[call] < order[node] for call, _ in self.ctx.tf.gradient_calls_of([tape]))

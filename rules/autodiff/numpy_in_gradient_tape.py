@@ -280,8 +280,7 @@ grads = tape.gradient(loss, params)
         `parameters`, whose result `function` returns; with the call sites (innermost first)."""
         if not parameters:
             return None
-        returns = [r for r in self.ctx.nodes(cst.Return)
-                   if r.value is not None and self.ctx.scope_of(r) is function]
+        returns = [r for r in self.ctx.nodes_in_scope(cst.Return, function).nodes if r.value is not None]
         tainted = lambda expr: self._reads_parameters(expr, function, parameters)  # noqa: E731
         for ret in returns:
             values = [ret.value] + [b.value for b in self.ctx.flow.feeding_bindings(ret.value, ret)
@@ -328,9 +327,10 @@ grads = tape.gradient(loss, params)
 
     def _gradient_reached(self, node: cst.Call, tapes: list[WithContext]) -> WithContext | None:
         """The tape (of those open around `node`) whose `gradient(...)` target `node`'s value reaches."""
-        for call, tape in self.ctx.tf.gradient_calls:
+        flow = self.ctx.flow
+        for call, tape in self.ctx.tf.gradient_calls_of(tapes):
             target = argument(call, 0, "target")
-            if tape in tapes and target is not None and self.ctx.flow.flows_into(node, target, call):
+            if target is not None and flow.reaches(node, flow.uses([(target, call)])):
                 return tape
         return None
 
@@ -361,9 +361,9 @@ grads = tape.gradient(loss, params)
                 return True
         if any(isinstance(n, cst.Attribute) and n.attr.value in _VARIABLE_ATTRIBUTES for n in walk(expr)):
             return True
-        return any(binding.value is not None and self.ctx.is_inside(binding.node, tape.block.body)
-                   and self._model_dependent(binding.value, tape, depth + 1)
-                   for name in names_in(expr) for binding in self.ctx.flow.bindings_of(name, expr))
+        return any(binding.value is not None and self._model_dependent(binding.value, tape, depth + 1)
+                   for name in names_in(expr)
+                   for binding in self.ctx.flow.bindings_within(name, expr, tape.block.body, before=True))
 
     def _describe(self, node: cst.Call) -> str:
         if call_name(node) == "numpy" and receiver(node) is not None:

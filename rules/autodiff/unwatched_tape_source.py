@@ -99,7 +99,7 @@ grads = tape.gradient(loss, variables)
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        tape = next((t for c, t in self.ctx.tf.gradient_calls if c is node), None)
+        tape = self.ctx.tf.tape_of_gradient(node)
         sources = argument(node, 1, "sources")
         if tape is None or sources is None:
             return

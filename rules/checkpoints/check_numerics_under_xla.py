@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import libcst as cst
 
 from lintloop.rule import Example, Rule
@@ -156,4 +158,9 @@ with tf.compat.v1.Session() as sess:
                                                in _CONTROL_DEPENDENCIES for i in a.items)
                for a in ctx.ancestors(node)):
             return False
-        return any(ctx.names.callee(c) in _SESSIONS for c in ctx.nodes(cst.Call))
+        return self._runs_sessions
+
+    @cached_property
+    def _runs_sessions(self) -> bool:
+        """The file makes a TF 1 `Session`."""
+        return any(self.ctx.names.callee(c) in _SESSIONS for c in self.ctx.nodes(cst.Call))

@@ -343,8 +343,7 @@ class OptimizerTest(tf.test.TestCase):
         if items is None or not trained or not self._saved_here(checkpoint):
             return
         missing = [step for step in trained if not self._holds_optimizer(items, receiver(step), checkpoint, trained)]
-        if not missing or any(self._holds_all(other, trained) for other in self.ctx.nodes(cst.Call)
-                              if other is not checkpoint and self.ctx.names.callee(other) in _TF_CHECKPOINTS):
+        if not missing or any(self._holds_all(other, trained) for other in self._tf_checkpoints if other is not checkpoint):
             return
         names = ", ".join(f"`{dotted(receiver(step))}` (`{call_name(step)}` at line {self.ctx.line_of(step)})"
                           for step in missing)
@@ -399,6 +398,10 @@ class OptimizerTest(tf.test.TestCase):
                              for inner in self.ctx.calls.calls_in(function)):
                 return True
         return False
+
+    @cached_property
+    def _tf_checkpoints(self) -> list[cst.Call]:
+        return [call for call in self.ctx.nodes(cst.Call) if self.ctx.names.callee(call) in _TF_CHECKPOINTS]
 
     @cached_property
     def _tf_trained_optimizers(self) -> list[cst.Call]:
@@ -489,7 +492,7 @@ class OptimizerTest(tf.test.TestCase):
         model_states = [c for c in states if not _is_auxiliary(receiver(c))]
         if not model_states or not self._in_training_loop(call, depth=0):
             return
-        if self._optimizer_state_saved() or self._optimizers_keep_no_state():
+        if self._optimizer_state_saved or self._optimizers_keep_no_state:
             return
         self.report(call, f"this checkpoint, written in a training loop, saves `{self.ctx.snippet(model_states[0])}` "
                           "but not the optimizer's state, and nothing in this file saves it: a run resumed from it "
@@ -506,6 +509,7 @@ class OptimizerTest(tf.test.TestCase):
                                          for site in self.ctx.calls.call_sites.get(ancestor, ()))
         return False
 
+    @cached_property
     def _optimizers_keep_no_state(self) -> bool:
         """Every optimizer the file builds is plain SGD (no momentum) and no scheduler is built: resuming
         from the model alone loses nothing (the ddp-tutorial-series `SGD(params, lr=1e-3)`)."""
@@ -516,6 +520,7 @@ class OptimizerTest(tf.test.TestCase):
         return all(name == "torch.optim.SGD" and len(positional_args(c)) <= 2 and _literal_zero_or_absent(
             keyword_arg(c, "momentum")) for c, name in optimizers)
 
+    @cached_property
     def _optimizer_state_saved(self) -> bool:
         """Anywhere in the file: an optimizer's `state_dict()`, a full-state save, a trainer that checkpoints,
         or a state dict stored under an `"optimizer..."` key (`{"optim": opt_state.state_dict()}`,

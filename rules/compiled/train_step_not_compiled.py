@@ -150,7 +150,7 @@ train_step(x0, y0)
         calls = list(ctx.calls.calls_in(node))
         # One update per call: a function that loops over batches itself (an epoch) is not a step.
         if not any(call_name(c) == "apply_gradients" and ctx.innermost_loop(c) is None for c in calls) \
-                or not any(c is g for g, _ in tf.gradient_calls for c in calls):
+                or not any(tf.tape_of_gradient(c) is not None for c in calls):
             return
         if node in tf.compilations or node in tf.keras_steps or tf.traced_function_of(node) is not None:
             return

@@ -179,7 +179,7 @@ strategy.run(step, args=(x, y))
 
     def visit_Call(self, node: cst.Call) -> None:
         steps = self.ctx.strategies.step_functions
-        if not steps or not any(self.ctx.is_inside(node, fn) for fn in steps):
+        if not steps or not any(a in steps for a in self.ctx.ancestors(node)):
             return
         name = self.ctx.names.callee(node)
         if name in ("tensorflow.reduce_mean", "tensorflow.math.reduce_mean", "keras.ops.mean") or (
@@ -233,9 +233,9 @@ strategy.run(step, args=(x, y))
         if holder is None or not isinstance(function, cst.FunctionDef):
             return divisors
         is_holder = lambda e: dotted(e) == holder  # noqa: E731
-        for node in (*self.ctx.nodes(cst.BinaryOperation), *self.ctx.nodes(cst.AugAssign)):
-            if self.ctx.scope_of(node) is function:
-                divisors += _divisor_of(node, is_holder)
+        for node in (*self.ctx.nodes_in_scope(cst.BinaryOperation, function).nodes,
+                     *self.ctx.nodes_in_scope(cst.AugAssign, function).nodes):
+            divisors += _divisor_of(node, is_holder)
         divisors += [c for c in self.ctx.calls.calls_in(function)
                      if self.ctx.names.callee(c) == "tensorflow.nn.compute_average_loss" and holder in names_in(c)]
         return divisors

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from functools import cached_property
+
 import libcst as cst
 
 from lintloop.analysis.iteration import Event, loop_header
@@ -115,8 +118,7 @@ for x, y in loader:
         if isinstance(shuffle, cst.Name) and shuffle.value == "False":
             return
         names = self._names_of(node)
-        others = {name for call in self.ctx.nodes(cst.Call) if call is not node
-                  and self.ctx.names.callee(call) in _SAMPLERS for name in self._names_of(call)}
+        others = {name for call in self._samplers if call is not node for name in self._names_of(call)}
         for loader in self._loaders_using(node, names):
             for epoch_loop in self._epoch_loops(loader):
                 events = self.ctx.iteration.of(epoch_loop).events
@@ -134,11 +136,17 @@ for x, y in loader:
             return {d for t in parent.targets if (d := dotted(t.target))}
         return set()
 
+    @cached_property
+    def _samplers(self) -> list[cst.Call]:
+        return [call for call in self.ctx.nodes(cst.Call) if self.ctx.names.callee(call) in _SAMPLERS]
+
+    @cached_property
+    def _loaders(self) -> list[cst.Call]:
+        return [call for call in self.ctx.nodes(cst.Call) if self.ctx.names.callee(call) in _LOADERS]
+
     def _loaders_using(self, sampler: cst.Call, names: set[str]) -> list[str]:
         found = []
-        for call in self.ctx.nodes(cst.Call):
-            if self.ctx.names.callee(call) not in _LOADERS:
-                continue
+        for call in self._loaders:
             given = keyword_arg(call, "sampler") or keyword_arg(call, "batch_sampler")
             if given is None:
                 continue
@@ -151,8 +159,17 @@ for x, y in loader:
 
     def _epoch_loops(self, loader: str) -> list[cst.For | cst.While]:
         """Loops that contain a loop over `loader` (directly or through same-file calls)."""
-        return [loop for loop in (*self.ctx.nodes(cst.For), *self.ctx.nodes(cst.While))
-                if any(e.kind == "iterate" and e.target == loader for e in self.ctx.iteration.of(loop).events)]
+        return self._loops_iterating.get(loader, [])
+
+    @cached_property
+    def _loops_iterating(self) -> dict[str | None, list[cst.For | cst.While]]:
+        """For each object a loop iterates, the loops whose iteration holds such a loop (all the `for`s, then
+        all the `while`s)."""
+        found: dict[str | None, list[cst.For | cst.While]] = defaultdict(list)
+        for loop in (*self.ctx.nodes(cst.For), *self.ctx.nodes(cst.While)):
+            for target in dict.fromkeys(e.target for e in self.ctx.iteration.of(loop).events if e.kind == "iterate"):
+                found[target].append(loop)
+        return found
 
     @staticmethod
     def _sets_epoch(event: Event, other_samplers: set[str]) -> bool:

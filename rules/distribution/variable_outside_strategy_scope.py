@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections import defaultdict
+from functools import cached_property
 
 import libcst as cst
 
@@ -250,6 +252,10 @@ strategy.run(step, args=(1,))
 """),
     )
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._built_by_functions: dict[tuple[int, int], str | None] = {}
+
     def visit_Call(self, node: cst.Call) -> None:
         if not self.ctx.strategies.used:
             return
@@ -261,15 +267,24 @@ strategy.run(step, args=(1,))
         if what is None or self.ctx.strategies.in_scope(node):
             return
         holders = self._holder_names(node)
-        users = [fn.name.value for fn in sorted(self.ctx.strategies.step_functions, key=self.ctx.order.get)
-                 if self._seen_at(holders, node, fn) & dotted_names_in(fn.body)]  # source order: the first is named
-        users += [dotted(run.args[0].value) or "step" for run in self.ctx.strategies.runs  # `args=(model, ...)`
-                  if run.args and self._seen_at(holders, node, run)
-                  & set().union(*(dotted_names_in(a.value) for a in run.args[1:]))]
+        steps, runs = self._readers
+        # Source order: the first is named.
+        users = [fn.name.value for fn in steps.reading(holders) if self._seen_at(holders, node, fn) & steps.read[fn]]
+        users += [dotted(run.args[0].value) or "step" for run in runs.reading(holders)  # `args=(model, ...)`
+                  if self._seen_at(holders, node, run) & runs.read[run]]
         if users:
             self.report(node, f"{what} built outside `strategy.scope()` but used in the distributed step "
                               f"`{users[0]}`: its variables are not mirrored across replicas (Keras 3 fails at "
                               "the first step); build it inside `with strategy.scope():`")
+
+    @cached_property
+    def _readers(self) -> tuple[_Readers, _Readers]:
+        """The step functions and the `strategy.run` calls (with `args=`), each by the names it reads: the
+        function's body, the call's arguments after the function."""
+        functions = sorted(self.ctx.strategies.step_functions, key=self.ctx.order.get)
+        runs = [run for run in self.ctx.strategies.runs if run.args]
+        return (_Readers({fn: dotted_names_in(fn.body) for fn in functions}),
+                _Readers({run: set().union(*(dotted_names_in(a.value) for a in run.args[1:])) for run in runs}))
 
     def _seen_at(self, holders: set[str], call: cst.Call, use: cst.CSTNode) -> set[str]:
         """The module-level holders of what `call` builds that code at `use` still reads: not those re-bound
@@ -280,9 +295,8 @@ strategy.run(step, args=(1,))
             return holders
         top = next(a for a in (use, *ctx.ancestors(use)) if ctx.parents.get(a) is ctx.module)
         return {name for name in holders if not any(
-            ctx.order[call] < binding.order < ctx.order[top]
-            and not any(isinstance(a, _BRANCHES) for a in (binding.node, *ctx.ancestors(binding.node)))
-            for binding in ctx.bindings_in(ctx.module, name))}
+            not any(isinstance(a, _BRANCHES) for a in (binding.node, *ctx.ancestors(binding.node)))
+            for binding in ctx.flow.scope_bindings_between(ctx.module, name, ctx.order[call], ctx.order[top]))}
 
     def _returned_by(self, call: cst.Call) -> cst.FunctionDef | None:
         """The function that returns the object `call` builds (`return Ctor()`, `x = Ctor(); return x`)."""
@@ -294,8 +308,8 @@ strategy.run(step, args=(1,))
             return function
         if isinstance(statement, cst.Assign):
             names = {dotted(t.target) for t in statement.targets} - {None}
-            if any(isinstance(r.value, cst.Name) and r.value.value in names and self.ctx.scope_of(r) is function
-                   for r in self.ctx.nodes(cst.Return)):
+            if any(isinstance(r.value, cst.Name) and r.value.value in names
+                   for r in self.ctx.nodes_in_scope(cst.Return, function).nodes):
                 return function
         return None
 
@@ -305,6 +319,12 @@ strategy.run(step, args=(1,))
         local = self.ctx.calls.local_functions(call.func)
         if not local:
             return self._built_in_other_module(call)
+        key = (id(local), depth)  # the same for every call of these functions (all of one name)
+        if key not in self._built_by_functions:
+            self._built_by_functions[key] = self._built_by_functions_of(local, depth)
+        return self._built_by_functions[key]
+
+    def _built_by_functions_of(self, local: list[cst.FunctionDef], depth: int) -> str | None:
         for function in local:
             for inner in self.ctx.calls.calls_in(function):
                 if self._returned_by(inner) is not function:
@@ -340,6 +360,23 @@ strategy.run(step, args=(1,))
         if isinstance(statement, cst.Assign):
             return {dotted(t.target) for t in statement.targets} - {None}
         return set()
+
+
+class _Readers:
+    """Pieces of code in order, each with the names it reads; found by name (a file of 1,000 steps is
+    not searched whole for each object built outside the scope)."""
+
+    def __init__(self, read: dict[cst.CSTNode, set[str]]) -> None:
+        self.read = read
+        self._nodes = list(read)
+        self._places: dict[str, list[int]] = defaultdict(list)
+        for place, names in enumerate(read.values()):
+            for name in names:
+                self._places[name].append(place)
+
+    def reading(self, names: set[str]) -> list[cst.CSTNode]:
+        """Those that read one of `names`, in order."""
+        return [self._nodes[place] for place in sorted({p for name in names for p in self._places.get(name, ())})]
 
 
 # Statements whose body may not run, or run out of order: a re-binding inside one may not replace the object.

@@ -204,11 +204,11 @@ for name, opt in optimizers.items():
 
     def visit_Call(self, node: cst.Call) -> None:
         states = self.ctx.optimizer_state
-        if node in states.update_calls:
+        if states.is_update_call(node):
             lost = states.lost_state(node)
             if lost is not None:
                 self._report_state(lost)
-        elif node in states.apply_calls:
+        elif states.is_apply_call(node):
             lost = states.lost_result(node)
             if lost is not None:
                 self._report_result(lost)

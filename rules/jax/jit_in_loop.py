@@ -257,8 +257,8 @@ for step in range(num_steps):
     def _returns_inner_function(self, fn: cst.FunctionDef) -> bool:
         """Every `return` of `fn` gives a lambda or a def defined inside `fn`: a closure factory."""
         ctx = self.ctx
-        inner = {d.name.value for d in ctx.nodes(cst.FunctionDef) if ctx.scope_of(d) is fn}
-        returns = [r for r in ctx.nodes(cst.Return) if ctx.scope_of(r) is fn]
+        inner = {d.name.value for d in ctx.nodes_in_scope(cst.FunctionDef, fn).nodes}
+        returns = ctx.nodes_in_scope(cst.Return, fn).nodes
         return bool(returns) and all(isinstance(r.value, cst.Lambda) or (
             isinstance(r.value, cst.Name) and r.value.value in inner) for r in returns)
 

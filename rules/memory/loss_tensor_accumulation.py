@@ -227,6 +227,8 @@ class Trainer:
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._returns_loss: dict[cst.FunctionDef, str | None] = {}
+        self._loss_names_by_region: dict[cst.CSTNode, dict[str, str]] = {}
+        self._loss_names_asked: set[cst.CSTNode] = set()
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if isinstance(node.operator, cst.AddAssign):
@@ -263,10 +265,23 @@ class Trainer:
                                 f"use `{converted}`"))
 
     def _loss_names(self, region: cst.CSTNode) -> dict[str, str]:
-        """Names holding a loss tensor in one step (`region`), with the framework that computed it."""
+        """Names holding a loss tensor in one step (`region`), with the framework that computed it.
+
+        A loop of 1,000 accumulations asks 1,000 times: the answer is kept from the second time on.
+        Not the first: `_returned_loss_framework` answers a call of a name defined twice by the first
+        definition it has seen, so the first answer may differ from all later ones, which agree."""
+        names = self._loss_names_by_region.get(region)
+        if names is None:
+            names = self._find_loss_names(region)
+            if region in self._loss_names_asked:
+                self._loss_names_by_region[region] = names
+            self._loss_names_asked.add(region)
+        return names
+
+    def _find_loss_names(self, region: cst.CSTNode) -> dict[str, str]:
         names: dict[str, str] = {}
-        for target, call in self.ctx.training.differentiated:
-            if isinstance(target, cst.Name) and self.ctx.is_inside(call, region):
+        for target, call in self.ctx.training.differentiated_within(region):
+            if isinstance(target, cst.Name):
                 names[target.value] = _framework(call)
         for call in self.ctx.calls.calls_in(region):
             framework = self._returned_loss_framework(call)
@@ -283,10 +298,10 @@ class Trainer:
             if fn in self._returns_loss:
                 return self._returns_loss[fn]
             self._returns_loss[fn] = None  # guards recursion
-            inner = {t.value: _framework(c) for t, c in self.ctx.training.differentiated
-                     if isinstance(t, cst.Name) and self.ctx.scope_of(c) is fn}
-            for ret in self.ctx.nodes(cst.Return):
-                if ret.value is not None and self.ctx.scope_of(ret) is fn:
+            inner = {t.value: _framework(c) for t, c in self.ctx.training.differentiated_in_scope(fn)
+                     if isinstance(t, cst.Name)}
+            for ret in self.ctx.nodes_in_scope(cst.Return, fn).nodes:
+                if ret.value is not None:
                     found = self._unconverted(ret.value, inner, ret)
                     if found is not None:
                         self._returns_loss[fn] = found[1]
@@ -321,5 +336,5 @@ class Trainer:
         """Is the accumulator re-created in this step (so it holds at most the graphs of the steps since:
         `running_loss = 0` after each accumulated optimizer step keeps a bounded few)? A parameter of a
         train-step function is the caller's: it outlives the call."""
-        return any(not b.augmented and not isinstance(b.node, cst.Param) and self.ctx.is_inside(b.node, region)
-                   for b in self.ctx.flow.bindings_of(name, at, before=False))
+        return any(not b.augmented and not isinstance(b.node, cst.Param)
+                   for b in self.ctx.flow.bindings_within(name, at, region))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import libcst as cst
 
 from lintloop.analysis.syntax import call_name, dotted, receiver
@@ -174,7 +176,7 @@ class BlockTest(tf.test.TestCase):
         if policy is None:
             return
         scope = ctx.scope_of(node)
-        if not any(ctx.scope_of(call) is scope for call, _ in ctx.tf.gradient_calls):
+        if scope not in self._gradient_scopes:
             return  # not a GradientTape step
         optimizer = receiver(node)
         scales = ctx.mixed_precision.optimizer_scales_loss(optimizer, node)
@@ -207,9 +209,14 @@ class BlockTest(tf.test.TestCase):
         self.report(node, f"`{name}` is a LossScaleOptimizer{wrapped} under {where}, but the loss of this "
                           f"custom training step is never scaled: {consequence}; {fix}")
 
+    @cached_property
+    def _gradient_scopes(self) -> set[cst.CSTNode]:
+        """The scopes that take a tape's `gradient`."""
+        return {self.ctx.scope_of(call) for call, _ in self.ctx.tf.gradient_calls}
+
     def _compiled_optimizer(self, optimizer: cst.BaseExpression, scope: cst.CSTNode) -> bool:
         """`self.optimizer` in a `train_step` override, never assigned in the file: the optimizer
         `compile` set, which it wraps in a LossScaleOptimizer under `mixed_float16`."""
         return (isinstance(scope, cst.FunctionDef) and scope.name.value == "train_step"
                 and dotted(optimizer) == "self.optimizer"
-                and not any("self.optimizer" in names for names in self.ctx.bindings.values()))
+                and not self.ctx.bindings_anywhere("self.optimizer"))

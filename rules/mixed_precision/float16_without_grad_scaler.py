@@ -245,8 +245,8 @@ for x, y in loader:
             return ctx.flow.flows_into(value, target, backward)
         if depth >= 3 or not isinstance(scope, cst.FunctionDef):
             return False
-        returned = any(r.value is not None and ctx.scope_of(r) is scope and ctx.flow.flows_into(value, r.value, r)
-                       for r in ctx.nodes(cst.Return))
+        returned = any(r.value is not None and ctx.flow.flows_into(value, r.value, r)
+                       for r in ctx.nodes_in_scope(cst.Return, scope).nodes)
         return returned and any(self._reaches(site, target, backward, depth + 1)
                                 for site in ctx.calls.call_sites.get(scope, ()))
 

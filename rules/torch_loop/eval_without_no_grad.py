@@ -122,9 +122,7 @@ for x, y in loader:
         if model is None or self._grad_off(node) or (
                 isinstance(scope, cst.FunctionDef) and self._only_called_without_grad(scope)):
             return
-        after = [loop for loop in (*self.ctx.nodes(cst.For), *self.ctx.nodes(cst.While))
-                 if self.ctx.scope_of(loop) is scope and self.ctx.order[loop] > self.ctx.order[node]]
-        for loop in sorted(after, key=lambda n: self.ctx.order[n]):
+        for loop in self.ctx.nodes_in_scope((cst.For, cst.While), scope).after(node):
             if self._switched_back(model, node, loop) or self.ctx.iteration.of(loop).of("backward"):
                 return
             forward = next((c for c in self.ctx.calls.calls_in(loop) if dotted(c.func) == model
@@ -168,7 +166,6 @@ for x, y in loader:
 
     def _switched_back(self, model: str, evaluation: cst.Call, loop: cst.CSTNode) -> bool:
         """`model.train()` between the `eval()` and the loop, or inside the loop."""
-        start, end = self.ctx.order[evaluation], self.ctx.order[loop]
-        return any(call_name(c) == "train" and receiver(c) is not None and dotted(receiver(c)) == model
-                   and (start < self.ctx.order[c] < end or self.ctx.is_inside(c, loop))
-                   for c in self.ctx.nodes(cst.Call))
+        # From the `eval()` to the loop's end: the calls between them, and those inside the loop.
+        return any(receiver(c) is not None and dotted(receiver(c)) == model
+                   for c in self.ctx.calls.named("train").between(self.ctx.order[evaluation], self.ctx.subtree_end[loop]))

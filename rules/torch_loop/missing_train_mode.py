@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import libcst as cst
 
 from lintloop.analysis.iteration import Event, Iteration, loop_header
@@ -149,7 +151,7 @@ for epoch in range(epochs):
         modes = [e for e in events if e.kind in ("train_mode", "eval_mode")]
         if not any(e.kind == "eval_mode" for e in modes) or not any(e.kind == "backward" for e in events):
             return
-        trained = self._trained_models()
+        trained = self._trained_models
         # Two passes: the second is the next iteration, which starts in the mode the first left.
         in_eval: dict[str, Event] = {}
         for event in (*events, *events):
@@ -168,6 +170,7 @@ for epoch in range(epochs):
         return any(other.kind == "train_mode" and other.target == event.target and other.is_exclusive_with(event)
                    for other in modes)
 
+    @cached_property
     def _trained_models(self) -> set[str]:
         """Objects this file switches to training mode, or whose parameters an optimizer gets."""
         found = set()

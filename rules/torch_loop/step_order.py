@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from lintloop.analysis.iteration import Event, Iteration, events_between, loop_header
+from lintloop.analysis.iteration import Event, Iteration, loop_header
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 
@@ -116,30 +116,35 @@ for i, batch in enumerate(loader):
 
     def _check(self, iteration: Iteration) -> None:
         events = [e for e in iteration.events if not e.loops]
-        steps = [e for e in events if e.kind in ("step", "scaler_step")]
+        steps = [(index, e) for index, e in enumerate(events) if e.kind in ("step", "scaler_step")]
         if not steps:
             return
-        for step in steps:
-            before = events[: events.index(step)]
-            backwards = [e for e in before if e.kind == "backward" and not e.is_exclusive_with(step)]
-            if backwards:
-                zeroing = self._zeroing_after(iteration, events, backwards[-1], step,
-                                              len({_optimizer(s) for s in steps}) == 1)
+        one_optimizer = len({_optimizer(s) for _, s in steps}) == 1
+        # Whether a `backward` comes at or after each position (read once, not once per step).
+        backward_from = [False] * (len(events) + 1)
+        for index in range(len(events) - 1, -1, -1):
+            backward_from[index] = backward_from[index + 1] or events[index].kind == "backward"
+        for index, step in steps:
+            backward = next((b for b in range(index - 1, -1, -1)
+                             if events[b].kind == "backward" and not events[b].is_exclusive_with(step)), None)
+            if backward is not None:
+                zeroing = self._zeroing_after(iteration, events[backward + 1:index], step, one_optimizer)
                 if zeroing is not None:
                     self._report(zeroing, f"`{self.ctx.snippet(zeroing.node)}` runs between "
-                                          f"`{self.ctx.snippet(backwards[-1].node)}` and `{self.ctx.snippet(step.node)}`: "
+                                          f"`{self.ctx.snippet(events[backward].node)}` and `{self.ctx.snippet(step.node)}`: "
                                           "the step sees zeroed (or None) gradients and the parameters do not move; "
                                           "zero the gradients before the forward pass or after the step")
-            elif not step.guards and any(e.kind == "backward" for e in events[events.index(step):]):
+            elif not step.guards and backward_from[index]:
                 self._report(step, f"`{self.ctx.snippet(step.node)}` runs before any `backward()` in the loop "
                                    f"`{loop_header(self.ctx, iteration.loop)}`: it applies the previous iteration's "
                                    "gradients (none at the first step); call it after `backward()`")
 
-    def _zeroing_after(self, iteration: Iteration, events: list[Event], backward: Event, step: Event,
+    def _zeroing_after(self, iteration: Iteration, between: list[Event], step: Event,
                        one_optimizer: bool) -> Event | None:
-        """A `zero_grad` of the stepped optimizer (or of a model, with one optimizer) between the two."""
+        """A `zero_grad` of the stepped optimizer (or of a model, with one optimizer) among the events
+        `between` a backward and the step."""
         optimizer = _optimizer(step)
-        for event in events_between(events, backward, step):
+        for event in between:
             if event.kind == "backward":
                 return None
             if event.kind != "zero_grad" or event.is_exclusive_with(step) \
