@@ -22,7 +22,7 @@ from lintloop.rules import BY_CODE, lookup
 from lintloop.screen import FileFacts, SourceScreen
 from lintloop.source import SourceText, UndecodableSource, source_lines
 from lintloop.suppression import Suppressions
-from lintloop.syntax import ModuleSyntax, libcst_syntax_finding, syntax_error
+from lintloop.syntax import CHUNK_LINES, ModuleSyntax, libcst_syntax_finding, parse_cst, syntax_error
 from lintloop.timing import NO_TIMER, StageTimer
 
 
@@ -186,18 +186,32 @@ def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: Rule
     try:
         with timer.stage("cst"):
             try:
-                module = cst.parse_module(source)
+                module, tree = _parsed(source, syntax, line_map is None and not masked)
             except cst.ParserSyntaxError:
                 if line_map is None:
                     raise
                 line_map, source = None, analysed  # a selection that does not parse alone: take the whole file
-                module = cst.parse_module(source)
+                module, tree = _parsed(source, syntax, not masked)
     except cst.ParserSyntaxError as exc:
         return [libcst_syntax_finding(display, source, exc)]
     with deep_recursion():
-        findings = _run_rules(display, source, module, rules, ruleset, result, timer,
+        findings = _run_rules(display, source, module, tree, rules, ruleset, result, timer,
                               facts.names if facts is not None else None, line_map, file, line_label)
     return [_without_fix_over(finding, masked) for finding in findings] if masked else findings
+
+
+def _parsed(source: str, syntax: ModuleSyntax, whole_text: bool) -> tuple[cst.Module, ast.Module | None]:
+    """libcst's tree of `source` (the file's text when `whole_text`, else a selection of it), and CPython's
+    where this host reads it and it was needed (a long source is parsed by libcst in chunks of its
+    top-level statements, which CPython's tree gives; positions take it too)."""
+    lines = syntax.lines if whole_text else source_lines(source)
+    tree = syntax.tree if whole_text else None
+    if tree is None and len(lines) > CHUNK_LINES:
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None
+    return parse_cst(source, lines, tree), tree
 
 
 def _without_fix_over(finding: Finding, masked: list[tuple[int, int]]) -> Finding:
@@ -220,9 +234,9 @@ def _seeded(facts: FileFacts, rules: list[type[Rule]], text: str) -> tuple[list[
     return firing, seeds
 
 
-def _run_rules(display: str, text: str, module: cst.Module, rules: list[type[Rule]], ruleset: RuleSet,
-               result: FileResult, timer: StageTimer, names: Names | None, line_map: list[int] | None,
-               file: LintedFile | None, line_label: LineLabel) -> list[Finding]:
+def _run_rules(display: str, text: str, module: cst.Module, tree: ast.Module | None, rules: list[type[Rule]],
+               ruleset: RuleSet, result: FileResult, timer: StageTimer, names: Names | None,
+               line_map: list[int] | None, file: LintedFile | None, line_label: LineLabel) -> list[Finding]:
     """Run `rules` on `module` (the file's `text`, or only the statements the screen selected: then
     `line_map` gives each line's number in the file, and `names` the whole file's imports)."""
     ctx = FileContext(module, timer, names, file)
@@ -241,17 +255,17 @@ def _run_rules(display: str, text: str, module: cst.Module, rules: list[type[Rul
     if not reports:
         return []
     with timer.stage("positions"):
-        return _locate(display, text, module, ctx, reports, line_map, line_label)
+        return _locate(display, text, module, tree, ctx, reports, line_map, line_label)
 
 
-def _locate(display: str, text: str, module: cst.Module, ctx: FileContext,
+def _locate(display: str, text: str, module: cst.Module, tree: ast.Module | None, ctx: FileContext,
             reports: list[tuple[type[Rule], Report]], line_map: list[int] | None,
             line_label: LineLabel) -> list[Finding]:
     wanted = [r.node for _, r in reports]
     wanted += [ctx.statement_of(node) for node in wanted]
     wanted += [rep.node for _, r in reports if r.fix for rep in r.fix.replacements]
     wanted += ctx.line_refs
-    positions = _positions(module, text, ctx, wanted)
+    positions = _positions(module, text, tree, ctx, wanted)
     if line_map is not None:
         def in_file(line: int) -> int:  # an end past the selection's last line lies as far past its file line
             return line_map[line - 1] if line <= len(line_map) else line_map[-1] + line - len(line_map)
@@ -287,18 +301,20 @@ def _with_lines(message: str, ctx: FileContext, positions: dict[cst.CSTNode, Cod
     return "".join(parts)
 
 
-def _positions(module: cst.Module, text: str, ctx: FileContext,
+def _positions(module: cst.Module, text: str, tree: ast.Module | None, ctx: FileContext,
                nodes: list[cst.CSTNode]) -> dict[cst.CSTNode, CodeRange]:
     """Source ranges of `nodes`, computed only for the top-level statements that hold them.
 
     libcst's PositionProvider regenerates the whole module's code (seconds on a large file);
     instead each needed top-level statement is located in a module of its own, and shifted
-    by the statement's line number, which CPython's parser gives cheaply.
+    by the statement's line number, which CPython's parser gives cheaply (`tree`, where it was
+    parsed already).
     """
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    if tree is None:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     first_lines: dict[cst.CSTNode, int] = {}
     statements = iter(tree.body)
     for statement in module.body:

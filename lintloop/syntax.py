@@ -211,21 +211,87 @@ def _measured(display: str, text: str, lines: list[str] | None = None) -> _Measu
     return _Measured(None, nesting)
 
 
-# libcst's tree of a text costs about 500 bytes of memory per byte of text: a large text is parsed in
-# chunks of whole top-level statements, each as valid or not alone as within the text.
-CHUNK_LINES = 2_000
+# libcst's parser is super-linear in the size of a module (10,000 statements: 1.0 s, 100,000: 15.7 s)
+# and costs about 500 bytes of memory per byte of text while it works: a large text is parsed in
+# chunks of whole top-level statements (100,000 statements: 7.6 s), each as valid or not alone as
+# within the text.
+CHUNK_LINES = 1_000
 
 
 def _chunks(nesting: Nesting, line_count: int) -> Iterator[tuple[int, int]]:
     """Line ranges of at least CHUNK_LINES lines (the last one shorter) that start where a top-level
     statement starts: its logical lines, and a compound statement's clauses, are never split."""
+    return _grouped([line.first for line in nesting.lines if line.indent == 0 and (
+        line.owner is None or nesting.compounds[line.owner][0] == line.first)], line_count)
+
+
+def _grouped(starts: list[int], line_count: int) -> Iterator[tuple[int, int]]:
     first = 1
-    for line in nesting.lines:
-        starts_statement = line.indent == 0 and (line.owner is None or nesting.compounds[line.owner][0] == line.first)
-        if starts_statement and line.first - first >= CHUNK_LINES:
-            yield first, line.first - 1
-            first = line.first
+    for start in starts:
+        if start - first >= CHUNK_LINES:
+            yield first, start - 1
+            first = start
     yield first, max(first, line_count)
+
+
+def parse_cst(text: str, lines: list[str], tree: ast.Module | None) -> cst.Module:
+    """libcst's tree of `text` (whose `lines` and, where this host reads it, CPython's `tree` are
+    given), parsed in chunks of top-level statements where it is long. The tree is the one a single
+    parse gives, comments and blank lines at the chunks' seams included (tests/test_nesting.py)."""
+    if len(lines) <= CHUNK_LINES:
+        return cst.parse_module(text)
+    if tree is not None:
+        starts = [min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))]) for node in tree.body]
+        chunks = list(_grouped(starts, len(lines)))
+    else:
+        chunks = list(_chunks(scan(text), len(lines)))
+    if len(chunks) == 1:
+        return cst.parse_module(text)
+    try:
+        modules = [cst.parse_module("".join(lines[first - 1:last])) for first, last in chunks]
+    except cst.ParserSyntaxError:
+        return cst.parse_module(text)  # raises the error where the whole text has it
+    return _joined(modules)
+
+
+def _joined(modules: list[cst.Module]) -> cst.Module:
+    """One module of the chunks' statements: the blank lines and comments between two chunks (the
+    first one's footer, the next one's header) lead the next chunk's first statement, as in one parse;
+    a chunk whose own default indentation or line end is not the module's is written out explicitly."""
+    indented = next((module for module in modules if any(
+        isinstance(getattr(statement, "body", None), cst.IndentedBlock) for statement in module.body)), modules[0])
+    indent, newline = indented.default_indent, modules[0].default_newline
+    body: list[cst.BaseStatement] = []
+    between: tuple[cst.EmptyLine, ...] = ()
+    for number, module in enumerate(modules):
+        if (module.default_indent, module.default_newline) != (indent, newline):
+            module = module.visit(_Defaults(module, indent, newline))
+        statements = list(module.body)
+        leading = (*between, *module.header) if number else ()
+        if statements and leading:
+            statements[0] = statements[0].with_changes(leading_lines=(*leading, *statements[0].leading_lines))
+            leading = ()
+        between = (*leading, *module.footer)
+        body += statements
+    return modules[0].with_changes(body=body, footer=between, default_indent=indent,
+                                   has_trailing_newline=modules[-1].has_trailing_newline)
+
+
+class _Defaults(cst.CSTTransformer):
+    """A chunk's blocks and line ends as the whole module holds them: libcst leaves the indentation
+    (and line end) that equals its module's default out of a node (None), writing the others."""
+
+    def __init__(self, chunk: cst.Module, indent: str, newline: str) -> None:
+        super().__init__()
+        self.chunk, self.indent, self.newline = chunk, indent, newline
+
+    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
+        own = self.chunk.default_indent if updated.indent is None else updated.indent
+        return updated.with_changes(indent=None if own == self.indent else own)
+
+    def leave_Newline(self, original: cst.Newline, updated: cst.Newline) -> cst.Newline:
+        own = self.chunk.default_newline if updated.value is None else updated.value
+        return updated.with_changes(value=None if own == self.newline else own)
 
 
 def _too_deep_finding(display: str, deep: tuple[int, int, int]) -> Finding:

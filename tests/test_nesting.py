@@ -14,6 +14,7 @@ import io
 import tokenize
 from pathlib import Path
 
+import libcst as cst
 import pytest
 
 from lintloop.linter import fix_text, lint_notebook, lint_text
@@ -21,7 +22,7 @@ from lintloop.nesting import ANALYSIS_DEPTH, COMPILE_DEPTH, mask, scan
 from lintloop.rule import RuleSet
 from lintloop.rules import ALL_RULES
 from lintloop.source import source_lines
-from lintloop.syntax import ModuleSyntax
+from lintloop.syntax import CHUNK_LINES, ModuleSyntax, parse_cst
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
@@ -309,3 +310,40 @@ def test_a_directory_mixing_ordinary_and_pathological_files_prints_every_ordinar
         for name in ordinary:  # exactly what the file gets alone
             alone = lint_text(name, ordinary[name], DEFAULT).findings
             assert [(f["code"], f["line"]) for f in findings if f["path"] == name] == [(f.code, f.line) for f in alone]
+
+
+_SEAMS = [
+    "",  # nothing between two top-level statements
+    "\n\n# a comment between two chunks\n\n",
+    "    # an indented comment\n\n",
+    "@decorator\n",  # a decorator starts its statement
+]
+
+
+@pytest.mark.parametrize("seam", _SEAMS)
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_a_long_module_parsed_in_chunks_is_the_tree_of_one_parse(seam, newline):
+    # Two indentations (the module's is the first block's) and two line ends, varying chunk by chunk.
+    blocks = ["def f{n}(x):\n    return x + {n}\n", "class C{n}:\n\tvalue = {n}  # tab\n", "y{n} = [\n  {n},\n]\n"]
+    parts = []
+    for n in range(2 * CHUNK_LINES):
+        seamed = n % 97 == 0 and n % 3 != 2  # (a decorator needs a def or a class)
+        parts.append((seam if seamed else "") + blocks[n % 3].format(n=n))
+    text = "".join(parts).replace("\n", newline)
+    if newline == "\r\n":  # a file whose line end changes part way
+        text = text[: len(text) // 2] + text[len(text) // 2:].replace("\r\n", "\n")
+    whole = cst.parse_module(text)
+    lines = source_lines(text)
+    for tree in (ast.parse(text), None):  # statements' starts from CPython's tree, or from the scanner
+        chunked = parse_cst(text, lines, tree)
+        assert chunked.code == text
+        assert chunked.deep_equals(whole)
+
+
+def test_a_long_module_with_a_syntax_error_raises_libcst_s_error_of_the_whole_text():
+    text = "x = 1\n" * (3 * CHUNK_LINES) + "def (:\n" + "y = 2\n" * CHUNK_LINES
+    with pytest.raises(cst.ParserSyntaxError) as chunked:
+        parse_cst(text, source_lines(text), None)
+    with pytest.raises(cst.ParserSyntaxError) as whole:
+        cst.parse_module(text)
+    assert (chunked.value.raw_line, chunked.value.raw_column) == (whole.value.raw_line, whole.value.raw_column)
