@@ -15,6 +15,7 @@ after CRLF; libcst and 3.12+ do not), its "valid" is not trusted.
 from __future__ import annotations
 
 import ast
+import bisect
 import itertools
 import re
 import sys
@@ -211,10 +212,10 @@ def _measured(display: str, text: str, lines: list[str] | None = None) -> _Measu
     return _Measured(None, nesting)
 
 
-# libcst's parser is super-linear in the size of a module (10,000 statements: 1.0 s, 100,000: 15.7 s)
-# and costs about 500 bytes of memory per byte of text while it works: a large text is parsed in
-# chunks of whole top-level statements (100,000 statements: 7.6 s), each as valid or not alone as
-# within the text.
+# libcst's parser is super-linear in the size of what it parses (10,000 statements: 1.0 s, 100,000:
+# 15.7 s; a 5 MB list literal: 31 s, in pieces 8.6 s) and costs about 500 bytes of memory per byte of
+# text while it works: a large text is parsed in chunks of whole top-level statements (100,000
+# statements: 7.6 s), each as valid or not alone as within the text, and a long display in pieces.
 CHUNK_LINES = 1_000
 
 
@@ -225,33 +226,158 @@ def _chunks(nesting: Nesting, line_count: int) -> Iterator[tuple[int, int]]:
         line.owner is None or nesting.compounds[line.owner][0] == line.first)], line_count)
 
 
-def _grouped(starts: list[int], line_count: int) -> Iterator[tuple[int, int]]:
+def _grouped(starts: list[int], line_count: int, apart: set[int] | frozenset[int] = frozenset()) -> Iterator[tuple[int, int]]:
+    """Ranges of lines that start at `starts` and span at least CHUNK_LINES, or end before a start in `apart`."""
     first = 1
     for start in starts:
-        if start - first >= CHUNK_LINES:
+        if start > first and (start - first >= CHUNK_LINES or start in apart):
             yield first, start - 1
             first = start
     yield first, max(first, line_count)
 
 
+def _after_each(long_ones: list[int], statements: dict[int, ast.stmt | None]) -> set[int]:
+    """The starts of the long statements and of the statements after them: each long one is a chunk alone."""
+    starts = list(statements)
+    following = {start: after for start, after in zip(starts, starts[1:])}
+    return {*long_ones, *(following[start] for start in long_ones if start in following)}
+
+
 def parse_cst(text: str, lines: list[str], tree: ast.Module | None) -> cst.Module:
     """libcst's tree of `text` (whose `lines` and, where this host reads it, CPython's `tree` are
-    given), parsed in chunks of top-level statements where it is long. The tree is the one a single
-    parse gives, comments and blank lines at the chunks' seams included (tests/test_nesting.py)."""
+    given), parsed in chunks of top-level statements where it is long, and a long display (a list,
+    dict, set or tuple of thousands of lines) in pieces of its elements. The tree is the one a single
+    parse gives, comments and blank lines at the seams included (tests/test_nesting.py)."""
     if len(lines) <= CHUNK_LINES:
         return cst.parse_module(text)
+    statements: dict[int, ast.stmt | None] = {}  # by first line; None: several statements start there
     if tree is not None:
-        starts = [min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))]) for node in tree.body]
-        chunks = list(_grouped(starts, len(lines)))
+        previous_end = 0
+        for node in tree.body:
+            start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+            if start <= previous_end:  # `]; y = 1`: it shares a line with the one before
+                statements[max(statements)] = None
+            else:
+                statements[start] = node
+            previous_end = node.end_lineno
+        long_ones = [start for start, node in statements.items()
+                     if node is not None and node.end_lineno - node.lineno >= CHUNK_LINES]
+        chunks = list(_grouped(list(statements), len(lines), _after_each(long_ones, statements)))
     else:
         chunks = list(_chunks(scan(text), len(lines)))
-    if len(chunks) == 1:
-        return cst.parse_module(text)
+    starts = sorted(statements)
     try:
-        modules = [cst.parse_module("".join(lines[first - 1:last])) for first, last in chunks]
+        modules = []
+        for first, last in chunks:
+            inside = starts[bisect.bisect_left(starts, first):bisect.bisect_right(starts, last)]
+            modules.append(_parsed_chunk(lines, first, last, statements[inside[0]] if len(inside) == 1 else None))
     except cst.ParserSyntaxError:
         return cst.parse_module(text)  # raises the error where the whole text has it
-    return _joined(modules)
+    return modules[0] if len(modules) == 1 else _joined(modules)
+
+
+def _parsed_chunk(lines: list[str], first: int, last: int, statement: ast.stmt | None) -> cst.Module:
+    """The module of lines `first`..`last`; `statement`: the only statement among them, when known."""
+    if statement is not None and statement.end_lineno - statement.lineno >= CHUNK_LINES:
+        in_pieces = _display_in_pieces(lines, first, last, statement)
+        if in_pieces is not None:
+            return in_pieces
+    return cst.parse_module("".join(lines[first - 1:last]))
+
+
+_DISPLAYS = {ast.List: cst.List, ast.Tuple: cst.Tuple, ast.Set: cst.Set, ast.Dict: cst.Dict}
+_CLOSING = {"[": "]", "(": ")", "{": "}"}
+
+
+def _display_in_pieces(lines: list[str], first: int, last: int, statement: ast.stmt) -> cst.Module | None:
+    """The module of lines `first`..`last`, which hold one statement (`x = [...]`, `x: T = {...}` or
+    an expression) whose value is a display spanning thousands of lines: its elements are parsed in
+    pieces of about CHUNK_LINES lines, each piece split where an element starts a line, and joined into
+    the tree of one parse. None where the statement is not of that form (or a piece does not parse
+    alone): then the caller parses it whole."""
+    display = getattr(statement, "value", None) if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.Expr)) else None
+    if type(display) not in _DISPLAYS or display.lineno != statement.lineno:
+        return None
+    head = lines[display.lineno - 1]
+    encoded = head.encode("utf-8")
+    opener = encoded[display.col_offset:display.col_offset + 1].decode("ascii", "replace")
+    if opener not in _CLOSING or encoded[display.col_offset + 1:].strip():
+        return None  # the display's first element, or a comment, on its first line
+    splits = _element_lines(lines, display)
+    if not splits:
+        return None
+    newline = head[len(head.rstrip("\r\n")):]
+    prefix, suffix = f"_ = {opener}{newline}", f"{_CLOSING[opener]}{newline}"
+    bounds = [first, *splits, last + 1]
+    texts = ["".join(lines[first - 1:bounds[1] - 1]) + suffix]
+    texts += [prefix + "".join(lines[start - 1:end - 1]) + suffix for start, end in zip(bounds[1:-2], bounds[2:-1])]
+    texts.append(prefix + "".join(lines[bounds[-2] - 1:last]))
+    try:
+        modules = [cst.parse_module(piece) for piece in texts]
+    except cst.ParserSyntaxError:
+        return None
+    kind = _DISPLAYS[type(display)]
+    statements = [module.body[0] for module in modules]
+    if any(len(module.body) != 1 or not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1
+           or not isinstance(getattr(line.body[0], "value", None), kind) for module, line in zip(modules, statements)) or \
+            len({(module.default_newline, module.default_indent) for module in modules}) != 1:
+        return None
+    displays = [line.body[0].value for line in statements]
+    elements: list[cst.CSTNode] = []
+    for display_piece, following in zip(displays, [*displays[1:], None]):
+        piece_elements = list(display_piece.elements)
+        if following is not None:
+            # The seam: the line break after the piece's last comma is its closing bracket's here, and
+            # runs to the next element's indentation (the next piece's after its opening bracket).
+            comma, closing = piece_elements[-1].comma, _closing(display_piece).whitespace_before
+            indentation = _opening(following).whitespace_after
+            if not (isinstance(comma, cst.Comma) and comma.whitespace_after.deep_equals(cst.SimpleWhitespace(""))
+                    and isinstance(closing, cst.ParenthesizedWhitespace)
+                    and isinstance(indentation, cst.ParenthesizedWhitespace)):
+                return None
+            piece_elements[-1] = piece_elements[-1].with_changes(comma=comma.with_changes(
+                whitespace_after=closing.with_changes(last_line=indentation.last_line)))
+        elements += piece_elements
+    joined = displays[-1].with_changes(elements=elements, **_opening_field(displays[0]))
+    small_last = statements[-1].body[0]
+    small = statements[0].body[0].with_changes(value=joined, semicolon=small_last.semicolon)
+    line = statements[0].with_changes(body=[small], trailing_whitespace=statements[-1].trailing_whitespace)
+    return modules[0].with_changes(body=[line], footer=modules[-1].footer,
+                                   has_trailing_newline=modules[-1].has_trailing_newline)
+
+
+def _element_lines(lines: list[str], display: ast.expr) -> list[int]:
+    """Lines where a piece of `display`'s elements may start (about CHUNK_LINES apart): an element that
+    starts its line, the one before it (and its comma) ended on an earlier line."""
+    starts = display.keys if isinstance(display, ast.Dict) else display.elts
+    splits: list[int] = []
+    previous_end = display.lineno
+    for element in starts:
+        if element is None:  # `**mapping`: not a place to split
+            continue
+        line = element.lineno
+        if (line > previous_end and line - (splits[-1] if splits else display.lineno) >= CHUNK_LINES
+                and line < display.end_lineno and not lines[line - 1].encode("utf-8")[:element.col_offset].strip()):
+            splits.append(line)
+        previous_end = max(previous_end, element.end_lineno)
+    return splits
+
+
+def _opening(display: cst.BaseExpression) -> cst.CSTNode:
+    """A display's opening bracket."""
+    return display.lpar[0] if isinstance(display, cst.Tuple) else getattr(display, "lbracket", None) or display.lbrace
+
+
+def _closing(display: cst.BaseExpression) -> cst.CSTNode:
+    """A display's closing bracket."""
+    return display.rpar[-1] if isinstance(display, cst.Tuple) else getattr(display, "rbracket", None) or display.rbrace
+
+
+def _opening_field(display: cst.BaseExpression) -> dict[str, object]:
+    """The field that holds a display's opening bracket, with it."""
+    if isinstance(display, cst.Tuple):
+        return {"lpar": display.lpar}
+    return {"lbracket": display.lbracket} if isinstance(display, cst.List) else {"lbrace": display.lbrace}
 
 
 def _joined(modules: list[cst.Module]) -> cst.Module:

@@ -347,3 +347,51 @@ def test_a_long_module_with_a_syntax_error_raises_libcst_s_error_of_the_whole_te
     with pytest.raises(cst.ParserSyntaxError) as whole:
         cst.parse_module(text)
     assert (chunked.value.raw_line, chunked.value.raw_column) == (whole.value.raw_line, whole.value.raw_column)
+
+
+def _display(opener: str, closer: str, item: str, count: int, seam: str = "") -> str:
+    rows = "".join((seam if n % 500 == 0 else "") + "    " + item.format(n=n) + ",\n" for n in range(count))
+    return f"{opener}\n{rows}{closer}"
+
+
+_LONG_DISPLAYS = {
+    "list": "TABLE = " + _display("[", "]", "[{n}.5, {n}, 'label_{n}', -{n}e-3]", 2_500, "    # a comment at a seam\n\n"),
+    "dict": "VOCAB = " + _display("{", "}", "'token_{n}': {n}", 2_500, "\n"),
+    "dict with unpacking": "VOCAB = " + _display("{", "}", "**BASE_{n}", 2_500),
+    "set": "SEEN = " + _display("{", "}", "{n}", 2_500),
+    "tuple": "PAIRS = " + _display("(", ")", "({n}, {n})", 2_500),
+    "calls, spanning lines": "layers = " + _display("[", "]", "nn.Linear(\n        {n},\n        {n})", 1_000),
+    "annotated": "TABLE: list[int] = " + _display("[", "]", "{n}", 2_500),
+    "expression": "print" + _display("(", ")", "{n}", 2_500),
+    "parenthesized list": "TABLE = (" + _display("[", "]", "{n}", 2_500) + ")",
+    "comment after the bracket": "TABLE = " + _display("[  # data", "]", "{n}", 2_500),
+    "closing with more": "TABLE = " + _display("[", "]", "{n}", 2_500) + ".copy()  # copied; then\nx = 1",
+    "two statements on its last line": "TABLE = " + _display("[", "]", "{n}", 2_500) + "; y = TABLE",
+}
+
+
+@pytest.mark.parametrize("name", list(_LONG_DISPLAYS))
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_a_long_display_parsed_in_pieces_is_the_tree_of_one_parse(name, newline):
+    text = ("import torch\n\n# data\n" + _LONG_DISPLAYS[name] + "\n\n# end\nmodel = torch.nn.Linear(4, 4)\n").replace(
+        "\n", newline)
+    whole = cst.parse_module(text)
+    chunked = parse_cst(text, source_lines(text), ast.parse(text))
+    assert chunked.code == text
+    assert chunked.deep_equals(whole)
+
+
+_PIECED = {"list", "dict", "set", "tuple", "calls, spanning lines", "annotated"}
+
+
+@pytest.mark.parametrize("name", list(_LONG_DISPLAYS))
+def test_the_displays_parsed_in_pieces_are_those_split_at_an_element(name, monkeypatch):
+    # The others (no element starts a line; a bracket not alone on its line) are parsed whole.
+    parsed_lengths = []
+    real_parse = cst.parse_module
+    monkeypatch.setattr(cst, "parse_module", lambda text: parsed_lengths.append(len(text)) or real_parse(text))
+    text = "import torch\n" + _LONG_DISPLAYS[name] + "\n"
+    tree = ast.parse(text)
+    parse_cst(text, source_lines(text), tree)
+    pieced = max(parsed_lengths) < len(text) // 2
+    assert pieced == (name in _PIECED)
