@@ -6,6 +6,7 @@ end to end through `lintloop check` / `fix` with a linter that fails on chosen f
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import signal
 import subprocess
@@ -18,7 +19,7 @@ import pytest
 import lintloop.cli
 import lintloop.runner
 from lintloop.isolation import (AnalysisError, AnalysisFailed, IsolatedExecutor, Limits, WorkerPool,
-                                deep_recursion)
+                                deep_recursion, gc_paused)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NO_LIMITS = Limits(None, None)
@@ -58,6 +59,8 @@ def behave(item: str) -> str:
         return str(sys.getrecursionlimit())
     if kind == "pid":
         return str(os.getpid())
+    if kind == "gc":  # whether the cyclic GC runs while an item does
+        return f"{'on' if gc.isenabled() else 'off'} {value}"
     return value
 
 
@@ -110,6 +113,22 @@ def test_errors_are_reported_per_item_and_a_memory_error_restarts_the_worker():
 def test_workers_recurse_deeply_where_asked_and_keep_the_default_limit_elsewhere():
     default = str(sys.getrecursionlimit())
     assert run_pool(["deep:100000", "limit:"], workers=1) == {0: "100000", 1: default}
+
+
+def test_the_cyclic_gc_pauses_while_an_item_runs_and_is_restored_after_it():
+    outcomes = run_pool(["gc:a", "raise:x", "gc:b"], workers=1)
+    assert (outcomes[0], outcomes[2]) == ("off a", "off b"), "paused for each item, after a failed one too"
+    gc_before = gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled() == gc_before
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled(), "a GC paused by someone else stays paused"
+    finally:
+        gc.enable() if gc_before else None
 
 
 def test_a_pool_whose_workers_die_at_start_says_so(monkeypatch):
