@@ -476,10 +476,10 @@ class Shape:
     base: int
     suffix: str = ".py"
     large: bool = True  # ×100 is feasible (with --large)
-    note: str = ""  # where the shape's state is someone else's work
+    note: str = ""  # the stage the shape exercises most, shown beside a failing verdict
 
 
-_PARSER = "syntax/depth stage (lead): libcst's parser"
+_PARSER = "the syntax and depth stages (lintloop/syntax.py, lintloop/nesting.py)"
 # Base sizes: about a second of work above start-up (a smaller base makes the growth ratio noise);
 # ×100 (--large) where that stays near the sizes real repositories hold (5 MB, 5,000 cells).
 SHAPES = [

@@ -13,6 +13,7 @@ from rich.markup import escape
 from lintloop import __version__, terminal
 from lintloop.finding import Finding
 from lintloop.rules import ALL_RULES
+from lintloop.source import source_lines
 from lintloop.runtime_probe.verdicts import describe
 
 FORMATS = ("text", "concise", "json", "sarif", "github")
@@ -38,6 +39,7 @@ def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str | 
     pages = {f.path: f.probe["evidence"]["report"] for f in findings
              if f.probe and "report" in f.probe.get("evidence", {})}
     current = None
+    split: dict[tuple[str, int], list[str] | None] = {}
     for finding in findings:
         if finding.path != current:
             if current is not None:
@@ -50,7 +52,7 @@ def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str | 
         colour = "red" if finding.severity == "error" else "yellow"
         console.print(f"  {finding.where}  [{colour} bold]{finding.code}[/]{marker} "
                       f"{escape(finding.message)} [dim]\\[{finding.name}][/dim]")
-        snippet = _snippet(finding, sources.get(finding.path))
+        snippet = _snippet(finding, _lines_of(finding, sources, split))
         if snippet:
             console.print(snippet, markup=False, highlight=False, style="dim" if not is_file else None)
         if finding.probe:
@@ -73,13 +75,21 @@ def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str | 
     console.print(escape(summary))
 
 
-def _snippet(finding: Finding, source: str | dict[int, str] | None) -> str | None:
-    """The finding's line with a caret under it; `source` is the file's text, or a notebook's cells' sources."""
-    text = source.get(finding.cell or 0) if isinstance(source, dict) else source
-    if text is None:
-        return None
-    lines = text.splitlines()
-    if not 1 <= finding.line <= len(lines):
+def _lines_of(finding: Finding, sources: dict[str, str | dict[int, str] | None],
+              split: dict[tuple[str, int], list[str] | None]) -> list[str] | None:
+    """The lines of the finding's file (or notebook cell), split once for all the findings in it: a file
+    of thousands of findings is not split again for each."""
+    key = (finding.path, finding.cell or 0)
+    if key not in split:
+        source = sources.get(finding.path)
+        text = source.get(finding.cell or 0) if isinstance(source, dict) else source
+        split[key] = source_lines(text) if text is not None else None
+    return split[key]
+
+
+def _snippet(finding: Finding, lines: list[str] | None) -> str | None:
+    """The finding's line (of `lines`, its file's or cell's) with a caret under it."""
+    if lines is None or not 1 <= finding.line <= len(lines):
         return None
     line = lines[finding.line - 1].rstrip().expandtabs(1)
     width = (finding.end_column - finding.column) if finding.end_line == finding.line else len(line) - finding.column + 1

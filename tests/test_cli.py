@@ -56,6 +56,20 @@ def test_text_format_is_plain_with_source_and_caret(run_cli, write):
     assert "Found 1 finding in 1 file. [*] 1 fixable with `lintloop fix`." in out
 
 
+def test_text_format_counts_lines_as_python_does_and_splits_a_file_once(run_cli, write, monkeypatch):
+    # A form feed (as in generated or GNU-style code) ends no line: the caret is under the right one.
+    path = write("step.py", "# section\x0c one\n" + TF_PRINT)
+    code, out, _ = run_cli("check", path, "--no-cache")
+    assert code == 1 and '6 |     print("x", x)' in out
+    import lintloop.reporters
+    splits = []
+    real = lintloop.reporters.source_lines
+    monkeypatch.setattr(lintloop.reporters, "source_lines", lambda text: splits.append(text) or real(text))
+    many = write("many.py", TF_PRINT.replace('print("x", x)', "; ".join(['print("x", x)'] * 50)))
+    code, out, _ = run_cli("check", many, "--no-cache", "--jobs", "1")
+    assert out.count("LL201") == 50 and len(splits) == 1, "one split of the file for all its findings"
+
+
 def test_exit_codes(run_cli, write, tmp_path):
     clean = write("clean.py", "import torch\nx = torch.ones(3)\n")
     assert run_cli("check", clean, "--no-cache")[0] == 0
