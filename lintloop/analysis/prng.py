@@ -180,9 +180,42 @@ def _since_fork(maps: list[_Layers]) -> tuple[tuple, list[dict]]:
     return maps[0].frozen[:shared], tops
 
 
+class _Union:
+    """The values a name may hold where paths meet, read only when asked for: a name re-bound in each of
+    1,000 loops may hold the value of any of them after the last, and uniting those sets at each loop's
+    exit would cost the square of the loops."""
+
+    __slots__ = ("parts", "_values")
+
+    def __init__(self, parts: tuple) -> None:
+        self.parts = parts
+        self._values: frozenset | None = None
+
+    def __iter__(self):
+        if self._values is None:
+            values: set = set()
+            pending = list(self.parts)
+            seen: set[int] = set()
+            while pending:
+                part = pending.pop()
+                if id(part) in seen:
+                    continue
+                seen.add(id(part))
+                if isinstance(part, _Union):
+                    if part._values is not None:
+                        values |= part._values
+                    else:
+                        pending.extend(part.parts)
+                else:
+                    values |= part
+            self._values = frozenset(values)
+            self.parts = ()  # read once: what it was made of may go
+        return iter(self._values)
+
+
 @dataclass
 class _State:
-    env: _Layers  # name -> frozenset of Values
+    env: _Layers  # name -> the Values it may hold (a frozenset, or a _Union of them)
     drawn: _Layers  # Value -> the Draw that drew from it first, on every path here (never re-bound)
 
     def copy(self) -> _State:
@@ -197,14 +230,14 @@ def _merge(states: list) -> _State | None:
     before = _Layers(shared)
     env: dict = {}
     for name in {name for top in tops for name in top}:
-        merged = frozenset()
+        parts = []
         for top in tops:
             values = top.get(name, _MISSING)
             if values is _MISSING:
                 values = before.get(name)
-            if values is not None:
-                merged |= values
-        env[name] = merged
+            if values is not None and not any(values is part for part in parts):
+                parts.append(values)
+        env[name] = parts[0] if len(parts) == 1 else _Union(tuple(parts)) if parts else frozenset()
     # A value drawn from before the fork is drawn from on every path; one drawn from since, if on all.
     shared_drawn, drawn_tops = _since_fork([s.drawn for s in states])
     drawn = {v: d for v, d in drawn_tops[0].items() if all(v in top for top in drawn_tops[1:])}
