@@ -267,7 +267,7 @@ def _lint(args: argparse.Namespace) -> int:
     gc.set_threshold(50_000, 20, 100)
     bar = progress_bar(len(jobs), quiet=args.quiet)
     try:
-        results = run_jobs(jobs, settings.jobs or os.cpu_count() or 1, on_result=bar, 
+        results = run_jobs(jobs, settings.jobs or os.cpu_count() or 1, on_result=bar,
                            limits=Limits.configured(settings.file_timeout, settings.file_memory_limit))
     finally:
         if bar is not None:

@@ -479,4 +479,3 @@ class IsolatedExecutor(Executor):
             self._ready.notify()
         if wait:
             self._thread.join()
-

@@ -19,4 +19,3 @@ def worker_context() -> BaseContext:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([ENGINE_MODULE])
     return context
-
