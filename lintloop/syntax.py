@@ -10,6 +10,9 @@ is measured too, where it matters: its statements long enough to be that deep.
 
 Where this host's parser is lenient (3.10/3.11 accept a line continuation before the end of the file
 after CRLF; libcst and 3.12+ do not), its "valid" is not trusted.
+
+libcst's tree for the analyses (`parse_cst`) is parsed in chunks where the text is long, the tree of
+one parse either way: where the statements start comes from CPython's tree, or from the scanner.
 """
 
 from __future__ import annotations
