@@ -192,9 +192,14 @@ def _rules(args: argparse.Namespace) -> int:
         meta = r.metadata()
         table.add_row(r.code, r.name, ", ".join(r.frameworks) or "—", r.kind, meta["default"], r.fix_kind, r.probe)
     console = terminal.console(sys.stdout)
-    if not console.is_terminal:
-        console.width = 160  # a pipe or file gets whole lines, not the 80-column fallback
-    console.print(table)
+    if console.is_terminal:
+        console.print(table)  # fitted to the terminal's width
+        return EXIT_CLEAN
+    # A pipe or a file: whole lines (not the 80-column fallback), none padded past its text.
+    console.width = 1_000
+    with console.capture() as captured:
+        console.print(table)
+    sys.stdout.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
     return EXIT_CLEAN
 
 
@@ -283,7 +288,7 @@ def _lint(args: argparse.Namespace) -> int:
         attach_verdicts(findings, by_display, options)
         if cache is not None:
             _record_verdicts(cache.directory, findings, by_display)
-    _report(args, results, findings, settings, mode, files)
+    _report(args, results, findings, settings, mode, files, unchecked=len(missing) + len(errors))
     for error in errors:
         print(f"lintloop: error: {error}", file=sys.stderr)
     if args.verbose:
@@ -318,7 +323,7 @@ def _record_verdicts(cache_dir: Path, findings: list[Finding], paths: dict[str, 
 
 
 def _report(args: argparse.Namespace, results: list[JobResult], findings: list[Finding], settings: Settings,
-            mode: str, files) -> None:
+            mode: str, files, unchecked: int) -> None:
     fmt = args.format or "text"
     for result in results:
         for message in result.messages:
@@ -336,10 +341,11 @@ def _report(args: argparse.Namespace, results: list[JobResult], findings: list[F
     if args.output:
         with open(args.output, "w", encoding="utf-8") as stream:
             render(findings, fmt, stream, sources=sources, statistics=args.statistics, quiet=args.quiet,
-                   unsafe_fixes=settings.unsafe_fixes, is_file=True)
+                   unsafe_fixes=settings.unsafe_fixes, is_file=True, unchecked=unchecked)
     elif mode != "diff" or findings:
         render(findings, fmt, sys.stdout if mode != "diff" else sys.stderr, sources=sources,
-               statistics=args.statistics, quiet=args.quiet, unsafe_fixes=settings.unsafe_fixes, is_file=False)
+               statistics=args.statistics, quiet=args.quiet, unsafe_fixes=settings.unsafe_fixes, is_file=False,
+               unchecked=unchecked)
 
 
 def _read_text(path: Path) -> str | None:

@@ -21,11 +21,14 @@ SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schem
 
 
 def render(findings: list[Finding], fmt: str, stream: IO[str], *, sources: dict[str, str | dict[int, str] | None],
-           statistics: bool, quiet: bool, unsafe_fixes: bool, is_file: bool) -> None:
+           statistics: bool, quiet: bool, unsafe_fixes: bool, is_file: bool, unchecked: int = 0) -> None:
+    """Write `findings` in `fmt`; `unchecked`: the paths named or found that could not be checked (a
+    missing file, an unreadable one), which the text summary must not pass over as clean."""
     if statistics:
         _statistics(findings, stream, unsafe_fixes)
         return
-    REPORTERS[fmt](findings, stream, sources=sources, quiet=quiet, unsafe_fixes=unsafe_fixes, is_file=is_file)
+    REPORTERS[fmt](findings, stream, sources=sources, quiet=quiet, unsafe_fixes=unsafe_fixes, is_file=is_file,
+                   unchecked=unchecked)
 
 
 def _fixable(finding: Finding, unsafe_fixes: bool) -> bool:
@@ -33,7 +36,7 @@ def _fixable(finding: Finding, unsafe_fixes: bool) -> bool:
 
 
 def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str | dict[int, str] | None], quiet: bool,
-          unsafe_fixes: bool, is_file: bool) -> None:
+          unsafe_fixes: bool, is_file: bool, unchecked: int = 0) -> None:
     console = terminal.console(stream, is_file)
     # `check --probe --report DIR`: each probed file's page, named once under the file's name.
     pages = {f.path: f.probe["evidence"]["report"] for f in findings
@@ -64,14 +67,17 @@ def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str | 
     files = len({f.path for f in findings})
     fixable = sum(_fixable(f, unsafe_fixes) for f in findings)
     hidden_unsafe = sum(f.fix is not None and f.fix.applicability == "unsafe" and not unsafe_fixes for f in findings)
+    not_checked = f"{unchecked} path{'s' if unchecked != 1 else ''} could not be checked (see the errors)."
     if not findings:
-        console.print("[green]All checks passed.[/green]")
+        console.print(f"No findings, but {not_checked}" if unchecked else "[green]All checks passed.[/green]")
         return
     summary = f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''} in {files} file{'s' if files != 1 else ''}."
     if fixable:
         summary += f" [*] {fixable} fixable with `lintloop fix`."
     if hidden_unsafe:
         summary += f" {hidden_unsafe} more with `lintloop fix --unsafe-fixes`."
+    if unchecked:
+        summary += f" {not_checked}"
     console.print(escape(summary))
 
 

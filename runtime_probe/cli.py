@@ -44,8 +44,10 @@ def build_probe_parser(commands: Any) -> None:
                                 "tf.function traces, and framework errors. This executes FILE. A notebook "
                                 "(.ipynb) runs as its code cells' program in its directory, magics and shell "
                                 "escapes left out. Arguments after `--` are passed to it.")
-    probe.add_argument("file", metavar="FILE")
-    probe.add_argument("--format", choices=("text", "json"), default="text")
+    probe.add_argument("file", metavar="FILE", help="the training script (.py) or notebook (.ipynb) to run")
+    probe.add_argument("--format", choices=("text", "json"), default="text",
+                       help="text: the verdicts and what the program did, for a person; json: every event, "
+                       "for a tool (default: text)")
     probe.add_argument("--output", metavar="FILE", help="write the report to FILE")
     probe.add_argument("--report", type=Path, metavar="DIR",
                        help="also write an HTML page of the run (memory per step, traces, gradient norms) into DIR")

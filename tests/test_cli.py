@@ -100,6 +100,38 @@ def test_statistics_and_output_file(run_cli, write, tmp_path):
     assert out == "" and json.loads(report.read_text())[0]["code"] == "LL301"
 
 
+def test_a_path_that_cannot_be_checked_is_never_summarised_as_clean(run_cli, write, tmp_path):
+    clean = write("clean.py", "import torch\nx = torch.ones(3)\n")
+    code, out, err = run_cli("check", tmp_path / "nosuch.py", "--no-cache")
+    assert code == 2 and "All checks passed" not in out and "no such file" in err
+    assert out.strip() == "No findings, but 1 path could not be checked (see the errors)."
+    code, out, _ = run_cli("check", clean, tmp_path / "nosuch.py", tmp_path / "gone.py", "--no-cache")
+    assert code == 2 and out.strip() == "No findings, but 2 paths could not be checked (see the errors)."
+    leak = write("leak.py", TORCH_LEAK)
+    code, out, _ = run_cli("check", leak, tmp_path / "nosuch.py", "--no-cache")
+    assert code == 2 and out.rstrip().endswith("1 path could not be checked (see the errors).")
+    assert run_cli("check", clean, "--no-cache")[1].strip() == "All checks passed."
+
+
+def test_the_rules_table_in_a_pipe_has_whole_lines_and_no_padding(run_cli):
+    code, out, _ = run_cli("rules")
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 1 + len(json.loads(run_cli("rules", "--format", "json")[1]))
+    assert all(line == line.rstrip() for line in lines)
+    assert lines[0].split() == ["code", "name", "framework", "kind", "default", "fix", "probe"]
+    assert len(lines[0]) < max(len(line) for line in lines), "the header is not padded to the widest row"
+
+
+def test_every_argument_of_probe_is_described_in_its_help():
+    import argparse
+
+    from lintloop.cli import build_parser
+    probe = next(action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction))
+    parser = probe.choices["probe"]
+    undescribed = [action.dest for action in parser._actions if not action.help]
+    assert undescribed == []
+
+
 def test_rules_and_rule_commands(run_cli):
     code, out, _ = run_cli("rules", "--format", "json")
     rules = json.loads(out)
