@@ -11,7 +11,7 @@ import pytest
 from conftest import FIXTURES, TF_PRINT, TORCH_LEAK
 from lintloop.linter import lint_bytes
 from lintloop.rule import RuleSet
-from lintloop.rules import ALL_RULES
+from lintloop.rules import ALL_RULES, BY_CODE
 
 DEFAULT = RuleSet([r for r in ALL_RULES if r.default_on])
 
@@ -136,3 +136,36 @@ def test_fix_on_fixtures_is_valid_and_idempotent(run_cli, tmp_path):
     assert once["LL201_bad.py"] != (FIXTURES / "LL201_bad.py").read_bytes()
     fix_run(run_cli, tmp_path, "--unsafe-fixes")
     assert {p.name: p.read_bytes() for p in tmp_path.glob("*.py")} == once
+
+
+_JIT_PRINTS = [
+    'print("loss", loss)',
+    'print("step {", x, \'of\', "a\\tb", b"raw", loss)',
+    "print(loss)",
+    'print("done")',
+    "print('say \"hi\"', r'C:\\path', loss)",
+]
+
+
+@pytest.mark.parametrize("call", _JIT_PRINTS)
+def test_the_jax_debug_print_fix_puts_string_literals_in_the_format_and_prints_the_same_text(call):
+    import io
+    import types
+    from contextlib import redirect_stdout
+
+    from lintloop.linter import fix_text
+    source = f"import jax\n@jax.jit\ndef step(x, loss):\n    {call}\n    return x\n"
+    fixed = fix_text("step.py", source, RuleSet([BY_CODE["LL206"]], {}), unsafe=False).text
+    fixed_call = fixed.splitlines()[3].strip()
+    assert fixed_call.startswith("jax.debug.print(")
+    if call.startswith('print("loss"'):
+        assert fixed_call == 'jax.debug.print("loss {}", loss)'
+
+    def printed(statement: str) -> str:  # jax.debug.print formats with str.format, as print joins with spaces
+        fake_jax = types.SimpleNamespace(debug=types.SimpleNamespace(print=lambda fmt, *a: print(fmt.format(*a))))
+        out = io.StringIO()
+        with redirect_stdout(out):
+            exec(statement, {"jax": fake_jax, "x": 3, "loss": 0.25})
+        return out.getvalue()
+
+    assert printed(fixed_call) == printed(call)

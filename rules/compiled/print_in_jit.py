@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from lintloop.analysis.jax import TRACING_FILE_NEEDS
@@ -46,8 +48,9 @@ class PrintInJit(Rule):
     remedy = ("Use `jax.debug.print(\"loss {}\", loss)` (placeholders, values as arguments), which prints the "
               "value at every call; or return the value from the traced function and print it in the Python "
               "loop. `jax.debug.print(..., ordered=True)` keeps several prints of one step in program order.")
-    fix_safety = ("Safe when all arguments are plain positional values: `print(a, b)` becomes "
-                  "`jax.debug.print(\"{} {}\", a, b)` with the file's own `jax` (or `jax.debug`) alias; the output "
+    fix_safety = ("Safe when all arguments are plain positional values: `print(\"loss\", a, b)` becomes "
+                  "`jax.debug.print(\"loss {} {}\", a, b)` (a string literal's text goes into the format, braces "
+                  "doubled) with the file's own `jax` (or `jax.debug`) alias; the output "
                   "now appears at every call. Prints of one step may come out of order (`ordered=True` orders "
                   "them), and Python numbers inside containers print as arrays (`(Array(2, dtype=int32),)` for "
                   "a shape). No fix with `sep=`/`end=`/`file=`/`flush=`, starred arguments, f-string arguments, "
@@ -231,10 +234,35 @@ def add_arrays(x, y):
                 or any(isinstance(arg.value, cst.FormattedString) for arg in node.args):
             return None
         code = self.ctx.module.code_for_node
-        placeholders = " ".join("{}" for _ in node.args)
-        args = "".join(f", {code(arg.value)}" for arg in node.args)
-        return FixSpec("safe", [Replacement(node, f'{debug}.print("{placeholders}"{args})')],
+        # A string literal prints its own text: it goes into the format (`print("loss", loss)` ->
+        # `jax.debug.print("loss {}", loss)`), braces doubled; any other value is a `{}` and an argument.
+        pieces, values = [], []
+        for arg in node.args:
+            text = _literal_text(arg.value)
+            if text is None:
+                pieces.append("{}")
+                values.append(code(arg.value))
+            else:
+                pieces.append(text.replace("{", "{{").replace("}", "}}"))
+        args = "".join(f", {value}" for value in values)
+        return FixSpec("safe", [Replacement(node, f'{debug}.print({_string_literal(" ".join(pieces))}{args})')],
                        f"replace `print` with `{debug}.print` and `{{}}` placeholders")
+
+
+def _literal_text(expr: cst.BaseExpression) -> str | None:
+    """The text of a plain string literal (`"loss"`, `r'a\\b'`), None for anything else (bytes, f-strings,
+    implicit concatenation, names)."""
+    if not isinstance(expr, cst.SimpleString) or "b" in expr.prefix.lower():
+        return None
+    value = ast.literal_eval(expr.value)
+    return value if isinstance(value, str) else None
+
+
+def _string_literal(text: str) -> str:
+    """`text` as a double-quoted literal where it reads as itself, else as Python writes it."""
+    if text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'
+    return repr(text)
 
 
 def _printed_parts(call: cst.Call) -> list[cst.BaseExpression]:
