@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import FIXTURES, TF_PRINT, TORCH_LEAK
 
@@ -207,3 +208,15 @@ def test_sarif_is_valid_against_the_official_schema(run_cli, write):
     assert all(r["id"] and r["help"]["text"] for r in run["tool"]["driver"]["rules"])
     fixes = [r["fixes"] for r in run["results"] if r["ruleId"] == "LL201"][0]
     assert fixes[0]["artifactChanges"][0]["replacements"][0]["insertedContent"]["text"] == "tf.print"
+
+
+def test_the_neovim_set_ups_for_0_11_and_for_0_8_to_0_10_start_the_same_server_at_the_same_root():
+    import re
+    editors = (Path(__file__).resolve().parent.parent / "docs" / "editors.md").read_text(encoding="utf-8")
+    neovim = editors.split("## Neovim", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```lua\n(.*?)```", neovim, re.S)
+    assert len(blocks) == 2 and "vim.lsp.config(" in blocks[0] and "vim.lsp.start(" in blocks[1]
+    for block in blocks:
+        assert 'cmd = { "lintloop", "server" }' in block
+        assert '{ "pyproject.toml", "lintloop.toml", ".git" }' in block
+        assert "init_options = {}" in block
