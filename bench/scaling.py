@@ -297,20 +297,23 @@ for epoch in range(3):
 {calls}'''
 
 
+def _epochs(i: int, accumulate: str) -> str:
+    """Run `i`'s epochs of SGD steps over `train_loader`, each step ending with `accumulate` (lines)."""
+    return (f"for epoch in range({i % 3 + 1}):\n"
+            "    for x, y in train_loader:\n"
+            "        optimizer.zero_grad()\n"
+            "        loss = F.cross_entropy(model(x), y)\n"
+            "        loss.backward()\n"
+            "        optimizer.step()\n"
+            + textwrap.indent(accumulate, "        "))
+
+
 def loops_in_function(n: int) -> str:
     """One function of `n` consecutive training loops (a long notebook-style `main`)."""
-    loops = [f'''
-    optimizer = torch.optim.SGD(model.parameters(), lr={i % 9 + 1}e-3)
-    running_{i} = 0.0
-    for epoch in range({i % 3 + 1}):
-        for x, y in train_loader:
-            optimizer.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()
-            optimizer.step()
-            running_{i} += loss
-            losses.append(loss)
-''' for i in range(n)]
+    loops = ["\n" + textwrap.indent(f"optimizer = torch.optim.SGD(model.parameters(), lr={i % 9 + 1}e-3)\n"
+                                     f"running_{i} = 0.0\n"
+                                     + _epochs(i, f"running_{i} += loss\nlosses.append(loss)\n"), "    ")
+             for i in range(n)]
     return TORCH_HEADER + '''
 
 def main():
@@ -337,17 +340,10 @@ def notebook_cells(n: int) -> str:
     for i in range(n):
         if i % 10 == 0:
             cells.append(_cell("markdown", f"## Run {i}"))
-        cells.append(_cell("code", f'''model = nn.Linear(16, 4).to(device)
-optimizer = torch.optim.SGD(model.parameters(), lr={i % 9 + 1}e-3)
-losses_{i} = []
-for epoch in range({i % 3 + 1}):
-    for x, y in train_loader:
-        optimizer.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-        losses_{i}.append(loss)
-print(sum(l.item() for l in losses_{i}))'''))
+        cells.append(_cell("code", "model = nn.Linear(16, 4).to(device)\n"
+                                   f"optimizer = torch.optim.SGD(model.parameters(), lr={i % 9 + 1}e-3)\n"
+                                   f"losses_{i} = []\n" + _epochs(i, f"losses_{i}.append(loss)\n")
+                                   + f"print(sum(l.item() for l in losses_{i}))"))
     return json.dumps({"cells": cells, "metadata": {
         "kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"},
         "language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 4}, indent=1) + "\n"

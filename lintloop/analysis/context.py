@@ -218,6 +218,10 @@ class FileContext:
             table = self._by_scope[kinds] = {scope: SourceOrdered(self, nodes) for scope, nodes in grouped.items()}
         return table.get(scope) or self.in_order([])
 
+    def returns_of(self, function: cst.FunctionDef) -> list[cst.Return]:
+        """`function`'s own `return` statements (not those of functions nested in it), in source order."""
+        return self.nodes_in_scope(cst.Return, function).nodes
+
     def scope_of(self, node: cst.CSTNode) -> Scope:
         function = self._function_around(node)
         if function is not None and node is function.name:  # a def's name is bound around it

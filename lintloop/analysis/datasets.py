@@ -263,7 +263,7 @@ class Datasets(Analysis):
             return [func.body]
         ctx = self.ctx
         return [r.value for fn in ctx.calls.local_functions(func) if self._visible(fn, func)
-                for r in ctx.nodes_in_scope(cst.Return, fn).nodes if r.value is not None]
+                for r in ctx.returns_of(fn) if r.value is not None]
 
     def _visible(self, fn: cst.FunctionDef, at: cst.CSTNode) -> bool:
         """A function nested in another is only callable there (same-named helpers of two test methods)."""

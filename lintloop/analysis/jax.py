@@ -207,7 +207,7 @@ class Jax(Analysis):
         """The defs and lambdas a same-file factory returns: `def make_step(model): def step(...): ...;
         return step` (so `jax.jit(make_step(model))` traces `step`)."""
         found: list[TracedNode] = []
-        for ret in self.ctx.nodes_in_scope(cst.Return, factory).nodes:
+        for ret in self.ctx.returns_of(factory):
             if ret.value is None:
                 continue
             if isinstance(ret.value, cst.Lambda):

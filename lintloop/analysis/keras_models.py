@@ -182,7 +182,7 @@ class KerasModels(Analysis):
             return self._class_outputs[cls]
         self._class_outputs[cls] = None  # guards recursion
         method = self._method(cls, "call")
-        returns = [r for r in self.ctx.nodes_in_scope(cst.Return, method).nodes
+        returns = [r for r in self.ctx.returns_of(method)
                    if r.value is not None] if method is not None else []
         found = [self.output_of(r.value, r) for r in returns]
         result = found[0] if found and all(o is not None and o.activation == found[0].activation
@@ -249,7 +249,7 @@ class KerasModels(Analysis):
             return self.class_output(local) if local in self.model_classes else None
         functions = ctx.calls.local_functions(expr.func)
         if len(functions) == 1:
-            returns = ctx.nodes_in_scope(cst.Return, functions[0]).nodes
+            returns = ctx.returns_of(functions[0])
             if not returns or any(r.value is None for r in returns):
                 return None
             found = [self.model_output(r.value, r) for r in returns]

@@ -139,7 +139,7 @@ class LoopValues(Analysis):
         if not params:
             return False
         first = params[0].name.value
-        returns = self.ctx.nodes_in_scope(cst.Return, fn).nodes
+        returns = self.ctx.returns_of(fn)
         return bool(returns) and all(r.value is not None and _arithmetic_on(r.value, first) for r in returns)
 
     def _counts(self, loop: cst.For, name: str) -> bool:

@@ -304,7 +304,7 @@ class TorchModules(Analysis):
 
     def _returned_value(self, fn: cst.FunctionDef) -> ModuleValue | None:
         """The module a same-file function returns, when every `return` in it gives one."""
-        returns = self.ctx.nodes_in_scope(cst.Return, fn).nodes
+        returns = self.ctx.returns_of(fn)
         if not returns or any(r.value is None for r in returns):
             return None
         found = [self.value(r.value, r) for r in returns]
@@ -406,7 +406,7 @@ class TorchModules(Analysis):
             return self._class_layers[cls]
         self._class_layers[cls] = None  # guards recursion
         forward = next((m for m in self._methods(cls) if m.name.value == "forward"), None)
-        returns = [r for r in self.ctx.nodes_in_scope(cst.Return, forward).nodes
+        returns = [r for r in self.ctx.returns_of(forward)
                    if r.value is not None] if forward is not None else []
         found = [self.activation_of(r.value, r) for r in returns]
         result = found[0] if found and all(a is not None and a.kind == found[0].kind for a in found) else None

@@ -76,7 +76,7 @@ class Training(Analysis):
         uses = self._returned_by_function.get(function)
         if uses is None:
             uses = self._returned_by_function[function] = self.ctx.flow.uses(
-                [(r.value, r) for r in self.ctx.nodes_in_scope(cst.Return, function).nodes if r.value is not None])
+                [(r.value, r) for r in self.ctx.returns_of(function) if r.value is not None])
         return uses
 
     def is_differentiated(self, node: cst.CSTNode, depth: int = 0) -> bool:

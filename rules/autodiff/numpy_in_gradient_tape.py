@@ -280,7 +280,7 @@ grads = tape.gradient(loss, params)
         `parameters`, whose result `function` returns; with the call sites (innermost first)."""
         if not parameters:
             return None
-        returns = [r for r in self.ctx.nodes_in_scope(cst.Return, function).nodes if r.value is not None]
+        returns = [r for r in self.ctx.returns_of(function) if r.value is not None]
         tainted = lambda expr: self._reads_parameters(expr, function, parameters)  # noqa: E731
         for ret in returns:
             values = [ret.value] + [b.value for b in self.ctx.flow.feeding_bindings(ret.value, ret)

@@ -309,7 +309,7 @@ strategy.run(step, args=(1,))
         if isinstance(statement, cst.Assign):
             names = {dotted(t.target) for t in statement.targets} - {None}
             if any(isinstance(r.value, cst.Name) and r.value.value in names
-                   for r in self.ctx.nodes_in_scope(cst.Return, function).nodes):
+                   for r in self.ctx.returns_of(function)):
                 return function
         return None
 

@@ -258,7 +258,7 @@ for step in range(num_steps):
         """Every `return` of `fn` gives a lambda or a def defined inside `fn`: a closure factory."""
         ctx = self.ctx
         inner = {d.name.value for d in ctx.nodes_in_scope(cst.FunctionDef, fn).nodes}
-        returns = ctx.nodes_in_scope(cst.Return, fn).nodes
+        returns = ctx.returns_of(fn)
         return bool(returns) and all(isinstance(r.value, cst.Lambda) or (
             isinstance(r.value, cst.Name) and r.value.value in inner) for r in returns)
 

@@ -292,7 +292,7 @@ for i, (x, y) in enumerate(loader):
             made = ctx.flow.constructed_by(owner, call)
             return made is not None and made[1].startswith("keras.metrics.")
         for fn in ctx.calls.local_functions(call.func):
-            returns = [r.value for r in ctx.nodes_in_scope(cst.Return, fn).nodes if r.value is not None]
+            returns = [r.value for r in ctx.returns_of(fn) if r.value is not None]
             if fn in ctx.tf.compiled_functions and returns:
                 return True
             if fn in ctx.training.functions and any(self._is_tensor(v, v, depth + 1) for v in returns):

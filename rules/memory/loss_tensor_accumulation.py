@@ -300,7 +300,7 @@ class Trainer:
             self._returns_loss[fn] = None  # guards recursion
             inner = {t.value: _framework(c) for t, c in self.ctx.training.differentiated_in_scope(fn)
                      if isinstance(t, cst.Name)}
-            for ret in self.ctx.nodes_in_scope(cst.Return, fn).nodes:
+            for ret in self.ctx.returns_of(fn):
                 if ret.value is not None:
                     found = self._unconverted(ret.value, inner, ret)
                     if found is not None:

@@ -246,7 +246,7 @@ for x, y in loader:
         if depth >= 3 or not isinstance(scope, cst.FunctionDef):
             return False
         returned = any(r.value is not None and ctx.flow.flows_into(value, r.value, r)
-                       for r in ctx.nodes_in_scope(cst.Return, scope).nodes)
+                       for r in ctx.returns_of(scope))
         return returned and any(self._reaches(site, target, backward, depth + 1)
                                 for site in ctx.calls.call_sites.get(scope, ()))
 
