@@ -53,10 +53,10 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 from lintloop import __version__
-from lintloop.analysis.project import ABSENT
 from lintloop.finding import Edit, Finding, Fix
 
 CACHE_DIR_NAME = ".lintloop_cache"
+ABSENT = ""  # the digest recorded for a module a finding looked for that does not exist or cannot be read
 FORMAT = 3  # bump when the entry layout changes
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 LOW_WATER = 0.8  # prune down to this fraction of the bound, so that the next runs need not prune again
@@ -94,26 +94,43 @@ _NO_FOLLOW_SUPPORTED = (hasattr(os, "O_DIRECTORY") and hasattr(os, "O_NOFOLLOW")
 def _environment() -> str:
     """What besides the inputs decides the findings: lintloop, the host Python (its parser's
     verdicts and messages) and libcst."""
-    try:
-        from libcst._version import __version__ as libcst  # written by setuptools-scm; ~50x faster than
-    except ImportError:  # importlib.metadata, which costs each worker ~50 ms
-        try:
-            from importlib.metadata import version
+    return f"{__version__};{sys.implementation.cache_tag};{_libcst_version()};{_engine_fingerprint()}"
 
-            libcst = version("libcst")
-        except Exception:  # noqa: BLE001 - an unusual install: the other parts still key the entry
-            libcst = "?"
-    return f"{__version__};{sys.implementation.cache_tag};{libcst};{_engine_fingerprint()}"
+
+def _libcst_version() -> str:
+    """libcst's version, read from its `_version.py` (written by setuptools-scm) without importing
+    libcst (~80 ms; a run answered from the cache needs none of it) or importlib.metadata (~50 ms)."""
+    import importlib.util
+
+    try:
+        package = importlib.util.find_spec("libcst")
+        assert package is not None and package.origin is not None
+        spec = importlib.util.spec_from_file_location("_libcst_version", Path(package.origin).parent / "_version.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return str(module.__version__)
+    except Exception:  # noqa: BLE001 - an unusual install: the other parts still key the entry
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("libcst")
+        except PackageNotFoundError:
+            return "?"
 
 
 def _engine_fingerprint() -> str:
     """sha256 of the name, size and mtime of every source file of the engine and its rules (~1 ms):
     the version alone does not change when a rule is edited in a source checkout."""
-    import lintloop
-    import lintloop.rules
+    import importlib.util
 
+    import lintloop
+
+    # The rules' folder without importing them (a source checkout keeps them beside `lintloop/`).
+    rules = importlib.util.find_spec("lintloop.rules")
+    assert rules is not None and rules.origin is not None
     digest = hashlib.sha256()
-    for base in sorted({Path(lintloop.__file__).parent, Path(lintloop.rules.__file__).parent}):
+    for base in sorted({Path(lintloop.__file__).parent, Path(rules.origin).parent}):
         for root, subdirs, files in os.walk(base):
             subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
             for name in sorted(files):

@@ -1,4 +1,9 @@
-"""Command line: check, fix, rule, rules."""
+"""Command line: check, fix, rule, rules.
+
+What a command imports decides how long it takes to start: this module loads what `check` needs to
+answer from the result cache and nothing more; the rule classes (with libcst), the probe, the
+language server and rich's tables are imported by the commands that use them.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +18,6 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import IO
 
-from rich.table import Table
-
 from lintloop import __version__, terminal
 from lintloop.entry import EXIT_INTERRUPTED
 from lintloop.cache import ResultCache
@@ -25,11 +28,8 @@ from lintloop.isolation import DEFAULT_MEMORY_MIB, DEFAULT_SECONDS, Limits
 from lintloop.notebook import Notebook, NotebookError, is_notebook
 from lintloop.progress import progress_bar
 from lintloop.reporters import FORMATS, render
-from lintloop.rules import ALL_RULES, lookup
 from lintloop.runner import JobResult, make_jobs, run_jobs
-from lintloop.runtime_probe.cli import add_probe_options, build_probe_parser, probe_command
-from lintloop.runtime_probe import store as probe_store
-from lintloop.runtime_probe.correlate import ProbeOptions, attach_verdicts
+from lintloop.runtime_probe.options import add_probe_options, build_probe_parser
 from lintloop.source import SourceText, UndecodableSource
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     rule = commands.add_parser("rule", help="show one rule's documentation")
     rule.add_argument("rule", metavar="CODE-OR-NAME")
     rule.add_argument("--format", choices=("text", "json"), default="text")
+    rule.add_argument("--example", nargs="?", const="", metavar="NAME",
+                      help="print a runnable example program of the rule instead (default: its flagged program; "
+                           "the documentation lists the others)")
     rules = commands.add_parser("rules", help="list all rules")
     rules.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     terminal.add_color_option(rules)
@@ -152,6 +155,8 @@ def _main(argv: list[str] | None) -> int:
         if args.command == "rules":
             return _rules(args)
         if args.command == "probe":
+            from lintloop.runtime_probe.cli import probe_command
+
             return probe_command(args, script_args)
         return _lint(args)
     except ConfigError as exc:
@@ -167,10 +172,23 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _rule(args: argparse.Namespace) -> int:
+    from lintloop.rules import lookup
+
     rule = lookup(args.rule)
     if rule is None:
         print(f"lintloop: error: unknown rule {args.rule!r} (see `lintloop rules`)", file=sys.stderr)
         return EXIT_ERROR
+    if args.example is not None:
+        from lintloop.rule_examples import example_text
+
+        try:
+            sys.stdout.write(example_text(rule.code, args.example or None))
+        except KeyError as exc:
+            message, names = exc.args
+            print(f"lintloop: error: {message}" + (f" (examples: {', '.join(names)})" if names else ""),
+                  file=sys.stderr)
+            return EXIT_ERROR
+        return EXIT_CLEAN
     if args.format == "json":
         print(json.dumps(dict(rule.metadata(), documentation=rule.documentation()), indent=2))
     else:
@@ -179,6 +197,10 @@ def _rule(args: argparse.Namespace) -> int:
 
 
 def _rules(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from lintloop.rules import ALL_RULES
+
     if args.format == "json":
         print(json.dumps([r.metadata() for r in ALL_RULES], indent=2))
         return EXIT_CLEAN
@@ -205,6 +227,8 @@ def _rules(args: argparse.Namespace) -> int:
 
 def rules_markdown() -> str:
     """The rule table of the README (kept in sync by a test)."""
+    from lintloop.rules import ALL_RULES
+
     lines = ["| code | name | framework | kind | default | fix | probe | what it flags |",
              "|---|---|---|---|---|---|---|---|"]
     for r in ALL_RULES:
@@ -264,7 +288,7 @@ def _lint(args: argparse.Namespace) -> int:
     for file, file_settings in discovered:
         groups.setdefault(id(file_settings), (file_settings, []))[1].append(file)
     jobs = [job for group_settings, group_files in groups.values()
-            for job in make_jobs(group_files, group_settings.ruleset(), mode,
+            for job in make_jobs(group_files, group_settings.codes(), group_settings.rule_options, mode,
                                  per_file_ignores=_per_file_ignores(group_settings),
                                  unsafe_fixes=group_settings.unsafe_fixes, cache_dir=cache_dir)]
     # Linting allocates many short-lived tree objects: at the default threshold (700) the cyclic GC
@@ -282,6 +306,8 @@ def _lint(args: argparse.Namespace) -> int:
     findings = sorted((f for r in results for f in r.findings), key=Finding.sort_key)
     errors = [e for r in results for e in r.errors]
     if getattr(args, "probe", False):
+        from lintloop.runtime_probe.correlate import ProbeOptions, attach_verdicts
+
         options = ProbeOptions(steps=args.probe_steps or 100, timeout=args.probe_timeout, device=args.device,
                                python=args.python, memory_limit_mb=args.memory_limit, report_dir=args.report)
         by_display = {f.display: f.path for f in files}
@@ -312,6 +338,8 @@ def _per_file_ignores(settings: Settings) -> Callable[[SourceFile], set[str]]:
 
 def _record_verdicts(cache_dir: Path, findings: list[Finding], paths: dict[str, Path]) -> None:
     """Keep each probed file's verdicts for the language server (`runtime_probe.store`)."""
+    from lintloop.runtime_probe import store as probe_store
+
     by_file: dict[str, list[Finding]] = {}
     for finding in findings:
         if finding.probe is not None:

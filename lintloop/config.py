@@ -13,7 +13,7 @@ import stat
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pathspec
 
@@ -22,8 +22,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-from lintloop.rule import Rule, RuleSet
-from lintloop.rules import ALL_RULES, lookup
+from lintloop.rules.index import ENTRIES
+
+if TYPE_CHECKING:
+    from lintloop.rule import RuleSet
 
 DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", ".eggs", "__pycache__",
                    "build", "dist", "node_modules", "site-packages", ".mypy_cache", ".ruff_cache",
@@ -57,26 +59,38 @@ class Settings:
     file_memory_limit: int | None = None
     rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def ruleset(self) -> RuleSet:
+    def codes(self) -> tuple[str, ...]:
+        """The codes of the rules enabled, sorted (from the rule index: no rule is imported)."""
         if self.select is not None:
             enabled = _resolve_all(self.select, "select")
         else:
-            enabled = {r for r in ALL_RULES if r.default_on}
+            enabled = {entry.code for entry in ENTRIES if entry.default_on}
         enabled |= _resolve_all(self.extend_select, "extend-select")
         enabled -= _resolve_all(self.ignore, "ignore")
-        return RuleSet(sorted(enabled, key=lambda r: r.code), dict(self.rule_options))
+        return tuple(sorted(enabled))
 
-    def ruleset_for(self, path: Path) -> RuleSet:
-        """The rule set for one file: `ruleset()` less the codes its per-file-ignores switch off."""
-        ruleset = self.ruleset()
-        if not self.per_file_ignores:
-            return ruleset
+    def codes_for(self, path: Path | None) -> tuple[str, ...]:
+        """The codes enabled for one file (None: an unsaved document): `codes()` less those its
+        per-file-ignores switch off."""
+        codes = self.codes()
+        if path is None or not self.per_file_ignores:
+            return codes
         try:
             relative = os.path.relpath(path.resolve(), self.root)
         except ValueError:  # another drive (Windows): no pattern can match
-            return ruleset
+            return codes
         ignored = self.ignored_for(relative)
-        return RuleSet([r for r in ruleset.rules if r.code not in ignored], ruleset.settings)
+        return tuple(code for code in codes if code not in ignored)
+
+    def ruleset(self) -> RuleSet:
+        return self.ruleset_for(None)
+
+    def ruleset_for(self, path: Path | None) -> RuleSet:
+        """The rule classes of `codes_for(path)`, with their options (imports the rules)."""
+        from lintloop.rule import RuleSet
+        from lintloop.rules import BY_CODE
+
+        return RuleSet([BY_CODE[code] for code in self.codes_for(path)], dict(self.rule_options))
 
     @functools.cached_property
     def _exclude_spec(self) -> pathspec.PathSpec:
@@ -103,26 +117,27 @@ class Settings:
         codes: set[str] = set()
         for spec, selectors, pattern in self._per_file_ignore_specs:
             if spec.match_file(relative_path):
-                codes |= {r.code for r in _resolve_all(selectors, f"per-file-ignores[{_shown(pattern)}]")}
+                codes |= _resolve_all(selectors, f"per-file-ignores[{_shown(pattern)}]")
         return codes
 
 
-def resolve_selector(selector: str) -> set[type[Rule]]:
-    """A code (`LL101`), a prefix (`LL1`, `LL`), a name (`numpy-in-gradient-tape`) or `ALL`."""
+def resolve_selector(selector: str) -> set[str]:
+    """The codes a code (`LL101`), a prefix (`LL1`, `LL`), a name (`numpy-in-gradient-tape`) or `ALL` selects."""
     text = selector.strip()
     if text.upper() == "ALL":
-        return set(ALL_RULES)
-    exact = lookup(text)
-    if exact is not None:
-        return {exact}
-    by_prefix = {r for r in ALL_RULES if r.code.startswith(text.upper())} if text.upper().startswith("LL") else set()
+        return {entry.code for entry in ENTRIES}
+    exact = {entry.code for entry in ENTRIES if entry.code == text.upper() or entry.name == text.lower()}
+    if exact:
+        return exact
+    by_prefix = {entry.code for entry in ENTRIES if entry.code.startswith(text.upper())} \
+        if text.upper().startswith("LL") else set()
     if not by_prefix:
         raise ConfigError(f"unknown rule code or name: {_shown(selector)} (see `lintloop rules`)")
     return by_prefix
 
 
-def _resolve_all(selectors: list[str], where: str) -> set[type[Rule]]:
-    rules: set[type[Rule]] = set()
+def _resolve_all(selectors: list[str], where: str) -> set[str]:
+    rules: set[str] = set()
     for selector in selectors:
         try:
             rules |= resolve_selector(selector)
@@ -455,6 +470,8 @@ def _rule_options(table: Any, where: _KeyLocator) -> dict[str, dict[str, Any]]:
         raise ConfigError(where.error(("rules",), "must be a table of per-rule tables"))
     options: dict[str, dict[str, Any]] = {}
     for key, values in table.items():
+        from lintloop.rules import lookup  # the option specs are the rule classes' (a file that sets options)
+
         rule = lookup(key)
         if rule is None:
             raise ConfigError(where.error(("rules", key), "unknown rule code or name (see `lintloop rules`)"))

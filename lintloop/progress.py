@@ -11,12 +11,13 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import IO, Any
-
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from typing import IO, TYPE_CHECKING, Any
 
 from lintloop import terminal
+
+if TYPE_CHECKING:  # rich is imported once a bar is shown: a run that shows none never loads it
+    from rich.console import Console
+    from rich.progress import Progress
 
 DEFAULT_DELAY_S = 1.0
 
@@ -50,6 +51,8 @@ class ProgressBar:
         return f"{self.findings} finding{'' if self.findings == 1 else 's'}"
 
     def _start(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
         self._progress = Progress(
             TextColumn("Linting"), BarColumn(), MofNCompleteColumn(), TextColumn("files · {task.fields[findings]} ·"),
             TimeElapsedColumn(), console=self.console, transient=True, redirect_stdout=False, redirect_stderr=False,
@@ -81,6 +84,8 @@ def progress_bar(total: int, *, quiet: bool, stream: IO[str] | None = None,
             return None
     except (AttributeError, ValueError):  # no isatty, or a closed stream
         return None
+    from rich.console import Console
+
     console = Console(file=stream, no_color=not terminal.color_enabled(stream))
     if not console.is_interactive:  # TERM=dumb
         return None

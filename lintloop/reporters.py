@@ -8,13 +8,9 @@ from collections import Counter
 from typing import IO, Any, Callable
 from urllib.parse import quote
 
-from rich.markup import escape
-
 from lintloop import __version__, terminal
 from lintloop.finding import Finding
-from lintloop.rules import ALL_RULES
 from lintloop.source import source_lines
-from lintloop.runtime_probe.verdicts import describe
 
 FORMATS = ("text", "concise", "json", "sarif", "github")
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -37,6 +33,10 @@ def _fixable(finding: Finding, unsafe_fixes: bool) -> bool:
 
 def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str | dict[int, str] | None], quiet: bool,
           unsafe_fixes: bool, is_file: bool, unchecked: int = 0) -> None:
+    from rich.markup import escape
+
+    from lintloop.runtime_probe.verdicts import describe
+
     console = terminal.console(stream, is_file)
     # `check --probe --report DIR`: each probed file's page, named once under the file's name.
     pages = {f.path: f.probe["evidence"]["report"] for f in findings
@@ -138,6 +138,8 @@ def _github(findings: list[Finding], stream: IO[str], **_: object) -> None:
 
 
 def _sarif(findings: list[Finding], stream: IO[str], **_: object) -> None:
+    from lintloop.rules import ALL_RULES  # each rule's documentation goes into the report
+
     index = {rule.code: i for i, rule in enumerate(ALL_RULES)}
     rules = [{
         "id": rule.code,

@@ -12,6 +12,7 @@ import libcst as cst
 from lintloop.analysis import FileContext
 from lintloop.analysis.names import FRAMEWORK_ROOTS
 from lintloop.finding import Applicability
+from lintloop.rule_examples import example_names
 from lintloop.screen import Needs, SourceScreen
 
 KINDS = ("bug", "perf", "hygiene")
@@ -137,6 +138,11 @@ class Rule:
             parts.append("Example (flagged)\n" + _indent(cls.flagged[0].code, 4))
         if cls.not_flagged:
             parts.append("Not flagged\n" + _indent(cls.not_flagged[0].code, 4))
+        examples = example_names(cls.code)
+        if examples:
+            parts.append("Runnable examples (the programs the symptom was measured on)\n" + _indent(
+                ", ".join(examples) + f"\n`lintloop rule {cls.code} --example [NAME]` prints one (default: "
+                f"{examples[0]}); `lintloop probe FILE` runs it and reports what happened."))
         if cls.options:
             parts.append("Options ([tool.lintloop.rules." + cls.code + "])\n" + "\n".join(
                 f"  {k} = {o.default!r}  {o.help}" for k, o in cls.options.items()))

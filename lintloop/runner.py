@@ -1,4 +1,10 @@
-"""Running lint / fix over many files: per-file cache and parallel workers, results in a stable order."""
+"""Running lint / fix over many files: per-file cache and parallel workers, results in a stable order.
+
+Importing this module loads no analysis: a small run whose files are all in the result cache is
+answered here without libcst or a rule (`cached_results`). The engine (`lintloop.linter`, the rule
+catalog) is imported when a file has to be analysed, in the parent before the workers start, so
+that forked workers share it.
+"""
 
 from __future__ import annotations
 
@@ -11,16 +17,17 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lintloop.cache import ResultCache
 from lintloop.discovery import SourceFile
 from lintloop.finding import Finding
 from lintloop.isolation import AnalysisError, AnalysisFailed, Limits, WorkerPool, uninterruptible
-from lintloop.linter import fix_notebook, fix_text, lint_bytes, not_analysed_finding
 from lintloop.notebook import is_notebook
-from lintloop.rule import RuleSet
-from lintloop.rules import BY_CODE
 from lintloop.source import SourceText, UndecodableSource, settled_for_reading, write_in_place
+
+if TYPE_CHECKING:
+    from lintloop.rule import RuleSet
 
 
 @dataclass(frozen=True)
@@ -69,22 +76,56 @@ def run_jobs(jobs: list[Job], workers: int, on_result: Callable[[JobResult], Non
     completion order. Returns the results sorted by display path."""
     results: list[tuple[int, JobResult]] = []  # with the job's index: ties in display keep the job order
 
-    def collect(index: int, outcome: object) -> None:
-        result = _job_result(jobs[index], outcome)
+    def finish(index: int, result: JobResult) -> None:
         results.append((index, result))
         if on_result is not None:
             on_result(result)
 
-    workers = min(workers, len(jobs)) if len(jobs) > 4 else 1
-    with WorkerPool(workers, limits) as pool:
-        try:
-            pool.run(run_job, jobs, chunk_size(len(jobs), workers), collect)
-        except BaseException:
-            # Ctrl-C or a broken pool: stop now (the workers hold nothing worth keeping).
-            pool.close()
-            raise
+    pending = list(range(len(jobs)))
+    if len(jobs) <= MAX_CHUNK:
+        # A small run (a pre-commit hook, one file): the files found in the result cache are answered
+        # here, which costs less than starting a worker and importing the engine to find them cached.
+        pending = []
+        for index, job in enumerate(jobs):
+            found = cached_findings(job)
+            if found is None:
+                pending.append(index)
+            else:
+                finish(index, JobResult(job.display, found))
+    if pending:
+        import lintloop.engine  # noqa: F401 - here, before the workers fork, so that they share it
+
+        todo = [jobs[index] for index in pending]
+        workers = min(workers, len(todo)) if len(todo) > 4 else 1
+        with WorkerPool(workers, limits) as pool:
+            try:
+                pool.run(run_job, todo, chunk_size(len(todo), workers),
+                         lambda index, outcome: finish(pending[index], _job_result(todo[index], outcome)))
+            except BaseException:
+                # Ctrl-C or a broken pool: stop now (the workers hold nothing worth keeping).
+                pool.close()
+                raise
     results.sort(key=lambda item: (item[1].display, item[0]))
     return [result for _, result in results]
+
+
+def cached_findings(job: Job) -> list[Finding] | None:
+    """A `check` job's findings from the result cache (None: not there, or the job is not cached); the
+    same as the worker would find there."""
+    if job.mode != "check" or job.cache_dir is None:
+        return None
+    try:
+        data, _ = read_regular_file(Path(job.path))
+    except OSError:
+        return None  # the worker reports it, as in a run without the cache
+    cache, key = _cache_entry(job, data)
+    return cache.get(key, job.display)
+
+
+def _cache_entry(job: Job, data: bytes) -> tuple[ResultCache, str]:
+    assert job.cache_dir is not None
+    cache = ResultCache(job.cache_dir)
+    return cache, cache.key(job.display, job.codes, job.options, data, job.mode)
 
 
 def _job_result(job: Job, outcome: object) -> JobResult:
@@ -94,6 +135,8 @@ def _job_result(job: Job, outcome: object) -> JobResult:
         return outcome
     result = JobResult(job.display)
     if isinstance(outcome, AnalysisFailed):
+        from lintloop.linter import not_analysed_finding
+
         if NOT_ANALYSED in job.codes:
             result.findings.append(not_analysed_finding(job.display, outcome.cause, unchanged=job.mode == "fix"))
     elif isinstance(outcome, AnalysisError):
@@ -108,6 +151,9 @@ FIX_ATTEMPTS = 3
 
 
 def run_job(job: Job) -> JobResult:
+    from lintloop.rule import RuleSet
+    from lintloop.rules import BY_CODE
+
     ruleset = RuleSet([BY_CODE[c] for c in job.codes], json.loads(job.options))
     path = Path(job.path)
     for _ in range(FIX_ATTEMPTS if job.mode == "fix" else 1):
@@ -150,6 +196,8 @@ def read_regular_file(path: Path) -> tuple[bytes, os.stat_result]:
 
 def _fix(job: Job, path: Path, data: bytes, status: os.stat_result, ruleset: RuleSet, result: JobResult) -> bool:
     """Fix one file read as `data` (or diff it); False if it changed on disk since it was read (nothing written)."""
+    from lintloop.linter import fix_notebook, fix_text, lint_bytes
+
     try:
         source = SourceText.from_bytes(data)
     except UndecodableSource:
@@ -195,12 +243,13 @@ def _diff_lines(cell_source: str) -> list[str]:
 
 
 def _cached_lint(job: Job, data: bytes, ruleset: RuleSet, result: JobResult) -> None:
+    from lintloop.linter import lint_bytes
+
     if job.cache_dir is None:
         lint = lint_bytes(job.display, data, ruleset, path=job.path)
         result.findings, result.errors = lint.findings, lint.errors
         return
-    cache = ResultCache(job.cache_dir)
-    key = cache.key(job.display, job.codes, job.options, data, job.mode)
+    cache, key = _cache_entry(job, data)
     cached = cache.get(key, job.display)
     if cached is not None:
         result.findings = cached
@@ -211,11 +260,11 @@ def _cached_lint(job: Job, data: bytes, ruleset: RuleSet, result: JobResult) -> 
         result.cache_written = cache.put(key, lint.findings, lint.dependencies)
 
 
-def make_jobs(files: list[SourceFile], ruleset: RuleSet, mode: str, *, per_file_ignores, unsafe_fixes: bool,
-              cache_dir: str | None) -> list[Job]:
+def make_jobs(files: list[SourceFile], codes: tuple[str, ...], rule_options: dict[str, dict], mode: str, *,
+              per_file_ignores, unsafe_fixes: bool, cache_dir: str | None) -> list[Job]:
     jobs = []
-    options = json.dumps(ruleset.settings, sort_keys=True)
+    options = json.dumps(rule_options, sort_keys=True)
     for file in files:
-        codes = tuple(sorted(ruleset.codes - per_file_ignores(file)))
-        jobs.append(Job(str(file.path), file.display, codes, options, mode, unsafe_fixes, cache_dir))
+        file_codes = tuple(code for code in codes if code not in per_file_ignores(file))
+        jobs.append(Job(str(file.path), file.display, file_codes, options, mode, unsafe_fixes, cache_dir))
     return jobs

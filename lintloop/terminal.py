@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 COLOR_CHOICES = ("auto", "always", "never")
 _choice = "auto"
@@ -45,6 +46,8 @@ def color_enabled(stream: IO[str], is_file: bool = False) -> bool:
 
 def console(stream: IO[str], is_file: bool = False) -> Console:
     """A rich console for a report on `stream`, coloured or plain as chosen; never wrapped."""
+    from rich.console import Console  # ~20 ms: only for a command that prints a report
+
     colour = color_enabled(stream, is_file)
     # rich reads NO_COLOR / FORCE_COLOR itself; they are decided above, so its own reading is overridden.
     return Console(file=stream, force_terminal=colour, no_color=not colour, color_system="auto" if colour else None,

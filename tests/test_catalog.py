@@ -1,6 +1,7 @@
 """The layout holds the catalog: one module per rule, in its family's folder; analyses never import rules."""
 
 import ast
+import re
 import json
 import subprocess
 import sys
@@ -43,6 +44,17 @@ def test_rules_command_lists_every_discovered_rule():
     assert [r["code"] for r in json.loads(out)] == [r.code for r in ALL_RULES]
 
 
+def test_the_rule_index_is_generated_from_the_rules():
+    """What selection reads without importing the rules (lintloop.rules.index) equals the rules."""
+    import lintloop.rules.index as index
+
+    current = Path(index.__file__).read_text(encoding="utf-8")
+    assert current == index.render(), "the rule index is stale: run `python -m lintloop.rules.index`"
+    assert [(e.code, e.name, e.default_on) for e in index.ENTRIES] == \
+        [(r.code, r.name, r.default_on) for r in ALL_RULES]
+    assert all(Path(sys.modules[BY_CODE[e.code].__module__].__file__).parent.name == e.family for e in index.ENTRIES)
+
+
 def test_a_module_with_two_rules_is_refused(tmp_path, monkeypatch):
     family = tmp_path / "family"
     family.mkdir()
@@ -69,3 +81,27 @@ def _imports(path: Path) -> set[str]:
 @pytest.mark.parametrize("path", sorted(ANALYSIS_DIR.glob("*.py")), ids=lambda p: p.name)
 def test_analyses_never_import_a_rule(path):
     assert not {m for m in _imports(path) if m.startswith("lintloop.rules") or m.startswith("lintloop.rule")}
+
+
+def test_rule_example_prints_the_shipped_programs(run_cli):
+    code, out, _ = run_cli("rule", "LL301", "--example")
+    assert code == 0 and out == (ROOT / "tests" / "fixtures" / "LL301_bad.py").read_text()
+    code, out, _ = run_cli("rule", "LL301", "--example", "LL301_good.py")
+    assert code == 0 and out == (ROOT / "tests" / "fixtures" / "LL301_good.py").read_text()
+    code, out, err = run_cli("rule", "LL301", "--example", "nope.py")
+    assert (code, out) == (2, "") and "LL301_bad.py, LL301_good.py" in err
+    code, _, err = run_cli("rule", "LL001", "--example")
+    assert code == 2 and "no runnable example" in err
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda r: r.code)
+def test_documentation_names_only_shipped_examples(rule):
+    """A program the documentation names is one `--example` prints (never a path into the test suite)."""
+    from lintloop.rule_examples import example_names
+
+    text = rule.documentation()
+    assert "tests/" not in text
+    named = set(re.findall(r"\bLL\d{3}\w*\.py\b", text))
+    assert named <= {name for other in ALL_RULES for name in example_names(other.code)}
+    if example_names(rule.code):
+        assert f"lintloop rule {rule.code} --example" in text

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 import lintloop.cli
-import lintloop.runner
+import lintloop.linter
 from lintloop.linter import fix_text
 from lintloop.rule import RuleSet
 from lintloop.rules import BY_CODE
@@ -213,7 +213,7 @@ def test_file_rewritten_while_being_fixed_keeps_the_other_writers_content_and_fi
         calls.append(args)
         return fix_text(*args, **kwargs)
 
-    monkeypatch.setattr(lintloop.runner, "fix_text", fix_text_while_someone_writes)
+    monkeypatch.setattr(lintloop.linter, "fix_text", fix_text_while_someone_writes)
     result = run_job(fix_job(tree / "a.py"))
     assert (len(calls), result.errors, result.fixed) == (2, [], 1)
     assert (tree / "a.py").read_bytes() == fix_text("a.py", edited.decode(), RULESET, False).text.encode()
@@ -227,7 +227,7 @@ def test_file_rewritten_at_every_attempt_is_left_as_the_other_writer_left_it(tre
         (tree / "a.py").write_bytes(writes[-1])
         return fix_text(*args, **kwargs)
 
-    monkeypatch.setattr(lintloop.runner, "fix_text", fix_text_while_someone_keeps_writing)
+    monkeypatch.setattr(lintloop.linter, "fix_text", fix_text_while_someone_keeps_writing)
     result = run_job(fix_job(tree / "a.py"))
     assert len(writes) == FIX_ATTEMPTS
     assert result.errors == ["a.py: not fixed: another process kept changing it while it was being fixed; "

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import lintloop.cli
-import lintloop.runner
+import lintloop.linter
 from lintloop.isolation import (AnalysisError, AnalysisFailed, IsolatedExecutor, Limits, WorkerPool,
                                 deep_recursion, gc_paused)
 
@@ -170,7 +170,7 @@ def test_a_chunk_the_worker_cannot_read_fails_its_items_and_the_worker_goes_on()
 
 def test_workers_end_when_their_parent_is_killed(tmp_path):
     (tmp_path / "endless.py").write_text("import torch\n")
-    script = (f"import lintloop.runner as r\n"
+    script = (f"import lintloop.linter as r\n"
               f"def endless(*args, **kwargs):\n    while True:\n        pass\n"
               f"r.lint_bytes = endless\n"
               f"from lintloop.cli import main\n"
@@ -251,7 +251,7 @@ def failing(real):
 @pytest.fixture
 def mixed_tree(tmp_path, monkeypatch):
     for name in ("lint_bytes", "fix_text"):
-        monkeypatch.setattr(lintloop.runner, name, failing(getattr(lintloop.runner, name)))
+        monkeypatch.setattr(lintloop.linter, name, failing(getattr(lintloop.linter, name)))
     bad = (FIXTURES / "LL301_bad.py").read_text()
     for name in ("a_ok.py", "crash_1.py", "b_ok.py", "hang_1.py", "c_ok.py", "crash_2.py", "d_ok.py"):
         (tmp_path / name).write_text(bad)

@@ -32,7 +32,7 @@ from lintloop.linter import FileResult
 from lintloop.server.app import create_server, serve
 from lintloop.server.documents import Analysis, lint_analysis
 from lintloop.server.transport import MAX_HEADER_LINE_BYTES, MAX_MESSAGE_BYTES, Refused, read_messages
-from lintloop.server.workers import ENGINE_MODULE
+from lintloop.server.workers import ENGINE_MODULES
 
 from conftest import FIXTURES
 from test_server import (SERVER_COMMAND, TIMEOUT_S, change_document, code_actions, next_publish, on_module_loop,
@@ -325,7 +325,7 @@ def serve_with_faults() -> int:
     # A worker imports this module to unpickle faulty_lint: the fork server imports it first, on its main
     # thread (lintloop.cli, imported with it, sets a signal handler: a worker's serving thread cannot),
     # and finds it on PYTHONPATH (Python 3.11's fork server leaves out the sys.path it is given).
-    multiprocessing.set_forkserver_preload([ENGINE_MODULE, __name__])
+    multiprocessing.set_forkserver_preload([*ENGINE_MODULES, __name__])
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")]))
     return serve(server)
 

@@ -30,13 +30,13 @@ import libcst as cst
 from lintloop.analysis.base import Analysis
 from lintloop.analysis.names import canonical
 from lintloop.analysis.syntax import dotted
+from lintloop.cache import ABSENT
 
 # How many re-exports (`from .losses import compute_loss` in a package's `__init__.py`) a name
 # is followed through, and how many helper-of-helper calls a question follows.
 MAX_HOPS = 4
 # A module larger than this is not read for a cross-module question (generated code, data).
 MAX_MODULE_BYTES = 2 * 1024 * 1024
-ABSENT = ""  # the digest recorded for a candidate file that does not exist or cannot be read
 
 if TYPE_CHECKING:
     from astroid import nodes

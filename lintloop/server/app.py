@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from cattrs import transform_error
 from cattrs.errors import ClassValidationError
@@ -31,7 +31,6 @@ from lintloop import __version__
 from lintloop.config import ConfigError
 from lintloop.finding import Finding
 from lintloop.isolation import AnalysisError, AnalysisFailed, IsolatedExecutor, Limits
-from lintloop.linter import FileResult
 from lintloop.server import actions
 from lintloop.server.diagnostics import diagnostic
 from lintloop.server.documents import (CONFIG_FILE_NAMES, Analysis, DocumentConfigError, DocumentLint,
@@ -46,6 +45,9 @@ from lintloop.server.scheduling import CHANGE_DELAY_S, LintScheduler
 from lintloop.server.transport import Refused, read_messages
 from lintloop.server.workers import worker_context
 from lintloop.suppression import Suppressions
+
+if TYPE_CHECKING:
+    from lintloop.linter import FileResult
 
 WATCH_REGISTRATION_ID = "lintloop-config-files"
 # Findings no comment can suppress: a syntax error, and a file not analysed (its comments were not read).

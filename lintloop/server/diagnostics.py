@@ -9,7 +9,7 @@ from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
 from lintloop.finding import Finding
-from lintloop.rules import BY_CODE
+from lintloop import rules  # the rule classes are imported at the first use
 from lintloop.server.positions import finding_range
 from lintloop.server.ruledocs import RuleDocs
 
@@ -19,7 +19,7 @@ _SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.Diagnosti
 
 def diagnostic(finding: Finding, codec: PositionCodec, lines: Sequence[str], docs: RuleDocs,
                version: int | None) -> types.Diagnostic:
-    href = docs.href(BY_CODE[finding.code])
+    href = docs.href(rules.BY_CODE[finding.code])
     return types.Diagnostic(
         range=finding_range(codec, lines, finding),
         severity=_SEVERITY[finding.severity],

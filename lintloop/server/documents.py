@@ -10,18 +10,17 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lintloop.cache import CACHE_DIR_NAME
 from lintloop.config import ConfigError, Settings, load_settings
 from lintloop.finding import Finding
 from lintloop.isolation import Limits
-from lintloop.linter import FileResult, fix_notebook, fix_text, lint_notebook, lint_text, not_analysed_finding
-from lintloop.rule import RuleSet
-from lintloop.rules import BY_CODE
-from lintloop.rules.engine.not_analysed import NotAnalysedRule
-from lintloop.runtime_probe import store as probe_store
-from lintloop.runtime_probe.verdicts import describe
+from lintloop.runner import NOT_ANALYSED
+
+if TYPE_CHECKING:
+    from lintloop.linter import FileResult
+    from lintloop.rule import RuleSet
 
 CONFIG_FILE_NAMES = ("pyproject.toml", "lintloop.toml")
 
@@ -113,6 +112,9 @@ class Analysis:
     limits: Limits | None = None
 
     def ruleset(self) -> RuleSet:
+        from lintloop.rule import RuleSet
+        from lintloop.rules import BY_CODE
+
         return RuleSet([BY_CODE[code] for code in self.codes], self.options)
 
 
@@ -120,16 +122,17 @@ def analysis_of(snapshot: Snapshot, settings_cache: SettingsCache) -> Analysis:
     """A snapshot with the rules its settings enable (an unsaved document: the defaults, without
     per-file-ignores). Raises DocumentConfigError when its configuration is broken."""
     settings = settings_cache.settings_for(snapshot.path)
-    ruleset = settings.ruleset() if snapshot.path is None else settings.ruleset_for(snapshot.path)
     # Probe verdicts are recorded for saved scripts, not notebooks.
     verdicts_dir = settings.root / CACHE_DIR_NAME if snapshot.path is not None and snapshot.cells is None else None
     limits = None if settings.file_timeout is None and settings.file_memory_limit is None else \
         Limits.configured(settings.file_timeout, settings.file_memory_limit)
-    return Analysis(snapshot, tuple(rule.code for rule in ruleset.rules), ruleset.settings, verdicts_dir, limits)
+    return Analysis(snapshot, settings.codes_for(snapshot.path), dict(settings.rule_options), verdicts_dir, limits)
 
 
 def lint_analysis(analysis: Analysis) -> FileResult:
     """The findings of a snapshot (messages carry recorded probe verdicts). Runs in a worker process."""
+    from lintloop.linter import lint_notebook, lint_text
+
     snapshot = analysis.snapshot
     if snapshot.cells is not None:
         return lint_notebook(snapshot.display, snapshot.text, analysis.ruleset(), path=snapshot.path)
@@ -140,6 +143,9 @@ def lint_analysis(analysis: Analysis) -> FileResult:
 
 
 def _attach_verdicts(findings: list[Finding], cache_dir: Path, snapshot: Snapshot) -> None:
+    from lintloop.runtime_probe import store as probe_store
+    from lintloop.runtime_probe.verdicts import describe
+
     assert snapshot.path is not None
     verdicts = probe_store.recorded(cache_dir, snapshot.path, snapshot.text)
     for finding in findings:
@@ -152,6 +158,8 @@ def _attach_verdicts(findings: list[Finding], cache_dir: Path, snapshot: Snapsho
 def safe_fix_changes(analysis: Analysis) -> dict[int | None, tuple[str, str]]:
     """What every safe fix changes (what `lintloop fix` would write): (old, new) text of the document
     (under None), or of each changed cell of a notebook (under its 1-based place). Runs in a worker process."""
+    from lintloop.linter import fix_notebook, fix_text
+
     snapshot = analysis.snapshot
     if snapshot.cells is not None:
         return dict(fix_notebook(snapshot.display, snapshot.text, analysis.ruleset(), unsafe=False,
@@ -163,7 +171,9 @@ def safe_fix_changes(analysis: Analysis) -> dict[int | None, tuple[str, str]]:
 def not_analysed(analysis: Analysis, cause: str) -> DocumentLint:
     """The lint of a snapshot whose analysis failed (`cause`: how, from lintloop.isolation): the LL004
     finding `lintloop check` reports for the file, where that rule is enabled."""
-    if NotAnalysedRule.code not in analysis.codes:
+    from lintloop.linter import not_analysed_finding
+
+    if NOT_ANALYSED not in analysis.codes:
         return DocumentLint(analysis.snapshot)
     finding = not_analysed_finding(analysis.snapshot.display, cause)
     if analysis.snapshot.cells is not None:

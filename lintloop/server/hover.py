@@ -8,7 +8,7 @@ from lsprotocol import types
 from pygls.workspace.position_codec import PositionCodec
 
 from lintloop.finding import Finding
-from lintloop.rules import BY_CODE
+from lintloop import rules  # the rule classes are imported at the first use
 from lintloop.server.positions import finding_range
 from lintloop.server.ruledocs import rule_markdown
 
@@ -18,6 +18,6 @@ def hover(findings: Sequence[Finding], codec: PositionCodec, lines: Sequence[str
     if not findings:
         return None
     codes = sorted({f.code for f in findings})
-    contents = "\n\n---\n\n".join(rule_markdown(BY_CODE[code]) for code in codes)
+    contents = "\n\n---\n\n".join(rule_markdown(rules.BY_CODE[code]) for code in codes)
     return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=contents),
                        range=finding_range(codec, lines, findings[0]))

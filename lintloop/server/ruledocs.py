@@ -7,11 +7,14 @@ import os
 import tempfile
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pygls.uris import from_fs_path
 
 from lintloop import __version__
-from lintloop.rule import FRAMEWORK_LABELS, Rule
+
+if TYPE_CHECKING:
+    from lintloop.rule import Rule
 
 _SECTIONS = (("What it flags", "summary"), ("Why it is wrong", "why"), ("What you see when it happens", "symptom"),
              ("How to fix it", "remedy"), ("Fix safety", "fix_safety"))
@@ -19,6 +22,8 @@ _SECTIONS = (("What it flags", "summary"), ("Why it is wrong", "why"), ("What yo
 
 def rule_markdown(rule: type[Rule]) -> str:
     """The rule's documentation (the content of `lintloop rule CODE`) as Markdown."""
+    from lintloop.rule import FRAMEWORK_LABELS
+
     frameworks = ", ".join(FRAMEWORK_LABELS[f] for f in rule.frameworks) or "—"
     default = "on" if rule.default_on else "off"
     parts = [f"### {rule.code} `{rule.name}`",

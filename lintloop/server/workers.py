@@ -5,8 +5,8 @@ from __future__ import annotations
 import multiprocessing
 from multiprocessing.context import BaseContext
 
-# What a worker runs (lint_analysis, safe_fix_changes): imported once, by the fork server.
-ENGINE_MODULE = "lintloop.server.documents"
+# What a worker runs (lint_analysis, safe_fix_changes) and the engine they use: imported once, by the fork server.
+ENGINE_MODULES = ["lintloop.server.documents", "lintloop.engine"]
 
 
 def worker_context() -> BaseContext:
@@ -17,5 +17,5 @@ def worker_context() -> BaseContext:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([ENGINE_MODULE])
+    context.set_forkserver_preload(ENGINE_MODULES)
     return context

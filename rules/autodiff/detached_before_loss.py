@@ -60,7 +60,7 @@ class DetachedBeforeLoss(Rule):
                "`torch.from_numpy`, so no differentiable path from a trainable parameter reaches the loss.")
     why = ("These ops return the values of a tensor without its autograd graph. A loss built from them is "
            "a constant as far as autograd knows: nothing upstream — the model's parameters — gets a gradient.")
-    symptom = ("tests/fixtures/LL105_bad.py (`criterion(logits.detach(), yb)`) stops at its first "
+    symptom = ("LL105_bad.py (`criterion(logits.detach(), yb)`) stops at its first "
                "`loss.backward()`. Measured with torch 2.13: `loss.backward()` raises `RuntimeError: element 0 "
                "of tensors does not require grad and does not have a grad_fn` (for `.detach()`, `.data`, "
                "`torch.tensor(out)`, "

@@ -31,7 +31,7 @@ class GradientInsideTape(Rule):
            "the call: the backward pass is recorded as forward ops, with the intermediate tensors it needs "
            "kept alive until that tape is released. That is only useful to differentiate the gradient "
            "again.")
-    symptom = ("No wrong result, only extra work. Running tests/fixtures/LL104_bad.py (a persistent tape, two "
+    symptom = ("No wrong result, only extra work. Running LL104_bad.py (a persistent tape, two "
                "heads) TF 2.21 logs twice in 60 steps (not once per step): `WARNING:tensorflow:"
                "Calling GradientTape.gradient on a persistent tape inside its context is significantly less "
                "efficient than calling it outside the context (it causes the gradient ops to be recorded on "

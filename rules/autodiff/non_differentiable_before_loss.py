@@ -62,9 +62,9 @@ class NonDifferentiableBeforeLoss(Rule):
                "function, `torch.nn.functional` loss, an `nn.*Loss` instance) whose result is differentiated.")
     why = ("These ops are piecewise constant: they have no gradient (TensorFlow registers none) or a zero "
            "one, so nothing upstream of them learns.")
-    symptom = ("tests/fixtures/LL102_bad.py (TensorFlow): `tape.gradient` returned None for 4 of 4 variables "
+    symptom = ("LL102_bad.py (TensorFlow): `tape.gradient` returned None for 4 of 4 variables "
                "and `apply_gradients` raised `ValueError: No gradients provided for any variable.` "
-               "tests/fixtures/LL102_torch_bad.py (PyTorch): `loss.backward()` raised `RuntimeError: element "
+               "LL102_torch_bad.py (PyTorch): `loss.backward()` raised `RuntimeError: element "
                "0 of tensors does not require grad and does not have a grad_fn` — measured the same for argmax, "
                "argmin, the indices of `torch.max(out, 1)`, comparisons, `.long()` / `.int()` / `.to(torch.long)` / "
                "`.type(torch.int64)` and `torch.where` between constants (torch 2.13). round, floor, ceil, sign and "

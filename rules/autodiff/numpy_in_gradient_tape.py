@@ -58,10 +58,10 @@ class NumpyInGradientTape(Rule):
     why = ("The tape records TensorFlow operations only. A NumPy array or Python number is a constant to "
            "it, so everything computed before the conversion is cut off from the loss and its gradient "
            "is None.")
-    symptom = ("Running tests/fixtures/LL101_bad.py (TF 2.21, Keras 3): `tape.gradient` returned None for "
+    symptom = ("Running LL101_bad.py (TF 2.21, Keras 3): `tape.gradient` returned None for "
                "4 of 4 variables, then `optimizer.apply_gradients` raised `ValueError: No gradients provided "
-               "for any variable.` tests/fixtures/crossmodule/train_numpy_bad.py (the `.numpy()` in "
-               "losses.py) prints `step 0: loss=... None gradients: 4/4` and fails the same way. "
+               "for any variable.` A training script whose loss function, imported from its `losses.py`, "
+               "calls `.numpy()` prints `step 0: loss=... None gradients: 4/4` and fails the same way. "
                "When only some gradients are None, Keras 3 only warns. Inside "
                "`tf.function` it fails at trace time: `Cannot convert a symbolic tf.Tensor to a numpy array`.")
     remedy = ("Keep the computation in TensorFlow ops (`tf.reduce_mean`, `tf.math.*`) inside the tape; "

@@ -45,7 +45,7 @@ class UnwatchedTapeSource(Rule):
     why = ("A tape records operations on trainable variables automatically — they never need "
            "`watch` — but not on tensors or non-trainable variables. Without `t.watch(x)` the tape has "
            "no path from the target to `x`.")
-    symptom = ("tests/fixtures/LL103_bad.py: `tape.gradient(loss, x)` for `x = tf.constant(...)` returned None "
+    symptom = ("LL103_bad.py: `tape.gradient(loss, x)` for `x = tf.constant(...)` returned None "
                "silently (the program only failed on its next line, which used the gradient: `ValueError: "
                "Attempt to convert a value (None) with an unsupported type (<class 'NoneType'>) to a "
                "Tensor.`). A trainable `tf.Variable` in the same tape, never watched, got its gradient.")

@@ -43,7 +43,7 @@ class CheckNumericsUnderXla(Rule):
            "machine with a GPU, outside a distribution strategy; it is not flagged, since what runs depends "
            "on the machine. Recent TensorFlow sources lower the check to a device assert on XLA:GPU; "
            "not measured here.)")
-    symptom = ("tests/fixtures/LL803_bad.py feeds a NaN label into its `@tf.function(jit_compile=True)` train "
+    symptom = ("LL803_bad.py feeds a NaN label into its `@tf.function(jit_compile=True)` train "
                "step, which checks the loss with `tf.debugging.check_numerics`: nothing raises, and it prints "
                "`loss nan at step 3; check_numerics raised nothing; final loss nan`. The same program without "
                "`jit_compile` stops at step 3 with `InvalidArgumentError`: `loss : Tensor had NaN values`.")

@@ -79,11 +79,11 @@ class CheckpointWithoutOptimizer(Rule):
            "optimizer from zero: Adam's bias correction starts over, momentum is lost, and learning-rate "
            "warm-up logic keyed on the optimizer's step restarts, so the loss jumps after every resume and the "
            "run is not the run it continues.")
-    symptom = ("Nothing fails. tests/fixtures/LL801_bad.py trains 4 epochs of Adam steps saving "
+    symptom = ("Nothing fails. LL801_bad.py trains 4 epochs of Adam steps saving "
                "`model.state_dict()` each epoch, then resumes from the epoch-1 checkpoint and trains epochs 2-3 "
                "again on the same batches: final loss 0.31793 instead of 0.36810, parameters off by up to "
                "1.33e-01. LL801_good.py saves and reloads the optimizer's state too: the same loss, parameter "
-               "difference 0.00e+00. TensorFlow (TF 2.21, Keras 3): tests/fixtures/LL801_tf_bad.py saves "
+               "difference 0.00e+00. TensorFlow (TF 2.21, Keras 3): LL801_tf_bad.py saves "
                "`tf.train.Checkpoint(model=model)` each epoch of a custom Adam loop; resumed from the epoch-1 "
                "checkpoint, the optimizer's `iterations` is 0 (40 with the optimizer saved), final loss 0.07640 "
                "instead of 0.09836, parameters off by up to 1.75e-01; LL801_tf_good.py adds `optimizer=optimizer`: "

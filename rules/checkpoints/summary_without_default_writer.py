@@ -48,7 +48,7 @@ class SummaryWithoutDefaultWriter(Rule):
            "`tf.summary.create_file_writer(logdir)` does not make it the default: without "
            "`writer.as_default()` (or `set_as_default()`) every summary op is a no-op that returns False.")
     symptom = ("Nothing fails and nothing is logged: no warning, an empty event file, an empty TensorBoard. "
-               "tests/fixtures/LL802_bad.py creates a file writer and logs its loss every step with "
+               "LL802_bad.py creates a file writer and logs its loss every step with "
                "`tf.summary.write`: `summary values written: 0` after 20 steps (each call returned False); "
                "LL802_good.py, inside `with writer.as_default():`, writes 20. (The fixtures call `tf.summary.write`, the "
                "op `scalar`/`histogram`/... end in: those need TensorBoard, which tensorflow-cpu 2.21 does not "

@@ -41,7 +41,7 @@ class PrintInJit(Rule):
            "`print` runs once, not at every call, and what it prints are tracers (`JitTracer(float32[])`), "
            "not values. A string formatted in Python before `jax.debug.print` sees it is formatted at trace "
            "time too: `jax.debug.print` then prints that fixed text, the tracer's repr, at every call.")
-    symptom = ("tests/fixtures/LL206_bad.py prints the loss inside its `@jax.jit` train step, called 20 "
+    symptom = ("LL206_bad.py prints the loss inside its `@jax.jit` train step, called 20 "
                "times: the output is one line, `loss JitTracer(float32[])`, then `20 steps done, final loss "
                "0.0038`. `jax.debug.print(f\"loss {loss}\")` in a jitted function prints "
                "`loss JitTracer(float32[])` at every call (jax 0.10.2).")

@@ -34,7 +34,7 @@ class PrintInTfFunction(Rule):
                "decorated by it): its body runs eagerly at every call, even from a tf.function.")
     why = ("A `tf.function` runs its Python body only while tracing a graph (the first call, and again "
            "for each new input signature); later calls run the graph, which contains no Python `print`.")
-    symptom = ("tests/fixtures/LL201_bad.py calls its `@tf.function` train step 6 times; the `print` ran once "
+    symptom = ("LL201_bad.py calls its `@tf.function` train step 6 times; the `print` ran once "
                "(twice when an Adam optimizer forces a second trace) and printed a symbolic tensor, "
                "`loss Tensor(\"mean_squared_error/div_no_nan:0\", shape=(), dtype=float32)`, never a value.")
     remedy = "Use `tf.print(...)`, which is a graph op and prints the value at every call."

@@ -24,7 +24,7 @@ class PythonScalarRetrace(Rule):
            "shape): each new Python number traces and builds a new graph (measured, TF 2.21: 30 values, 30 "
            "traces, about +113 KiB of memory each; `reduce_retracing=True` does not help, since it relaxes "
            "shapes, not Python values).")
-    symptom = ("tests/fixtures/LL205_bad.py passes the step index to its `@tf.function` train step and prints "
+    symptom = ("LL205_bad.py passes the step index to its `@tf.function` train step and prints "
                "`20 traces for 20 calls` (with `tf.constant(step)`: `1 traces for 20 calls`); TensorFlow warns "
                "(only twice per function) `5 out of the last 5 calls to <function train_step at 0x...> "
                "triggered tf.function retracing.`")

@@ -30,7 +30,7 @@ class PythonSideEffectInTfFunction(Rule):
            "each new input signature); later calls run the graph, which holds no Python code. A list "
            "appended to, or a global counter incremented, changes once per trace, not once per call, and "
            "holds symbolic tensors, not values.")
-    symptom = ("tests/fixtures/LL202_bad.py appends the loss to a module-level `history` list inside its "
+    symptom = ("LL202_bad.py appends the loss to a module-level `history` list inside its "
                "`@tf.function` train step, called 20 times: `history has 1 entries after 20 steps: "
                "[<tf.Tensor 'mean_squared_error/div_no_nan:0' shape=() dtype=float32>]`.")
     remedy = ("Return the value from the tf.function and append it in the eager caller "

@@ -27,7 +27,7 @@ class TfFunctionInLoop(Rule):
     why = ("A tf.function caches its traces on the Function object. A new object each iteration starts with "
            "no trace: the Python body is traced, the graph built and optimised (and with `jit_compile=True` "
            "compiled by XLA) on every iteration, which costs far more than running the step.")
-    symptom = ("tests/fixtures/LL204_bad.py builds `tf.function(train_step)` inside its step loop and prints "
+    symptom = ("LL204_bad.py builds `tf.function(train_step)` inside its step loop and prints "
                "`20 traces for 20 calls` (the fixed program: `1 traces for 20 calls`; 9.5 s against 7.6 s "
                "for 20 steps of a tiny model); TensorFlow warns `5 out of the last 5 calls to <function "
                "train_step at 0x...> triggered tf.function retracing.`")

@@ -35,7 +35,7 @@ class TrainStepNotCompiled(Rule):
     why = ("Eager execution dispatches each op from Python; a tf.function traces the step once and runs it "
            "as a graph (fused, without per-op Python overhead), typically several times faster for small "
            "and medium models.")
-    symptom = ("tests/fixtures/LL203_bad.py: `tf.executing_eagerly()` is True inside the step at every call "
+    symptom = ("LL203_bad.py: `tf.executing_eagerly()` is True inside the step at every call "
                "(\"train step ran eagerly: every op dispatched from Python\"); the same losses as the fixed "
                "program. Measured on CPU (TF 2.21, a shared 2-core machine): a two-layer Dense model, batch 32, "
                "SGD: 24.7 ms per eager step, 0.78 ms per step once the same function is wrapped in `tf.function`.")

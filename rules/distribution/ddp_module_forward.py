@@ -23,7 +23,7 @@ class DdpModuleForward(Rule):
            "`DDP.forward` prepares the reducer for the backward pass, and its autograd hooks then all-reduce "
            "the gradients. Through `.module` the reducer is never armed, so each process steps on its own "
            "local gradients and the replicas drift apart.")
-    symptom = ("No error, no warning. tests/fixtures/LL404_bad.py (2 gloo processes on CPU, same initial "
+    symptom = ("No error, no warning. LL404_bad.py (2 gloo processes on CPU, same initial "
                "weights, each rank its own data shard) prints `after 20 steps on 2 ranks: largest parameter "
                "difference between ranks 0.121444`; through the wrapper (LL404_good.py) it is `0.000000`.")
     remedy = ("Call the wrapper: `ddp_model(x)`. Keep `.module` for what is not a training forward: "

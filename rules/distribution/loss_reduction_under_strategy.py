@@ -66,7 +66,7 @@ class LossReductionUnderStrategy(Rule):
            "per-replica mean therefore gives N times the gradient of the global mean. Keras 3 loss objects "
            "with the default (`sum_over_batch_size`) reduction already divide by the replica count — they "
            "are correct and not flagged; Keras 2 refuses them.")
-    symptom = ("tests/fixtures/LL402_bad.py (2 replicas, SGD): the first update is 2.00 times the "
+    symptom = ("LL402_bad.py (2 replicas, SGD): the first update is 2.00 times the "
                "single-device update over the same global batch (the fixed program: 1.00). "
                "With 2 replicas the gradients are 2x too large (`reduce_mean` of per-example losses, or "
                "reduction none + `reduce_mean`); with `reduction=\"sum\"` undivided, batch-size times too large. "

@@ -27,7 +27,7 @@ class SamplerWithoutSetEpoch(Rule):
                "before the loop, or a constant argument, counts as never).")
     why = ("`DistributedSampler` shuffles with a generator seeded by `seed + epoch`; the epoch only changes "
            "through `set_epoch`. Without it every epoch visits the samples in the same order on every rank.")
-    symptom = ("tests/fixtures/LL403_bad.py: the probe records the sampler's order in each epoch: identical in "
+    symptom = ("LL403_bad.py: the probe records the sampler's order in each epoch: identical in "
                "every epoch (measured in torch 2.13); no warning.")
     remedy = ("Call `sampler.set_epoch(epoch)` (or `loader.sampler.set_epoch(epoch)`) at the start of each epoch, "
               "before iterating the loader.")

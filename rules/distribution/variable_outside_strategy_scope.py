@@ -41,12 +41,12 @@ class VariableOutsideStrategyScope(Rule):
                "Accuracy()`) before the step is defined or run is not flagged for its earlier object.")
     why = ("Variables are created by the strategy that is current when they are built. Built outside the "
            "scope they are ordinary single-device variables, not mirrored per replica.")
-    symptom = ("tests/fixtures/LL401_bad.py (Keras 3, MirroredStrategy over 2 CPU devices) fails at its first "
+    symptom = ("LL401_bad.py (Keras 3, MirroredStrategy over 2 CPU devices) fails at its first "
                "distributed step: `RuntimeError: Mixing different tf.distribute.Strategy objects: "
                "<...MirroredStrategy object ...> is not <..._DefaultDistributionStrategy object ...>` (Adam "
                "built outside). With only the model outside: `ValueError: `colocate_vars_with` must only be "
                "passed a variable created in this tf.distribute.Strategy.scope()`. "
-               "tests/fixtures/LL401_module_strategy_bad.py (strategy at module level, model from "
+               "LL401_module_strategy_bad.py (strategy at module level, model from "
                "`build_model()` called outside the scope, SGD built inside) fails at its first step with a bare "
                "`AssertionError` from the optimizer's distributed update; if the model's variables are created "
                "lazily inside the step, TF fails instead with `InvalidArgumentError: You must feed a value for "

@@ -46,9 +46,9 @@ class ChangingStaticArgument(Rule):
            "35-55 ms per call against about 1 ms; a per-step float learning rate and a new `optax.adam(1e-3)` "
            "each call did the same. A bool flag compiles twice, three shape buckets three times; the same "
            "value passed once positionally and once by keyword is two cache entries.")
-    symptom = ("tests/fixtures/LL904_bad.py passes its step counter as a static argument of the jitted train "
+    symptom = ("LL904_bad.py passes its step counter as a static argument of the jitted train "
                "step and prints `20 compiles in 20 steps, 607.23 ms per step after the first` (`60 compiles in "
-               "60 steps` with `--steps 60`); passed as a traced argument (tests/fixtures/LL904_good.py) it "
+               "60 steps` with `--steps 60`); passed as a traced argument (LL904_good.py) it "
                "prints `1 compiles in 20 steps, 0.07 ms per step after the first`. JAX does not warn.")
     remedy = ("Pass the changing value as a traced argument (remove it from `static_argnums` / "
               "`static_argnames`; use it with `jnp` / `lax` operations, e.g. `jnp.where` or `lax.cond` "

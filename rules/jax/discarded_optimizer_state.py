@@ -38,11 +38,11 @@ class DiscardedOptimizerState(Rule):
            "bias-corrected to `lr·sign(g)`; a schedule is frozen at its step-0 value (a warm-up from 0 "
            "leaves every update 0). A dropped `apply_updates` / `apply_gradients` result: the parameters "
            "never change.")
-    symptom = ("tests/fixtures/LL905_bad.py (Adam, `updates, _ = tx.update(...)` in a jitted step that hands the old "
+    symptom = ("LL905_bad.py (Adam, `updates, _ = tx.update(...)` in a jitted step that hands the old "
                "state back) prints `step 1: adam count=0 loss=13.4534` ... `step 60: adam count=0 loss=0.0568`: the "
                "count never leaves 0 and from step 30 on the loss is stuck at 0.0568 (sign steps oscillating "
                "around the minimum), while the fixed program prints `step 60: adam count=60 loss=0.0210`. "
-               "tests/fixtures/LL905_apply_bad.py drops `optax.apply_updates(...)`'s result and prints "
+               "LL905_apply_bad.py drops `optax.apply_updates(...)`'s result and prints "
                "`loss=13.4534` at every step. No error or warning is raised.")
     remedy = ("Bind the new state back to the name the next step passes in: `updates, opt_state = "
               "tx.update(grads, opt_state, params)`; `params = optax.apply_updates(params, updates)`; "

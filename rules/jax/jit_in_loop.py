@@ -48,10 +48,10 @@ class JitInLoop(Rule):
            "running a small step. Measured on CPU, jax 0.10.2: each of these compiled 40 times in 40 calls "
            "(34-64 ms per call against 0.01 ms for the hoisted function), while `jax.jit(f)` of the same "
            "module-level `f` re-created each iteration compiled once.")
-    symptom = ("tests/fixtures/LL903_bad.py jits a lambda (closing over the batch) inside its step loop and "
+    symptom = ("LL903_bad.py jits a lambda (closing over the batch) inside its step loop and "
                "prints `20 compiles in 20 steps, 488.52 ms per step after the first` (JAX's "
                "`/jax/core/compile/backend_compile_duration` events; 490-1,150 ms on a loaded 2-core CPU); "
-               "with the jit hoisted out of the loop (tests/fixtures/LL903_good.py) it prints `1 compiles in "
+               "with the jit hoisted out of the loop (LL903_good.py) it prints `1 compiles in "
                "20 steps, 0.12 ms per step after the first`. Nothing warns.")
     remedy = ("Create the jitted function once, before the loop, from a function that takes what changes per "
               "iteration (the batch, the parameters, the step) as arguments: `step = jax.jit(train_step)` "

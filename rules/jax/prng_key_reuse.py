@@ -44,10 +44,10 @@ class PrngKeyReuse(Rule):
            "derived from the same bits: correlated), and with jax 0.10's default `threefry_partitionable` "
            "draws of different shapes from one key share their leading numbers. In a loop, a key that never "
            "changes gives every step the same dropout mask, noise or data order.")
-    symptom = ("tests/fixtures/LL901_bad.py draws its dropout mask every step from one key made before the "
+    symptom = ("LL901_bad.py draws its dropout mask every step from one key made before the "
                "loop and prints `20/20 steps drew the same dropout mask as step 1; 1 distinct masks` (the fixed "
                "program, which splits the key each step: `1/20 ...; 20 distinct masks`). "
-               "tests/fixtures/LL901_twodraws_bad.py draws its inputs and their label noise from one key and "
+               "LL901_twodraws_bad.py draws its inputs and their label noise from one key and "
                "prints `corr(x, noise) = 1.000` and `fitted w = 2.500 (true 2.0)` (fixed: `0.045`, `2.021`). "
                "Measured, jax 0.10.2: `normal(key, (3,))` and `normal(key, (5,))` start with the same three "
                "numbers. The probe (`lintloop check --probe`) reports `one PRNG key drawn from 20 times, by "

@@ -29,7 +29,7 @@ class PythonSideEffectInJit(Rule):
            "Python. A list appended to, or a global counter incremented, changes once per trace, not once per "
            "call, and what it holds are tracers, not values (using them later raises "
            "`UnexpectedTracerError`).")
-    symptom = ("tests/fixtures/LL902_bad.py increments a global `step_count` inside its `@jax.jit` train step, "
+    symptom = ("LL902_bad.py increments a global `step_count` inside its `@jax.jit` train step, "
                "called 20 times: `step_count = 1 after 20 steps`. A module-level list appended to in a jitted "
                "function called 3 times holds one entry, `JitTracer(float32[2])`, and `history[0] + 1` raises "
                "`UnexpectedTracerError: Encountered an unexpected tracer.` (jax 0.10.2).")

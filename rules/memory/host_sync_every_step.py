@@ -48,7 +48,7 @@ class HostSyncEveryStep(Rule):
            "before it. Without it, the CPU queues the next step's kernels while the GPU still runs this one; "
            "with it, each step starts on an idle GPU. On a CPU-only run it costs nothing, which is why it goes "
            "unnoticed (and why this rule is off by default).")
-    symptom = ("Nothing fails and the numbers are right: tests/fixtures/LL302_bad.py prints the same "
+    symptom = ("Nothing fails and the numbers are right: LL302_bad.py prints the same "
                "`step 100: mean loss 0.4763, accuracy 0.859` as LL302_good.py; LL302_tf_bad.py (a loop calling a "
                "tf.function train step) the same `step 200: loss 0.0960` as LL302_tf_good.py, with "
                "'200 host copies of the loss' against 4. The cost is only on an accelerator: "

@@ -47,7 +47,7 @@ class LossTensorAccumulation(Rule):
     why = ("PyTorch: each loss tensor references the autograd graph of its step, so every step's graph "
            "stays alive as long as the accumulator does. TensorFlow: each eager loss tensor stays alive "
            "(on a GPU, in device memory).")
-    symptom = ("In tests/fixtures/LL301_bad.py, after 300 steps `total_loss` is still a tensor with "
+    symptom = ("In LL301_bad.py, after 300 steps `total_loss` is still a tensor with "
                "`grad_fn=AddBackward0`, chained to every step's graph. "
                "Memory grows every step: measured about +10 KiB per step for a small PyTorch training loop "
                "(MiBs per step when the loss was computed without `no_grad`), about +0.6 KiB per step for "

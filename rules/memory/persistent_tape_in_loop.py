@@ -34,7 +34,7 @@ class PersistentTapeInLoop(Rule):
     symptom = ("No error and no growth (measured, TF 2.21 CPU: 400 eager steps, +7 KiB without `del`, +10 KiB "
                "with): one extra step of recorded tensors at peak, about +90 KiB for a small model, scaling with "
                "the model's activations (re-measured with glibc's counters: `del tape` at the end of a step freed "
-               "84 KiB for a 64-256-256-1 MLP on a 256-row batch). tests/fixtures/LL304_bad.py prints 'persistent tapes alive when step 60 "
+               "84 KiB for a 64-256-256-1 MLP on a 256-row batch). LL304_bad.py prints 'persistent tapes alive when step 60 "
                "started: 1' (LL304_good.py: 0); on an accelerator that is a step's activations of device memory. "
                "The probe reports: 'persistent GradientTape entered 59 times; at 58 of the 58 later entries (from "
                "entry 2) the previous step's tape, done recording, was still alive with everything it recorded'.")

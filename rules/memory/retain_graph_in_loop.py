@@ -53,7 +53,7 @@ class RetainGraphInLoop(Rule):
            "backward pass, for a second backward through it. When none follows, that memory is only released "
            "when the next iteration rebinds the loss: each step's peak holds the previous step's graph and "
            "activations as well as its own.")
-    symptom = ("No error and no growth by itself. The probe on tests/fixtures/LL303_bad.py reports: "
+    symptom = ("No error and no growth by itself. The probe on LL303_bad.py reports: "
                "'backward(retain_graph=True) ran 8 times; in the 5 checked calls no later backward went through "
                "the retained graph (15 nodes, 1413.0 KiB of saved tensors) before the line ran again, and 5 of them "
                "were freed only after the next optimizer step: one extra step of graph and activations held at "

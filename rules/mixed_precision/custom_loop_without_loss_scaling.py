@@ -41,7 +41,7 @@ class CustomLoopWithoutLossScaling(Rule):
                "with the default `train_step` updated correctly. Keras 2 (tf-keras 2.21): a LossScaleOptimizer "
                "without `get_scaled_loss` applies the unscaled gradients unchanged (no scaling) and warns 'You "
                "forgot to call LossScaleOptimizer.get_scaled_loss() and LossScaleOptimizer.get_unscaled_gradients() "
-               "before calling LossScaleOptimizer.apply_gradients()'; `compile` wraps the optimizer there too. tests/fixtures/LL602_bad.py prints 'step 1: loss "
+               "before calling LossScaleOptimizer.apply_gradients()'; `compile` wraps the optimizer there too. LL602_bad.py prints 'step 1: loss "
                "1.006e-06, gradient entries exactly zero: 12917 of 214016' (LL602_good.py: 958); LL602_lso_bad.py "
                "'output-bias update / SGD update: 3.052e-05' (LL602_lso_good.py: 1). The probe reports 'tape.gradient "
                "returned 11959 of 214016 gradient entries as exactly 0 that are nonzero with the loss scaled by "

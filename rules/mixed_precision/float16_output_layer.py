@@ -46,7 +46,7 @@ class Float16OutputLayer(Rule):
                "6.1e-06] (float32: 0.99998 for the top class), and on [20, 0, 0, 0] exactly [1, 0, 0, 0] "
                "(float32: [1.0, 2.1e-09, 2.1e-09, 2.1e-09]); a float16 sigmoid gives exactly 1.0 at 8 and exactly "
                "0.0 at -18; `keras.applications.MobileNetV2` outputs float16. Under `fit` the training loss was "
-               "the same as with a float32 output layer (0.2558 both in tests/fixtures/LL601_bad.py): what "
+               "the same as with a float32 output layer (0.2558 both in LL601_bad.py): what "
                "saturates is the model's output — predictions, calibrated probabilities, thresholds, the "
                "exported model. LL601_bad.py prints `saturated float16 output: 22 of 256 rows have a "
                "probability of exactly 1.0, 2 probabilities are exactly 0`; the fixed program has none. "

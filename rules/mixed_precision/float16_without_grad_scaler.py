@@ -30,7 +30,7 @@ class Float16WithoutGradScaler(Rule):
            "before backward, unscales the gradients before the step, and skips steps whose gradients "
            "overflowed. bfloat16 has float32's exponent range and needs no scaler (CPU autocast defaults to it).")
     symptom = ("Nothing fails or warns: small gradients come back as exact zeros (or overflow to inf/NaN, "
-               "which nothing skips) and training stalls quietly. tests/fixtures/LL605_bad.py (an autoencoder, "
+               "which nothing skips) and training stalls quietly. LL605_bad.py (an autoencoder, "
                "float16 autocast on CPU, torch 2.13) prints `zero_grad_fraction=0.0041` rising to `0.0051` over "
                "4 steps for its output layer's weight gradient; LL605_good.py, with a GradScaler, prints "
                "`0.0000`. With a smaller loss (1.7e-6, e.g. divided by 64 accumulation steps) 99.7% of a 3-layer "

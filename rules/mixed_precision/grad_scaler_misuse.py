@@ -24,7 +24,7 @@ class GradScalerMisuse(Rule):
            "first). Only `scaler.step` unscales them and skips steps with inf/NaN gradients; only "
            "`scaler.update()` re-arms the scaler for the next step; clipping scaled gradients clips at a "
            "threshold 65,536 times too small.")
-    symptom = ("tests/fixtures/LL604_bad.py: `optimizer.step()` after a scaled backward applies gradients 65,536× "
+    symptom = ("LL604_bad.py: `optimizer.step()` after a scaled backward applies gradients 65,536× "
                "too large (the parameters jump or become inf/NaN). Without `update()`, an enabled scaler raises "
                "on the second step: \"RuntimeError: step() has already been called since the last update().\" "
                "(silent when the scaler is disabled, e.g. a CUDA scaler on a CPU-only machine). Clipping before "

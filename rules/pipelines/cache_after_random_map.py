@@ -27,7 +27,7 @@ class CacheAfterRandomMap(Rule):
            "each example every epoch, and the augmentation no longer regularizes. Stateless random ops "
            "(`tf.image.stateless_random_*` with a fixed seed) give the same values every epoch anyway, so "
            "caching them changes nothing: they are not flagged.")
-    symptom = ("Nothing fails; the augmentation stops regularizing. tests/fixtures/LL504_bad.py prints the same "
+    symptom = ("Nothing fails; the augmentation stops regularizing. LL504_bad.py prints the same "
                "first batch in every epoch: `epoch 1 first batch digest 46a43f04, x[0] = -1.09893` and the same "
                "line for epochs 2 and 3; LL504_good.py, with the cache before the map, prints `c2ae6338`, "
                "`16aca2ab`, `526d3d74`.")

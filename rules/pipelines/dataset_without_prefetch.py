@@ -38,7 +38,7 @@ class DatasetWithoutPrefetch(Rule):
            "pipeline's last synchronous transformation by default (measured on TF 2.21: `map → shuffle → batch` "
            "ran at 40 ms/batch with or without `.prefetch`), but not when autotuning, default optimizations or "
            "the injection itself are switched off: then the two run serially (67 ms/batch).")
-    symptom = ("Nothing fails; training is slower. tests/fixtures/LL501_bad.py (autotuning off, a Python generator "
+    symptom = ("Nothing fails; training is slower. LL501_bad.py (autotuning off, a Python generator "
                "taking 4 ms per example, 30 ms per training step) prints `input and training ran one after the "
                "other: 0 examples prepared during 20 steps, 130.8 ms/batch`; LL501_good.py, with the prefetch, "
                "prepares examples during the steps and does not print it. The same pipeline measured alone: "

@@ -35,7 +35,7 @@ class EvalLoaderShuffled(Rule):
            "per-example outputs (saved predictions, the first batch shown in logs, per-batch metrics) come in a "
            "different order every epoch, so runs are not comparable and predictions no longer line up with the "
            "dataset's rows. With `drop_last=True` it is worse: a different subset is evaluated each time.")
-    symptom = ("Nothing fails. tests/fixtures/LL505_bad.py prints where each epoch's validation pass starts: "
+    symptom = ("Nothing fails. LL505_bad.py prints where each epoch's validation pass starts: "
                "examples [248, 240, 254, 216, 211, 213] in epoch 0, [253, 218, 242, 193, 241, 209] in epoch 1; "
                "LL505_good.py visits [192, 193, 194, 195, 196, 197] in both.")
     remedy = "Build evaluation loaders with `shuffle=False` (the default)."

@@ -29,7 +29,7 @@ class MapWithoutParallelCalls(Rule):
            "6.3), but never a stateful one: random augmentation and Python (`py_function`) decoding, the "
            "expensive maps, stay sequential. Maps of evaluation-only pipelines and maps whose function is "
            "not in this file are not flagged.")
-    symptom = ("Nothing fails; training is slower. tests/fixtures/LL502_bad.py (a `tf.py_function` decode of 4 ms "
+    symptom = ("Nothing fails; training is slower. LL502_bad.py (a `tf.py_function` decode of 4 ms "
                "per example) prints `map ran one call at a time: 7.1 ms/example`; LL502_good.py runs 2 decode "
                "calls at once on 2 CPU cores (measured alone: 2.2 ms/example instead of 6.3) and does not print it.")
     remedy = "Pass `num_parallel_calls=tf.data.AUTOTUNE` to `map`."

@@ -30,7 +30,7 @@ class ShuffleAfterBatch(Rule):
            "gradient of each step averages the same correlated examples (sorted or grouped data stays grouped). "
            "`shuffle(1)` returns the elements in their order; a buffer smaller than the batch leaves each "
            "batch mostly made of neighbouring examples.")
-    symptom = ("Nothing fails; the model trains on correlated batches. tests/fixtures/LL503_bad.py (64 examples sorted "
+    symptom = ("Nothing fails; the model trains on correlated batches. LL503_bad.py (64 examples sorted "
                "by class) prints `epoch 1 batch 2 = examples 0..15 in order, classes [0]`, `epoch 2 batch 1 = "
                "examples 0..15 in order, classes [0]`: in every epoch each batch is the same 16 consecutive examples "
                "of one class; LL503_good.py prints `epoch 1 batch 0 = examples 16 from 0..63, not consecutive, "

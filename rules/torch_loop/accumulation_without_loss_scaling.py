@@ -33,7 +33,7 @@ class AccumulationWithoutLossScaling(Rule):
                "micro-batches) before `backward()` nor the gradients before the step.")
     why = ("Gradients add up over the k backward passes, so the step applies k times the average gradient: the "
            "effective learning rate is k times the configured one, and it changes whenever k does.")
-    symptom = ("tests/fixtures/LL702_bad.py (k = 4): each of the 4 backward passes before a step backpropagates the "
+    symptom = ("LL702_bad.py (k = 4): each of the 4 backward passes before a step backpropagates the "
                "loss function's undivided output, and the gradients add up: the step applies their sum, k times their "
                "mean, so the update is as large as with a k times larger learning rate (step 1 gradient norm 11.7 "
                "against 2.93 with the loss divided by k); training is unstable at a learning rate that works without "

@@ -24,7 +24,7 @@ class DirectForwardCall(Rule):
            "those that tools install (DistributedDataParallel's gradient synchronisation when called on "
            "the wrapper's `.module`, FSDP's parameter gathering, quantization observers, "
            "`torch.utils.hooks`-based profilers and feature extractors, pruning masks).")
-    symptom = ("Nothing fails and the output is the same; the hooks just do not run. tests/fixtures/LL705_bad.py "
+    symptom = ("Nothing fails and the output is the same; the hooks just do not run. LL705_bad.py "
                "registers a forward hook on the model that records the logits' scale, then trains with "
                "`model.forward(xb)`: it prints `hook calls: 0 of 3 steps` (`3 of 3` with `model(xb)`).")
     remedy = "Call the module: `model(x)`."

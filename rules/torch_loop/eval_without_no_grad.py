@@ -33,7 +33,7 @@ class EvalWithoutNoGrad(Rule):
     why = ("`eval()` only changes dropout and batch norm; it does not turn autograd off. Every forward pass still "
            "saves its activations for a backward that never comes: more memory and time per batch, and every "
            "output kept (predictions collected for a metric) keeps its whole graph alive.")
-    symptom = ("tests/fixtures/LL703_bad.py: the evaluation loop's outputs carry `grad_fn`, and collecting them "
+    symptom = ("LL703_bad.py: the evaluation loop's outputs carry `grad_fn`, and collecting them "
                "grows memory by the activations of every batch (measured in torch 2.13: about 6.5 MiB per batch for "
                "a small MLP); with `torch.no_grad()` the same loop holds only the outputs.")
     remedy = "Wrap evaluation in `with torch.no_grad():` (or `torch.inference_mode()`), or decorate the evaluation function with `@torch.no_grad()`."

@@ -44,7 +44,7 @@ class LogitsWithoutFromLogits(Rule):
                "accuracy 0.32; the logits of the first 8 examples were all negative (max -0.33), so each of "
                "their losses was exactly ln 4 with a zero gradient. With `from_logits=True`: 1.50 down to 0.60, accuracy 0.82. "
                "One example: `sparse_categorical_crossentropy(0, [-1, 2, 0.5, 0.3])` gives 16.71 and a zero "
-               "gradient for the two logits outside [0, 1]. tests/fixtures/LL709_bad.py prints `final loss 1.3809 "
+               "gradient for the two logits outside [0, 1]. LL709_bad.py prints `final loss 1.3809 "
                "(ln 4 = 1.3863), accuracy 0.316, logits in [-8.68, 0.22]`; with the fix: `final loss 0.6038 "
                "(ln 4 = 1.3863), accuracy 0.816, logits in [-5.40, 4.39]`.")
     remedy = ("Pass `from_logits=True` to the loss (`keras.losses.SparseCategoricalCrossentropy("

@@ -24,7 +24,7 @@ class MissingTrainMode(Rule):
     why = ("`eval()` switches dropout off and makes batch norm use (and stop updating) its running statistics. "
            "Training steps after it, until `train()`, train a different network: no dropout regularisation, "
            "frozen batch-norm statistics.")
-    symptom = ("tests/fixtures/LL704_bad.py: after the first validation, every training forward runs with its "
+    symptom = ("LL704_bad.py: after the first validation, every training forward runs with its "
                "Dropout and BatchNorm modules in eval mode (the probe sees `training == False` during steps); "
                "nothing warns, the model just generalises worse.")
     remedy = "Call `model.train()` after each evaluation, before the next training step (or at the top of the epoch's training function)."

@@ -22,7 +22,7 @@ class MissingZeroGrad(Rule):
                "gradients computed so far.")
     why = ("`backward()` adds into `.grad`; only `zero_grad()` (or setting the gradients to None) resets them. "
            "Without it, step n uses the gradients of steps 1..n together, so updates grow with every step.")
-    symptom = ("tests/fixtures/LL701_bad.py (one fixed batch): the gradients applied at step 1 are still in `.grad` "
+    symptom = ("LL701_bad.py (one fixed batch): the gradients applied at step 1 are still in `.grad` "
                "when the next `backward()` adds to them, and the gradient norm at steps 1-5 is 4.32, 6.74, 10.6, 15.3, "
                "19.6 instead of staying near 4.3 (torch 2.13; FRAMEWORK_FACTS #10: 0.87 → 1.73 → 2.60 … for a "
                "smaller model); the loss diverges and nothing warns.")

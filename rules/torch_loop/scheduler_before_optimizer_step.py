@@ -24,7 +24,7 @@ class SchedulerBeforeOptimizerStep(Rule):
                "skipped.")
     why = ("Since PyTorch 1.1 a scheduler's `step()` is meant to follow the optimizer's: stepping it first moves "
            "to the second value of the schedule before the first was ever used.")
-    symptom = ("tests/fixtures/LL707_bad.py: PyTorch warns once, at the `scheduler.step()` line: \"UserWarning: "
+    symptom = ("LL707_bad.py: PyTorch warns once, at the `scheduler.step()` line: \"UserWarning: "
                "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and later, you "
                "should call them in the opposite order: `optimizer.step()` before `lr_scheduler.step()`.  Failure to "
                "do this will result in PyTorch skipping the first value of the learning rate schedule.\" — and the "

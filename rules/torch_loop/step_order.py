@@ -21,7 +21,7 @@ class StepOrder(Rule):
     why = ("`optimizer.step()` applies whatever is in `.grad` at that moment. Zeroing between `backward()` and "
            "`step()` throws the fresh gradients away; stepping before `backward()` applies last iteration's "
            "gradients (and nothing at the first step).")
-    symptom = ("tests/fixtures/LL706_bad.py: with `zero_grad()` between `backward()` and `step()`, SGD, Adam and "
+    symptom = ("LL706_bad.py: with `zero_grad()` between `backward()` and `step()`, SGD, Adam and "
                "AdamW leave every parameter unchanged (measured in torch 2.13); the loss never moves and "
                "nothing warns.")
     remedy = "Order each iteration as `zero_grad()` → forward → loss → `backward()` → `step()`."

@@ -1,0 +1,87 @@
+"""Start-up stays lazy: what a command imports decides how long a user waits for it (bench/startup.py
+times it). `--version`, a `check` answered from the result cache, `rules --format json`'s parser and
+the language server's `initialize` load neither libcst nor a rule; a file that has to be analysed
+loads them, and gets the same findings as from the cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+# Prints the command's exit code and which heavy modules it imported, as JSON on the last line.
+PROBE = """
+import json, sys
+from lintloop.cli import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exit:
+    code = exit.code
+heavy = sorted(m for m in ("libcst", "lintloop.linter", "lintloop.rule", "lintloop.rules.autodiff", "rich.table",
+                           "lintloop.runtime_probe.runner", "lsprotocol")
+               if m in sys.modules)
+print(json.dumps({"code": code, "heavy": heavy}))
+"""
+
+
+def _imports(args: list[str], cwd: Path) -> tuple[int, list[str], str]:
+    environment = dict(os.environ, NO_COLOR="1")
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=cwd, capture_output=True, text=True,
+                          env=environment, timeout=120)
+    *output, last = done.stdout.splitlines()
+    result = json.loads(last)
+    return result["code"], result["heavy"], "\n".join(output)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "lintloop.toml").write_text("")
+    (tmp_path / "train.py").write_text((FIXTURES / "LL301_bad.py").read_text())
+    return tmp_path
+
+
+def test_version_imports_no_engine(project):
+    code, heavy, output = _imports(["--version"], project)
+    assert code == 0 and heavy == []
+    assert output.startswith("lintloop ")
+
+
+def test_a_check_answered_from_the_cache_imports_no_engine_and_reports_the_same(project):
+    cold_code, cold_heavy, cold_output = _imports(["check", "train.py"], project)
+    assert cold_code == 1 and "libcst" in cold_heavy and "LL301" in cold_output  # analysed: the engine loaded
+    warm_code, warm_heavy, warm_output = _imports(["check", "train.py"], project)
+    assert (warm_code, warm_heavy, warm_output) == (1, [], cold_output)
+
+
+def test_a_changed_file_is_analysed_again(project):
+    _imports(["check", "train.py"], project)
+    (project / "train.py").write_text((FIXTURES / "LL301_good.py").read_text())
+    code, heavy, output = _imports(["check", "train.py"], project)
+    assert "libcst" in heavy and "LL301" not in output
+
+
+@pytest.mark.parametrize("options", [["--select", "LL3"], ["--extend-select", "unused-suppression"],
+                                     ["--ignore", "LL301,LL2"], ["--select", "ALL"]])
+def test_selection_reads_the_rule_index(project, options):
+    """Selecting by code, prefix, name or ALL needs no rule class: a warm run with options stays lazy."""
+    _imports(["check", *options, "train.py"], project)
+    code, heavy, _ = _imports(["check", *options, "train.py"], project)
+    assert heavy == []
+
+
+def test_unknown_selector_is_refused_from_the_index(project):
+    code, heavy, _ = _imports(["check", "--select", "LL999", "train.py"], project)
+    assert code == 2 and heavy == []
+
+
+def test_the_server_answers_initialize_before_loading_the_engine():
+    """Everything the server process imports to start (lintloop.server.app); the engine is its workers'."""
+    script = ("import sys, lintloop.server.app\n"
+              "print(sorted(m for m in ('libcst', 'lintloop.linter', 'lintloop.rule') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120)
+    assert done.stdout.strip() == "[]"
