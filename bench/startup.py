@@ -84,9 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.lintloop:
         parser.error("no lintloop on PATH: pass --lintloop")
-    lintloop = [args.lintloop]
+    # The commands run in a temporary project: a relative executable is resolved here first.
+    lintloop = [os.path.abspath(args.lintloop)]
+    ruff = os.path.abspath(args.ruff) if args.ruff else None
     # The interpreter of lintloop's console script: its `python -c pass` is the floor.
-    shebang = Path(args.lintloop).read_bytes().split(b"\n", 1)[0]
+    shebang = Path(lintloop[0]).read_bytes().split(b"\n", 1)[0]
     python = shebang[2:].decode().strip() if shebang.startswith(b"#!") else sys.executable
     with tempfile.TemporaryDirectory(prefix="lintloop-startup-") as directory:
         project = Path(directory)
@@ -100,9 +102,9 @@ def main(argv: list[str] | None = None) -> int:
             ("lintloop rule LL101", [*lintloop, "rule", "LL101"]),
             ("lintloop server: initialize", None),
         ]
-        if args.ruff:
-            scenarios += [("ruff --version", [args.ruff, "--version"]),
-                          ("ruff check one.py", [args.ruff, "check", "--no-cache", "--isolated", "one.py"])]
+        if ruff:
+            scenarios += [("ruff --version", [ruff, "--version"]),
+                          ("ruff check one.py", [ruff, "check", "--no-cache", "--isolated", "one.py"])]
         for warm_up in ([*lintloop, "check", "one.py"], [*lintloop, "rule", "LL101"]):
             _timed(warm_up, project)  # fills the cache, compiles the modules, warms the file system
         _initialize_reply([*lintloop, "server"], project)
