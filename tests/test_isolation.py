@@ -319,3 +319,11 @@ def test_the_limits_come_from_the_configuration_and_the_command_line_wins(mixed_
     (mixed_tree / "lintloop.toml").write_text("file-memory-limit = -1\n")
     code, _, err = run_cli("check", "hang_1.py", cwd=mixed_tree)
     assert code == 2 and "lintloop.toml:1: file-memory-limit: must be 0 (no limit) or more" in err
+
+
+def test_the_not_analysed_rule_documents_the_default_bounds():
+    from lintloop.isolation import DEFAULT_MEMORY_MIB, DEFAULT_SECONDS
+    from lintloop.rules import BY_CODE
+
+    remedy = BY_CODE["LL004"].remedy
+    assert f"default {DEFAULT_SECONDS:g})" in remedy and f"default {DEFAULT_MEMORY_MIB})" in remedy

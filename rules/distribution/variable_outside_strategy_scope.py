@@ -44,7 +44,7 @@ class VariableOutsideStrategyScope(Rule):
     symptom = ("LL401_bad.py (Keras 3, MirroredStrategy over 2 CPU devices) fails at its first "
                "distributed step: `RuntimeError: Mixing different tf.distribute.Strategy objects: "
                "<...MirroredStrategy object ...> is not <..._DefaultDistributionStrategy object ...>` (Adam "
-               "built outside). With only the model outside: `ValueError: `colocate_vars_with` must only be "
+               "built outside). With only the model outside: `ValueError: colocate_vars_with must only be "
                "passed a variable created in this tf.distribute.Strategy.scope()`. "
                "LL401_module_strategy_bad.py (strategy at module level, model from "
                "`build_model()` called outside the scope, SGD built inside) fails at its first step with a bare "

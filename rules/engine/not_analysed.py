@@ -15,5 +15,5 @@ class NotAnalysedRule(Rule):
            "(generated code, a huge data literal, thousands of nested parentheses) cannot stall or crash a whole run. "
            "When a file's analysis goes over a bound or dies, that file alone is reported, with the cause, and every "
            "other file's findings are still printed; `fix` leaves such a file unchanged.")
-    remedy = ("Raise `file-timeout` (seconds, default 60) or `file-memory-limit` (MiB, default 2048) in `[tool.lintloop]` "
+    remedy = ("Raise `file-timeout` (seconds, default 120) or `file-memory-limit` (MiB, default 4096) in `[tool.lintloop]` "
               "or on the command line (`--file-timeout`, `--file-memory-limit`; 0 means no bound), or exclude the file.")
