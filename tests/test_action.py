@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import FIXTURES
+from module_files import load_module
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 ACTION = yaml.safe_load((CHECKOUT / "action.yml").read_text())
@@ -41,11 +42,7 @@ def _step(step_id: str) -> dict[str, Any]:
 
 
 def _action_steps() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("action_steps", CHECKOUT / "integrations/action/action_steps.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(CHECKOUT / "integrations/action/action_steps.py", "action_steps")
 
 
 # --- the metadata -------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ import argparse
 import fcntl
 import functools
 import html
-import importlib.util
 import json
 import os
 import re
@@ -27,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from module_files import load_module
 from lintloop.cli import build_parser
 from lintloop.config import KNOWN_KEYS
 from lintloop.rule import Example, RuleOption
@@ -46,11 +46,7 @@ BROWSER_WAIT_S = 20
 
 def _load_generator() -> ModuleType:
     """docs/gen_pages.py, the module mkdocs.yml loads as a hook (docs/ is no package)."""
-    spec = importlib.util.spec_from_file_location("lintloop_docs_gen_pages", DOCS / "gen_pages.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(DOCS / "gen_pages.py", "lintloop_docs_gen_pages")
 
 
 generator = _load_generator()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import importlib.util
 import io
 import json
 import os
@@ -23,6 +22,7 @@ import pytest
 import yaml
 
 from conftest import FIXTURES, TF_PRINT, TORCH_LEAK
+from module_files import load_module
 from lintloop.cli import build_parser, main
 from lintloop.config import load_settings
 from lintloop.finding import Finding
@@ -75,11 +75,7 @@ def findings(reports: dict[str, str]) -> list[dict[str, Any]]:
 # --- VS Code problem matcher --------------------------------------------------------------------------
 
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("problem_matcher", INTEGRATIONS / "problem_matcher.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(INTEGRATIONS / "problem_matcher.py", "problem_matcher")
 
 
 def _shipped_matchers() -> list[dict[str, Any]]:
