@@ -1,7 +1,7 @@
 """Running lint / fix over many files: per-file cache and parallel workers, results in a stable order.
 
 Importing this module loads no analysis: a small run whose files are all in the result cache is
-answered here without libcst or a rule (`cached_results`). The engine (`lintloop.linter`, the rule
+answered here without libcst or a rule (`cached_findings`). The engine (`lintloop.linter`, the rule
 catalog) is imported when a file has to be analysed, in the parent before the workers start, so
 that forked workers share it.
 """
