@@ -24,6 +24,7 @@ from pathlib import Path
 from lintloop.linter import lint_bytes
 from lintloop.rule import RuleSet
 from lintloop.config import resolve_selector
+from lintloop.rules import BY_CODE
 
 
 def python_files(paths: list[Path]) -> list[Path]:
@@ -97,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hosts", type=int, help="with --inject: append each example to this many files, not all")
     args = parser.parse_args(argv)
     files = python_files(args.paths)
-    rules = sorted({r for selector in args.select.split(",") for r in resolve_selector(selector)}, key=lambda r: r.code)
+    codes = sorted({code for selector in args.select.split(",") for code in resolve_selector(selector)})
+    rules = [BY_CODE[code] for code in codes]
     differences = screen_differences(files, rules, args.inject, args.hosts) + run_differences(files, args.select, args.jobs)
     print("\n".join(differences) or f"identical: {len(files)} files, screen on/off, jobs 1/{args.jobs}, cache on/off")
     return 1 if differences else 0
