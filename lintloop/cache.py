@@ -2,14 +2,16 @@
 
 One JSON file per (file content, lintloop version, Python implementation, libcst version, the
 engine's source files (size and mtime: an edited rule in a source checkout invalidates the cache),
-rule selection, per-rule options, display path, mode): everything in the file that can change its findings.
+rule selection, per-rule options, display path, mode, named or found in a directory): everything in
+the file that can change its findings. It holds the findings and whether the file was passed over
+unparsed (found in a directory, without deep-learning code: DESIGN.md "What is parsed").
 A finding may also depend on other modules of the linted project (a helper imported from
 `losses.py`): the entry records each module consulted with its content digest, and is a miss
 when one of them changed, appeared or disappeared. Entries
 are JSON only — never pickle, never `eval` — and each is checked before use:
 
 * it stores its own key, which must match the key it was looked up by;
-* it stores a sha256 digest of the canonical JSON of its findings, recomputed on every read;
+* it stores a sha256 digest of the canonical JSON of what it holds, recomputed on every read;
 * every field of every finding is type-checked against the finding schema.
 
 An entry that fails any check (corrupt or truncated JSON, a partial write, an accidental edit, a
@@ -49,6 +51,7 @@ import re
 import stat
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
@@ -57,7 +60,7 @@ from lintloop.finding import Edit, Finding, Fix
 
 CACHE_DIR_NAME = ".lintloop_cache"
 ABSENT = ""  # the digest recorded for a module a finding looked for that does not exist or cannot be read
-FORMAT = 3  # bump when the entry layout changes
+FORMAT = 4  # bump when the entry layout changes
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 LOW_WATER = 0.8  # prune down to this fraction of the bound, so that the next runs need not prune again
 TOUCH_AFTER_S = 3600.0  # a hit refreshes an entry's mtime (for LRU pruning) at most hourly: warm runs write nothing
@@ -71,7 +74,7 @@ CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
 _INT_FIELDS = ("line", "column", "end_line", "end_column")
 _STR_FIELDS = ("code", "name", "message", "kind", "severity")
 # The fields an entry is written with: one with any other field was not written by this version.
-_ENTRY_KEYS = {"format", "key", "sha256", "findings", "depends"}
+_ENTRY_KEYS = {"format", "key", "sha256", "findings", "depends", "passed_over"}
 _FINDING_KEYS = {"path", *_INT_FIELDS, *_STR_FIELDS, "fix", "probe", "suppression_lines", "cell"}
 _FIX_KEYS = {"applicability", "edits", "description"}
 _EDIT_KEYS = {*_INT_FIELDS, "content", "cell"}
@@ -195,15 +198,17 @@ class ResultCache:
     # -- entries --------------------------------------------------------------------------------
 
     @staticmethod
-    def key(display: str, codes: tuple[str, ...] | list[str], options: str, data: bytes, mode: str = "check") -> str:
-        header = json.dumps([FORMAT, _environment(), mode, display, sorted(codes), options])
+    def key(display: str, codes: tuple[str, ...] | list[str], options: str, data: bytes, mode: str = "check",
+            explicit: bool = True) -> str:
+        """`explicit`: the file was named (a file found in a directory may be passed over unparsed)."""
+        header = json.dumps([FORMAT, _environment(), mode, display, sorted(codes), options, explicit])
         return hashlib.sha256(header.encode() + b"\0" + data).hexdigest()
 
     def entry_path(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json"
 
-    def get(self, key: str, display: str) -> list[Finding] | None:
-        """The cached findings, or None for a miss (absent, unreadable or invalid entry)."""
+    def get(self, key: str, display: str) -> CachedLint | None:
+        """The cached result, or None for a miss (absent, unreadable or invalid entry)."""
         with self._shard(key[:2]) as shard_fd:
             opened = None if shard_fd is None else _open_regular(f"{key}.json", MAX_ENTRY_BYTES, dir_fd=shard_fd)
             if opened is None:
@@ -214,23 +219,24 @@ class ResultCache:
                     raw = stream.read(MAX_ENTRY_BYTES + 1)
                 except OSError:
                     return None
-                findings = decode_entry(raw, key, display)
-                if findings is not None and time.time() - st.st_mtime > TOUCH_AFTER_S:
+                cached = decode_entry(raw, key, display)
+                if cached is not None and time.time() - st.st_mtime > TOUCH_AFTER_S:
                     try:
                         os.utime(stream.fileno())  # the file read, whatever its name points to now
                     except OSError:
                         pass  # read-only: the entry is still good
-        return findings
+        return cached
 
-    def put(self, key: str, findings: list[Finding], dependencies: dict[str, str] | None = None) -> bool:
+    def put(self, key: str, findings: list[Finding], dependencies: dict[str, str] | None = None,
+            passed_over: bool = False) -> bool:
         """Store the findings, and the other files they depend on (path -> content digest, "" for a
-        file that was looked for and is absent); False where they could not be written (the run goes
-        on uncached)."""
+        file that was looked for and is absent), and whether the file was passed over unparsed (no
+        deep-learning code); False where they could not be written (the run goes on uncached)."""
         with self._shard(key[:2], create=True) as shard_fd:
             if shard_fd is None:
                 return False
             try:
-                write_atomically(shard_fd, f"{key}.json", encode_entry(key, findings, dependencies or {}))
+                write_atomically(shard_fd, f"{key}.json", encode_entry(key, findings, dependencies or {}, passed_over))
             except OSError:
                 return False
         return True
@@ -304,9 +310,19 @@ class ResultCache:
 
 # -- entry format -------------------------------------------------------------------------------
 
-def _canonical(findings: list[dict[str, Any]], depends: list[list[str]] | None = None) -> bytes:
-    """What the digest covers: the findings, and the files they depend on (where there are any)."""
-    covered: Any = [findings, depends] if depends else findings
+@dataclass(frozen=True)
+class CachedLint:
+    """What an entry holds: a file's findings, and whether it was passed over unparsed."""
+
+    findings: list[Finding]
+    passed_over: bool = False
+
+
+def _canonical(findings: list[dict[str, Any]], depends: list[list[str]] | None = None,
+               passed_over: bool = False) -> bytes:
+    """What the digest covers: the findings, the files they depend on (where there are any), and
+    whether the file was passed over."""
+    covered: Any = [findings, depends, passed_over]
     return json.dumps(covered, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode("ascii")
 
 
@@ -319,16 +335,17 @@ def finding_to_json(finding: Finding) -> dict[str, Any]:
     return data
 
 
-def encode_entry(key: str, findings: list[Finding], dependencies: dict[str, str] | None = None) -> bytes:
+def encode_entry(key: str, findings: list[Finding], dependencies: dict[str, str] | None = None,
+                 passed_over: bool = False) -> bytes:
     payload = [finding_to_json(f) for f in findings]
     depends = sorted([path, digest] for path, digest in (dependencies or {}).items())
-    digest = hashlib.sha256(_canonical(payload, depends)).hexdigest()
-    return json.dumps({"format": FORMAT, "key": key, "sha256": digest, "findings": payload, "depends": depends},
-                      separators=(",", ":")).encode("ascii")
+    digest = hashlib.sha256(_canonical(payload, depends, passed_over)).hexdigest()
+    return json.dumps({"format": FORMAT, "key": key, "sha256": digest, "findings": payload, "depends": depends,
+                       "passed_over": passed_over}, separators=(",", ":")).encode("ascii")
 
 
-def decode_entry(raw: bytes, key: str, display: str) -> list[Finding] | None:
-    """The findings of a valid entry for `key`, or None: any defect is a miss, never an error."""
+def decode_entry(raw: bytes, key: str, display: str) -> CachedLint | None:
+    """What a valid entry for `key` holds, or None: any defect is a miss, never an error."""
     try:
         entry = json.loads(raw)
     except (ValueError, RecursionError):  # corrupt, truncated, not UTF-8 (a pickle, say), absurdly nested
@@ -336,14 +353,14 @@ def decode_entry(raw: bytes, key: str, display: str) -> list[Finding] | None:
     if not isinstance(entry, dict) or entry.keys() != _ENTRY_KEYS or entry.get("format") != FORMAT \
             or entry.get("key") != key:
         return None
-    payload, depends = entry.get("findings"), entry.get("depends")
-    if not isinstance(payload, list) or not isinstance(entry.get("sha256"), str):
+    payload, depends, passed_over = entry.get("findings"), entry.get("depends"), entry.get("passed_over")
+    if not isinstance(payload, list) or not isinstance(entry.get("sha256"), str) or not isinstance(passed_over, bool):
         return None
     if not isinstance(depends, list) or not all(
             isinstance(d, list) and len(d) == 2 and all(isinstance(part, str) for part in d) for d in depends):
         return None
     try:
-        if hashlib.sha256(_canonical(payload, depends)).hexdigest() != entry["sha256"]:
+        if hashlib.sha256(_canonical(payload, depends, passed_over)).hexdigest() != entry["sha256"]:
             return None
     except (ValueError, RecursionError):
         return None
@@ -355,7 +372,7 @@ def decode_entry(raw: bytes, key: str, display: str) -> list[Finding] | None:
         if finding is None:
             return None
         findings.append(finding)
-    return findings
+    return CachedLint(findings, passed_over)
 
 
 def _is_int(value: object) -> bool:

@@ -314,10 +314,14 @@ def _lint(args: argparse.Namespace) -> int:
         attach_verdicts(findings, by_display, options)
         if cache is not None:
             _record_verdicts(cache.directory, findings, by_display)
-    _report(args, results, findings, settings, mode, files, unchecked=len(missing) + len(errors))
+    passed_over = [r.display for r in results if r.passed_over]
+    _report(args, results, findings, settings, mode, files, unchecked=len(missing) + len(errors),
+            passed_over=len(passed_over))
     for error in errors:
         print(f"lintloop: error: {error}", file=sys.stderr)
     if args.verbose:
+        for display in passed_over:
+            print(f"lintloop: not parsed (no deep-learning code): {display}", file=sys.stderr)
         for details in (d for r in results for d in r.tracebacks):
             print(details, file=sys.stderr, end="")
     if missing or errors:
@@ -351,7 +355,7 @@ def _record_verdicts(cache_dir: Path, findings: list[Finding], paths: dict[str, 
 
 
 def _report(args: argparse.Namespace, results: list[JobResult], findings: list[Finding], settings: Settings,
-            mode: str, files, unchecked: int) -> None:
+            mode: str, files, unchecked: int, passed_over: int) -> None:
     fmt = args.format or "text"
     for result in results:
         for message in result.messages:
@@ -369,11 +373,11 @@ def _report(args: argparse.Namespace, results: list[JobResult], findings: list[F
     if args.output:
         with open(args.output, "w", encoding="utf-8") as stream:
             render(findings, fmt, stream, sources=sources, statistics=args.statistics, quiet=args.quiet,
-                   unsafe_fixes=settings.unsafe_fixes, is_file=True, unchecked=unchecked)
+                   unsafe_fixes=settings.unsafe_fixes, is_file=True, unchecked=unchecked, passed_over=passed_over)
     elif mode != "diff" or findings:
         render(findings, fmt, sys.stdout if mode != "diff" else sys.stderr, sources=sources,
                statistics=args.statistics, quiet=args.quiet, unsafe_fixes=settings.unsafe_fixes, is_file=False,
-               unchecked=unchecked)
+               unchecked=unchecked, passed_over=passed_over)
 
 
 def _read_text(path: Path) -> str | None:

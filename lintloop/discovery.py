@@ -17,6 +17,9 @@ from lintloop.config import Settings
 class SourceFile:
     path: Path  # to open
     display: str  # as given on the command line, joined with the path below it
+    # Named on the command line (always parsed), not found in a directory (parsed only if it can
+    # hold a finding: DESIGN.md "What is parsed").
+    explicit: bool = False
 
 
 def discover(arguments: list[str], settings: Settings, force_exclude: bool = False) -> tuple[list[SourceFile], list[str]]:
@@ -36,7 +39,9 @@ def discover(arguments: list[str], settings: Settings, force_exclude: bool = Fal
         if path.is_file():
             if force_exclude and _matches(excluded, path.resolve(), settings.root, ""):
                 continue
-            files.setdefault(path.resolve(), SourceFile(path, argument))
+            # Named: explicit, even where a directory argument found it too.
+            files[path.resolve()] = SourceFile(path, files.get(path.resolve(), SourceFile(path, argument)).display,
+                                               explicit=True)
         elif path.is_dir():
             for found in _walk(path, argument, excluded, included, settings.root, problems):
                 files.setdefault(found.path.resolve(), found)

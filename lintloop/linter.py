@@ -37,6 +37,29 @@ class FileResult:
     # Other files of the project the findings depend on: path -> content digest ("" for a file
     # looked for and absent); the result cache checks them before reusing the findings.
     dependencies: dict[str, str] = field(default_factory=dict)
+    # Found in a directory and holding no deep-learning code a rule could flag: not parsed, no
+    # finding (DESIGN.md "What is parsed"); counted in the summary.
+    passed_over: bool = False
+
+
+# DESIGN.md "What is parsed": a file found by walking a directory is parsed only if it can hold a
+# finding; a file named explicitly (`explicit`: on the command line, by pre-commit, by an editor)
+# always is, so that its syntax errors are always reported.
+
+def without_framework_names(data: bytes, ruleset: RuleSet) -> bool:
+    """A file's bytes name no framework an enabled rule needs and hold no word a suppression comment
+    starts with: it can hold no finding (what `can_hold_findings` would say of its text, decided
+    before decoding, hashing or parsing it)."""
+    if any(root in data for root in ruleset.framework_roots):
+        return False
+    lowered = data.lower()
+    return b"lintloop" not in lowered and b"noqa" not in lowered
+
+
+def can_hold_findings(source: SourceScreen, ruleset: RuleSet) -> bool:
+    """Whether some enabled rule may fire in the text (the screen), or a suppression comment may be
+    reported by itself (LL002, LL003)."""
+    return any(r.has_visitor() and r.may_fire(source) for r in ruleset.rules) or Suppressions.may_report(source.text)
 
 
 def not_analysed_finding(display: str, cause: str, unchanged: bool = False) -> Finding:
@@ -47,19 +70,25 @@ def not_analysed_finding(display: str, cause: str, unchanged: bool = False) -> F
 
 
 def lint_bytes(display: str, data: bytes, ruleset: RuleSet, timer: StageTimer | None = None,
-               path: str | os.PathLike[str] | None = None) -> FileResult:
-    """`path`: where the file is on disk, for questions about the other modules of its project."""
+               path: str | os.PathLike[str] | None = None, explicit: bool = True) -> FileResult:
+    """`path`: where the file is on disk, for questions about the other modules of its project;
+    `explicit`: the file was named, not found in a directory (then it may be passed over)."""
+    timer = timer or NO_TIMER
+    if not explicit:
+        with timer.stage("screen"):
+            if without_framework_names(data, ruleset):
+                return FileResult(passed_over=True)
     try:
         source = SourceText.from_bytes(data)
     except UndecodableSource as exc:
         return FileResult(_enabled([engine_finding(display, BY_CODE["LL001"], str(exc))], ruleset))
     if is_notebook(os.fspath(path) if path is not None else display):
-        return lint_notebook(display, source.text, ruleset, timer, path)
-    return lint_text(display, source.text, ruleset, timer, path)
+        return lint_notebook(display, source.text, ruleset, timer, path, explicit)
+    return lint_text(display, source.text, ruleset, timer, path, explicit=explicit)
 
 
 def lint_notebook(display: str, text: str, ruleset: RuleSet, timer: StageTimer | None = None,
-                  path: str | os.PathLike[str] | None = None) -> FileResult:
+                  path: str | os.PathLike[str] | None = None, explicit: bool = True) -> FileResult:
     """Lint a notebook's code cells as one module; positions are given by cell."""
     try:
         notebook = Notebook.parse(text)
@@ -67,11 +96,17 @@ def lint_notebook(display: str, text: str, ruleset: RuleSet, timer: StageTimer |
         return FileResult(_enabled([engine_finding(display, BY_CODE["LL001"], str(exc))], ruleset))
     if not notebook.python:
         return FileResult()  # a notebook of another kernel's language
+    if not explicit and not _notebook_can_hold_findings(notebook, ruleset):
+        return FileResult(passed_over=True)  # before its cells' syntax is checked
     module, broken = _parsable_module(display, notebook)
     result = lint_text(display, module.text, ruleset, timer, path, module.line_label)
     result.findings = sorted([*_enabled(broken, ruleset), *(in_cells(f, module) for f in result.findings)],
                              key=Finding.sort_key)
     return result
+
+
+def _notebook_can_hold_findings(notebook: Notebook, ruleset: RuleSet) -> bool:
+    return can_hold_findings(SourceScreen(notebook.module().text), ruleset)
 
 
 def _parsable_module(display: str, notebook: Notebook) -> tuple[NotebookModule, list[Finding]]:
@@ -113,19 +148,23 @@ def in_cells(finding: Finding, module: NotebookModule) -> Finding:
 
 
 def lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | None = None,
-              path: str | os.PathLike[str] | None = None, line_label: LineLabel = str) -> FileResult:
+              path: str | os.PathLike[str] | None = None, line_label: LineLabel = str,
+              explicit: bool = True) -> FileResult:
     """`line_label`: how a message names a line of `text` ("called at line 7"): its number, or in
-    a notebook's module the line and cell. Runs on a thread with a large stack (lintloop.isolation)."""
-    return with_big_stack(_lint_text, display, text, ruleset, timer, path, line_label)
+    a notebook's module the line and cell; `explicit`: as for `lint_bytes`. Runs on a thread with a
+    large stack (lintloop.isolation)."""
+    return with_big_stack(_lint_text, display, text, ruleset, timer, path, line_label, explicit)
 
 
 def _lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | None,
-               path: str | os.PathLike[str] | None, line_label: LineLabel) -> FileResult:
+               path: str | os.PathLike[str] | None, line_label: LineLabel, explicit: bool) -> FileResult:
     timer = timer or NO_TIMER
     file = LintedFile(os.path.abspath(path), text) if path is not None else None
     result = FileResult()
     with timer.stage("screen"):
         source = SourceScreen(text)
+        if not explicit and not can_hold_findings(source, ruleset):
+            return FileResult(passed_over=True)
         rules = [r for r in ruleset.rules if r.has_visitor() and (not ruleset.screen or r.may_fire(source))]
     if not rules:
         # No enabled rule can fire: a syntax check is all this file needs.
@@ -396,11 +435,12 @@ class FixOutcome:
 
 
 def fix_text(display: str, text: str, ruleset: RuleSet, unsafe: bool, max_passes: int = 10,
-             path: str | os.PathLike[str] | None = None) -> FixOutcome:
-    """Apply fixes until none applies; a pass whose result does not parse is refused and undone."""
+             path: str | os.PathLike[str] | None = None, explicit: bool = True) -> FixOutcome:
+    """Apply fixes until none applies; a pass whose result does not parse is refused and undone.
+    `explicit`: as for `lint_bytes` (a file passed over is left as it is)."""
     applied = 0
     refused: list[str] = []
-    result = lint_text(display, text, ruleset, path=path)
+    result = lint_text(display, text, ruleset, path=path, explicit=explicit)
     for _ in range(max_passes):
         chosen: list[Finding] = []
         taken: list[tuple[tuple[int, int], tuple[int, int]]] = []
@@ -436,15 +476,17 @@ class NotebookFixOutcome:
 
 
 def fix_notebook(display: str, text: str, ruleset: RuleSet, unsafe: bool,
-                 path: str | os.PathLike[str] | None = None) -> NotebookFixOutcome:
+                 path: str | os.PathLike[str] | None = None, explicit: bool = True) -> NotebookFixOutcome:
     """Fix a notebook's code cells as `fix_text` fixes a module, and write the fixed code back into
-    the cells' sources, every other byte of the file as it was."""
+    the cells' sources, every other byte of the file as it was. `explicit`: as for `lint_bytes`."""
     try:
         notebook = Notebook.parse(text)
     except NotebookError:
         return NotebookFixOutcome(text, 0, lint_notebook(display, text, ruleset, path=path))
     if not notebook.python:
         return NotebookFixOutcome(text, 0, FileResult())
+    if not explicit and not _notebook_can_hold_findings(notebook, ruleset):
+        return NotebookFixOutcome(text, 0, FileResult(passed_over=True))
     module, _ = _parsable_module(display, notebook)
     outcome = fix_text(display, module.text, ruleset, unsafe, path=path)
     if not outcome.applied:

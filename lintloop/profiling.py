@@ -38,7 +38,7 @@ def profile(paths: list[str], select: list[str] | None = None) -> dict:
         with timer.stage("read"):
             data = file.path.read_bytes()
             lines += data.count(b"\n")
-        found = lint_bytes(file.display, data, ruleset, timer, path=file.path).findings
+        found = lint_bytes(file.display, data, ruleset, timer, path=file.path, explicit=file.explicit).findings
         if found:
             sources[file.display] = data.decode("utf-8", "replace")  # the report quotes their lines
         findings.extend(found)

@@ -17,14 +17,16 @@ SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schem
 
 
 def render(findings: list[Finding], fmt: str, stream: IO[str], *, sources: dict[str, str | dict[int, str] | None],
-           statistics: bool, quiet: bool, unsafe_fixes: bool, is_file: bool, unchecked: int = 0) -> None:
+           statistics: bool, quiet: bool, unsafe_fixes: bool, is_file: bool, unchecked: int = 0,
+           passed_over: int = 0) -> None:
     """Write `findings` in `fmt`; `unchecked`: the paths named or found that could not be checked (a
-    missing file, an unreadable one), which the text summary must not pass over as clean."""
+    missing file, an unreadable one), which the text summary must not pass over as clean;
+    `passed_over`: the files found in directories that hold no deep-learning code (not parsed)."""
     if statistics:
         _statistics(findings, stream, unsafe_fixes)
         return
     REPORTERS[fmt](findings, stream, sources=sources, quiet=quiet, unsafe_fixes=unsafe_fixes, is_file=is_file,
-                   unchecked=unchecked)
+                   unchecked=unchecked, passed_over=passed_over)
 
 
 def _fixable(finding: Finding, unsafe_fixes: bool) -> bool:
@@ -32,7 +34,7 @@ def _fixable(finding: Finding, unsafe_fixes: bool) -> bool:
 
 
 def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str | dict[int, str] | None], quiet: bool,
-          unsafe_fixes: bool, is_file: bool, unchecked: int = 0) -> None:
+          unsafe_fixes: bool, is_file: bool, unchecked: int = 0, passed_over: int = 0) -> None:
     from rich.markup import escape
 
     from lintloop.runtime_probe.verdicts import describe
@@ -68,8 +70,11 @@ def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str | 
     fixable = sum(_fixable(f, unsafe_fixes) for f in findings)
     hidden_unsafe = sum(f.fix is not None and f.fix.applicability == "unsafe" and not unsafe_fixes for f in findings)
     not_checked = f"{unchecked} path{'s' if unchecked != 1 else ''} could not be checked (see the errors)."
+    not_parsed = (f" {passed_over:,} file{'s' if passed_over != 1 else ''} without deep-learning code "
+                  f"{'were' if passed_over != 1 else 'was'} not parsed (`--verbose` lists them)." if passed_over else "")
     if not findings:
-        console.print(f"No findings, but {not_checked}" if unchecked else "[green]All checks passed.[/green]")
+        verdict = f"No findings, but {escape(not_checked)}" if unchecked else "[green]All checks passed.[/green]"
+        console.print(verdict + escape(not_parsed))
         return
     summary = f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''} in {files} file{'s' if files != 1 else ''}."
     if fixable:
@@ -78,7 +83,7 @@ def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str | 
         summary += f" {hidden_unsafe} more with `lintloop fix --unsafe-fixes`."
     if unchecked:
         summary += f" {not_checked}"
-    console.print(escape(summary))
+    console.print(escape(summary + not_parsed))
 
 
 def _lines_of(finding: Finding, sources: dict[str, str | dict[int, str] | None],

@@ -180,6 +180,12 @@ class RuleSet:
     def codes(self) -> set[str]:
         return {r.code for r in self.rules}
 
+    @functools.cached_property
+    def framework_roots(self) -> tuple[bytes, ...]:
+        """The framework names (`torch`, `tensorflow`, ...) some enabled rule needs in a file's text."""
+        return tuple(sorted({root.encode() for rule in self.rules if rule.has_visitor()
+                             for framework in rule.frameworks for root in FRAMEWORK_ROOTS[framework]}))
+
 
 @functools.cache
 def _has_visitor(rule: type[Rule]) -> bool:

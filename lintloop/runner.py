@@ -1,7 +1,7 @@
 """Running lint / fix over many files: per-file cache and parallel workers, results in a stable order.
 
 Importing this module loads no analysis: a small run whose files are all in the result cache is
-answered here without libcst or a rule (`cached_findings`). The engine (`lintloop.linter`, the rule
+answered here without libcst or a rule (`cached_result`). The engine (`lintloop.linter`, the rule
 catalog) is imported when a file has to be analysed, in the parent before the workers start, so
 that forked workers share it.
 """
@@ -41,6 +41,7 @@ class Job:
     mode: str  # "check" | "fix" | "diff"
     unsafe_fixes: bool = False
     cache_dir: str | None = None
+    explicit: bool = True  # named, not found in a directory (lintloop.discovery.SourceFile)
 
 
 @dataclass
@@ -52,6 +53,7 @@ class JobResult:
     diff: str = ""
     messages: list[str] = field(default_factory=list)
     tracebacks: list[str] = field(default_factory=list)  # of internal errors, shown with --verbose
+    passed_over: bool = False  # no deep-learning code: not parsed (lintloop.linter.FileResult)
     cache_written: bool = False  # a new cache entry was written (the parent then prunes the cache)
 
 
@@ -87,11 +89,11 @@ def run_jobs(jobs: list[Job], workers: int, on_result: Callable[[JobResult], Non
         # here, which costs less than starting a worker and importing the engine to find them cached.
         pending = []
         for index, job in enumerate(jobs):
-            found = cached_findings(job)
+            found = cached_result(job)
             if found is None:
                 pending.append(index)
             else:
-                finish(index, JobResult(job.display, found))
+                finish(index, found)
     if pending:
         import lintloop.engine  # noqa: F401 - here, before the workers fork, so that they share it
 
@@ -109,8 +111,8 @@ def run_jobs(jobs: list[Job], workers: int, on_result: Callable[[JobResult], Non
     return [result for _, result in results]
 
 
-def cached_findings(job: Job) -> list[Finding] | None:
-    """A `check` job's findings from the result cache (None: not there, or the job is not cached); the
+def cached_result(job: Job) -> JobResult | None:
+    """A `check` job's result from the result cache (None: not there, or the job is not cached); the
     same as the worker would find there."""
     if job.mode != "check" or job.cache_dir is None:
         return None
@@ -119,13 +121,14 @@ def cached_findings(job: Job) -> list[Finding] | None:
     except OSError:
         return None  # the worker reports it, as in a run without the cache
     cache, key = _cache_entry(job, data)
-    return cache.get(key, job.display)
+    cached = cache.get(key, job.display)
+    return None if cached is None else JobResult(job.display, cached.findings, passed_over=cached.passed_over)
 
 
 def _cache_entry(job: Job, data: bytes) -> tuple[ResultCache, str]:
     assert job.cache_dir is not None
     cache = ResultCache(job.cache_dir)
-    return cache, cache.key(job.display, job.codes, job.options, data, job.mode)
+    return cache, cache.key(job.display, job.codes, job.options, data, job.mode, job.explicit)
 
 
 def _job_result(job: Job, outcome: object) -> JobResult:
@@ -196,8 +199,11 @@ def read_regular_file(path: Path) -> tuple[bytes, os.stat_result]:
 
 def _fix(job: Job, path: Path, data: bytes, status: os.stat_result, ruleset: RuleSet, result: JobResult) -> bool:
     """Fix one file read as `data` (or diff it); False if it changed on disk since it was read (nothing written)."""
-    from lintloop.linter import fix_notebook, fix_text, lint_bytes
+    from lintloop.linter import fix_notebook, fix_text, lint_bytes, without_framework_names
 
+    if not job.explicit and without_framework_names(data, ruleset):
+        result.passed_over = True
+        return True
     try:
         source = SourceText.from_bytes(data)
     except UndecodableSource:
@@ -206,8 +212,9 @@ def _fix(job: Job, path: Path, data: bytes, status: os.stat_result, ruleset: Rul
         return True
     notebook = is_notebook(job.path)
     fixer = fix_notebook if notebook else fix_text
-    outcome = fixer(job.display, source.text, ruleset, job.unsafe_fixes, path=job.path)
+    outcome = fixer(job.display, source.text, ruleset, job.unsafe_fixes, path=job.path, explicit=job.explicit)
     result.findings, result.errors = outcome.remaining.findings, outcome.remaining.errors
+    result.passed_over = outcome.remaining.passed_over
     result.messages = outcome.refused
     if not outcome.applied or outcome.text == source.text:
         return True
@@ -243,21 +250,24 @@ def _diff_lines(cell_source: str) -> list[str]:
 
 
 def _cached_lint(job: Job, data: bytes, ruleset: RuleSet, result: JobResult) -> None:
-    from lintloop.linter import lint_bytes
+    from lintloop.linter import lint_bytes, without_framework_names
 
+    if not job.explicit and without_framework_names(data, ruleset):
+        result.passed_over = True  # before its bytes are hashed for the cache
+        return
     if job.cache_dir is None:
-        lint = lint_bytes(job.display, data, ruleset, path=job.path)
-        result.findings, result.errors = lint.findings, lint.errors
+        lint = lint_bytes(job.display, data, ruleset, path=job.path, explicit=job.explicit)
+        result.findings, result.errors, result.passed_over = lint.findings, lint.errors, lint.passed_over
         return
     cache, key = _cache_entry(job, data)
     cached = cache.get(key, job.display)
     if cached is not None:
-        result.findings = cached
+        result.findings, result.passed_over = cached.findings, cached.passed_over
         return
-    lint = lint_bytes(job.display, data, ruleset, path=job.path)
-    result.findings, result.errors = lint.findings, lint.errors
+    lint = lint_bytes(job.display, data, ruleset, path=job.path, explicit=job.explicit)
+    result.findings, result.errors, result.passed_over = lint.findings, lint.errors, lint.passed_over
     if not lint.errors:  # a crashed rule is reported again next time, not cached away
-        result.cache_written = cache.put(key, lint.findings, lint.dependencies)
+        result.cache_written = cache.put(key, lint.findings, lint.dependencies, lint.passed_over)
 
 
 def make_jobs(files: list[SourceFile], codes: tuple[str, ...], rule_options: dict[str, dict], mode: str, *,
@@ -266,5 +276,6 @@ def make_jobs(files: list[SourceFile], codes: tuple[str, ...], rule_options: dic
     options = json.dumps(rule_options, sort_keys=True)
     for file in files:
         file_codes = tuple(code for code in codes if code not in per_file_ignores(file))
-        jobs.append(Job(str(file.path), file.display, file_codes, options, mode, unsafe_fixes, cache_dir))
+        jobs.append(Job(str(file.path), file.display, file_codes, options, mode, unsafe_fixes, cache_dir,
+                        file.explicit))
     return jobs

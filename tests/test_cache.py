@@ -115,12 +115,13 @@ def test_entry_round_trips_every_field():
     finding = Finding("a.ipynb", 7, 5, 7, 18, "LL301", "name", "message ✓", "bug", "error", fix,
                       {"verdict": "confirmed"}, (6, 7, 8), cell=3)
     assert set(finding_to_json(finding)) == {f.name for f in dataclasses.fields(Finding)}
-    (back,) = decode_entry(encode_entry("k", [finding]), "k", "a.ipynb")
+    (back,) = decode_entry(encode_entry("k", [finding]), "k", "a.ipynb").findings
     assert back == finding and back.suppression_lines == (6, 7, 8) and back.fix.description == "use .item()"
     assert back.cell == 3 and [e.cell for e in back.fix.edits] == [2, 3]
     assert decode_entry(encode_entry("k", [finding]), "other-key", "a.ipynb") is None
+    assert decode_entry(encode_entry("k", [], passed_over=True), "k", "a.py").passed_over
     plain = dataclasses.replace(finding, path="a.py", cell=None, fix=Fix("safe", (Edit(1, 2, 3, 4, "x"),)))
-    (back,) = decode_entry(encode_entry("k", [plain]), "k", "a.py")
+    (back,) = decode_entry(encode_entry("k", [plain]), "k", "a.py").findings
     assert back == plain and back.cell is None and back.fix.edits[0].cell is None
 
 

@@ -39,7 +39,9 @@ def test_bad_input(data, expected):
 
 
 def test_syntax_error_finding_has_location_and_run_goes_on(run_cli, write, tmp_path):
-    write("a_broken.py", "import tensorflow as tf\nwith tf.GradientTape() as t\n    pass\n")
+    # A training step (what a rule looks for): parsed where it is found in a directory.
+    write("a_broken.py", "import tensorflow as tf\nwith tf.GradientTape() as t\n    loss = model(x)\n"
+                         "grads = t.gradient(loss, model.trainable_variables)\n")
     write("b_leak.py", TORCH_LEAK)
     code, out, _ = run_cli("check", tmp_path, "--format", "json", "--no-cache")
     found = [(os.path.basename(f["path"]), f["code"], f["line"]) for f in json.loads(out)]

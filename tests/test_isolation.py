@@ -276,7 +276,7 @@ def test_check_reports_failed_files_as_not_analysed_and_prints_every_other_findi
 
 
 def test_a_bug_in_one_file_is_an_internal_error_for_that_file_only(mixed_tree, run_cli):
-    (mixed_tree / "raise_1.py").write_text("x = 1\n")
+    (mixed_tree / "raise_1.py").write_text((mixed_tree / "a_ok.py").read_text())  # analysed where it is found
     code, out, err = run_cli("check", "--no-cache", "--format", "concise", "--file-timeout", "1", ".",
                              cwd=mixed_tree)
     assert code == 2

@@ -128,7 +128,8 @@ def test_a_notebook_in_another_language_has_no_findings(tmp_path):
 def test_a_file_that_is_no_notebook_is_one_ll001_and_the_run_goes_on(tmp_path, capsys, content, message):
     (tmp_path / "broken.ipynb").write_text(content)
     (tmp_path / "train.ipynb").write_bytes(paths("LL301_bad")[1].read_bytes())
-    code = main(["check", "--no-cache", "--format", "json", str(tmp_path)])
+    # Named: a file found in a directory without deep-learning code would be passed over.
+    code = main(["check", "--no-cache", "--format", "json", str(tmp_path / "broken.ipynb"), str(tmp_path / "train.ipynb")])
     report = json.loads(capsys.readouterr().out)
     assert code == 1
     broken = [f for f in report if f["path"].endswith("broken.ipynb")]
