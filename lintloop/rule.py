@@ -180,11 +180,25 @@ class RuleSet:
     def codes(self) -> set[str]:
         return {r.code for r in self.rules}
 
-    @functools.cached_property
+    @property
     def framework_roots(self) -> tuple[bytes, ...]:
         """The framework names (`torch`, `tensorflow`, ...) some enabled rule needs in a file's text."""
-        return tuple(sorted({root.encode() for rule in self.rules if rule.has_visitor()
-                             for framework in rule.frameworks for root in FRAMEWORK_ROOTS[framework]}))
+        return _framework_roots(tuple(self.rules))
+
+
+# Searched for in this order (the most common first: most files that name one name `torch`).
+_ROOT_ORDER = ("torch", "tensorflow", "keras", "jax", "flax", "optax")
+
+
+@functools.cache
+def _framework_roots(rules: tuple[type[Rule], ...]) -> tuple[bytes, ...]:
+    """Asked for every file a worker reads: computed once per rule selection. A name that contains
+    another (`tf_keras`, `keras`) is left out: a text holding it holds the shorter one."""
+    roots = {root for rule in rules if rule.has_visitor() for framework in rule.frameworks
+             for root in FRAMEWORK_ROOTS[framework]}
+    needed = {root for root in roots if not any(other != root and other in root for other in roots)}
+    ordered = sorted(needed, key=lambda root: (_ROOT_ORDER.index(root) if root in _ROOT_ORDER else len(_ROOT_ORDER), root))
+    return tuple(root.encode() for root in ordered)
 
 
 @functools.cache
