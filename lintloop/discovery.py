@@ -43,8 +43,8 @@ def discover(arguments: list[str], settings: Settings, force_exclude: bool = Fal
             files[path.resolve()] = SourceFile(path, files.get(path.resolve(), SourceFile(path, argument)).display,
                                                explicit=True)
         elif path.is_dir():
-            for found in _walk(path, argument, excluded, included, settings.root, problems):
-                files.setdefault(found.path.resolve(), found)
+            for resolved, found in _walk(path, argument, excluded, included, settings.root, problems):
+                files.setdefault(resolved, found)
         else:
             problems.append(f"{argument}: {_why_not_lintable(path)}")
     return sorted(files.values(), key=lambda f: f.display), problems
@@ -87,25 +87,39 @@ class _Included:
 
 
 def _walk(top: Path, argument: str, excluded: pathspec.PathSpec, included: _Included,
-          root: Path, problems: list[str]) -> list[SourceFile]:
+          root: Path, problems: list[str]) -> list[tuple[Path, SourceFile]]:
+    """The files to lint below `top`, each with its resolved path. A path is resolved once per
+    directory, not per file: os.walk enters real directories only (not links), so a child's resolved
+    path is its directory's joined with its name (a file that is a link is resolved by itself)."""
     found = []
-    ignores = _ancestor_gitignores(top.resolve())
+    top_resolved = top.resolve()
+    ignores = _ancestor_gitignores(top_resolved)
+    resolved_directories = {os.fspath(top): top_resolved}
 
     def unreadable(error: OSError) -> None:
         problems.append(f"{_display(Path(error.filename), top, argument)}: cannot read directory: {error.strerror}")
 
     for directory, subdirs, filenames in os.walk(top, onerror=unreadable):
         here = Path(directory)
-        gitignore = here / ".gitignore"
-        if gitignore.is_file():
-            ignores = ignores + [(here.resolve(), _read_spec(gitignore))]
+        here_resolved = resolved_directories.pop(directory)
+        if ".gitignore" in filenames:
+            ignores = ignores + [(here_resolved, _read_spec(here / ".gitignore"))]
 
-        subdirs[:] = sorted(d for d in subdirs if not _skipped(here / d, True, excluded, root, ignores))
+        kept = []
+        for name in sorted(subdirs):
+            if not _skipped(here_resolved / name, name, True, excluded, root, ignores):
+                kept.append(name)
+                resolved_directories[os.path.join(directory, name)] = here_resolved / name
+        subdirs[:] = kept
+        relative = os.path.relpath(directory, top)  # once per directory (_display, per file, costs a relpath each)
         for name in sorted(filenames):
             path = here / name
-            if (included(name, path, top) and _is_regular_file(path)
-                    and not _skipped(path, False, excluded, root, ignores)):
-                found.append(SourceFile(path, _display(path, top, argument)))
+            if not (included(name, path, top) and _is_regular_file(path)):
+                continue
+            resolved = path.resolve() if os.path.islink(path) else here_resolved / name
+            if not _skipped(resolved, name, False, excluded, root, ignores):
+                below = name if relative == "." else os.path.join(relative, name)
+                found.append((resolved, SourceFile(path, below if argument == "." else os.path.join(argument, below))))
     return found
 
 
@@ -115,12 +129,12 @@ def _display(path: Path, top: Path, argument: str) -> str:
     return relative if argument == "." else os.path.join(argument, relative)
 
 
-def _skipped(path: Path, is_dir: bool, excluded: pathspec.PathSpec, root: Path,
+def _skipped(full: Path, name: str, is_dir: bool, excluded: pathspec.PathSpec, root: Path,
              ignores: list[tuple[Path, pathspec.PathSpec]]) -> bool:
-    """Excluded by configuration (relative to the config root, or by its bare name), or gitignored."""
-    full = path.resolve()
+    """Excluded by configuration (relative to the config root, or by its bare name), or gitignored;
+    `full`: the resolved path."""
     suffix = "/" if is_dir else ""
-    if _matches(excluded, full, root, suffix) or _matches(excluded, Path(path.name), None, suffix):
+    if _matches(excluded, full, root, suffix) or _matches(excluded, Path(name), None, suffix):
         return True
     return any(_matches(spec, full, base, suffix) for base, spec in ignores)
 
