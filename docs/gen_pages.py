@@ -28,7 +28,8 @@ from plotly.offline import get_plotlyjs
 
 from lintloop import rules as catalog
 from lintloop.cli import build_parser
-from lintloop.rule import FRAMEWORK_LABELS, Rule
+from lintloop.frameworks import FRAMEWORK_LABELS
+from lintloop.rule import Rule
 from lintloop.rule_examples import example_names
 from lintloop.runtime_probe.report import PLOTLY_JS
 from lintloop.runtime_probe.verdicts import Summary, verdict

@@ -15,6 +15,7 @@ from lintloop.analysis.context import LINE_REF
 from lintloop.analysis.names import Names
 from lintloop.analysis.project import LintedFile
 from lintloop.finding import Edit, Finding, Fix, engine_finding
+from lintloop.frameworks import names_nothing
 from lintloop.isolation import deep_recursion, with_big_stack
 from lintloop.notebook import Notebook, NotebookError, NotebookModule, is_notebook
 from lintloop.rule import Report, Rule, RuleSet
@@ -50,10 +51,7 @@ def without_framework_names(data: bytes, ruleset: RuleSet) -> bool:
     """A file's bytes name no framework an enabled rule needs and hold no word a suppression comment
     starts with: it can hold no finding (what `can_hold_findings` would say of its text, decided
     before decoding, hashing or parsing it)."""
-    if any(root in data for root in ruleset.framework_roots):
-        return False
-    lowered = data.lower()
-    return b"lintloop" not in lowered and b"noqa" not in lowered
+    return names_nothing(data, ruleset.framework_roots)
 
 
 def can_hold_findings(source: SourceScreen, ruleset: RuleSet) -> bool:

@@ -10,13 +10,12 @@ from typing import Any, ClassVar
 import libcst as cst
 
 from lintloop.analysis import FileContext
-from lintloop.analysis.names import FRAMEWORK_ROOTS
 from lintloop.finding import Applicability
+from lintloop.frameworks import FRAMEWORK_LABELS, FRAMEWORK_ROOTS, framework_names
 from lintloop.rule_examples import example_names
 from lintloop.screen import Needs, SourceScreen
 
 KINDS = ("bug", "perf", "hygiene")
-FRAMEWORK_LABELS = {"tf": "TensorFlow/Keras", "pt": "PyTorch", "jax": "JAX"}
 
 
 @dataclass
@@ -186,19 +185,10 @@ class RuleSet:
         return _framework_roots(tuple(self.rules))
 
 
-# Searched for in this order (the most common first: most files that name one name `torch`).
-_ROOT_ORDER = ("torch", "tensorflow", "keras", "jax", "flax", "optax")
-
-
 @functools.cache
 def _framework_roots(rules: tuple[type[Rule], ...]) -> tuple[bytes, ...]:
-    """Asked for every file a worker reads: computed once per rule selection. A name that contains
-    another (`tf_keras`, `keras`) is left out: a text holding it holds the shorter one."""
-    roots = {root for rule in rules if rule.has_visitor() for framework in rule.frameworks
-             for root in FRAMEWORK_ROOTS[framework]}
-    needed = {root for root in roots if not any(other != root and other in root for other in roots)}
-    ordered = sorted(needed, key=lambda root: (_ROOT_ORDER.index(root) if root in _ROOT_ORDER else len(_ROOT_ORDER), root))
-    return tuple(root.encode() for root in ordered)
+    """Asked for every file a worker reads: computed once per rule selection."""
+    return framework_names(frozenset(framework for rule in rules if rule.has_visitor() for framework in rule.frameworks))
 
 
 @functools.cache

@@ -1,14 +1,15 @@
 """Running lint / fix over many files: per-file cache and parallel workers, results in a stable order.
 
 Importing this module loads no analysis: a small run whose files are all in the result cache is
-answered here without libcst or a rule (`cached_result`). The engine (`lintloop.linter`, the rule
-catalog) is imported when a file has to be analysed, in the parent before the workers start, so
-that forked workers share it.
+answered here without libcst or a rule (`cached_result`), and a worker imports the engine
+(`lintloop.linter`, the rule classes: ~0.13 s) only when it has a file to analyse: files passed over
+(no framework named) and files found in the cache need neither.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import difflib
 import errno
 import json
@@ -22,8 +23,10 @@ from typing import TYPE_CHECKING
 from lintloop.cache import ResultCache
 from lintloop.discovery import SourceFile
 from lintloop.finding import Finding
+from lintloop.frameworks import framework_names, names_nothing
 from lintloop.isolation import AnalysisError, AnalysisFailed, Limits, WorkerPool, uninterruptible
 from lintloop.notebook import is_notebook
+from lintloop.rules.index import ENTRIES
 from lintloop.source import SourceText, UndecodableSource, settled_for_reading, write_in_place
 
 if TYPE_CHECKING:
@@ -95,8 +98,6 @@ def run_jobs(jobs: list[Job], workers: int, on_result: Callable[[JobResult], Non
             else:
                 finish(index, found)
     if pending:
-        import lintloop.engine  # noqa: F401 - here, before the workers fork, so that they share it
-
         todo = [jobs[index] for index in pending]
         workers = min(workers, len(todo)) if len(todo) > 4 else 1
         with WorkerPool(workers, limits) as pool:
@@ -154,10 +155,6 @@ FIX_ATTEMPTS = 3
 
 
 def run_job(job: Job) -> JobResult:
-    from lintloop.rule import RuleSet
-    from lintloop.rules import BY_CODE
-
-    ruleset = RuleSet([BY_CODE[c] for c in job.codes], json.loads(job.options))
     path = Path(job.path)
     for _ in range(FIX_ATTEMPTS if job.mode == "fix" else 1):
         result = JobResult(job.display)
@@ -168,9 +165,9 @@ def run_job(job: Job) -> JobResult:
             result.errors.append(f"{job.display}: cannot read: {exc.strerror or exc}")
             return result
         if job.mode == "check":
-            _cached_lint(job, data, ruleset, result)
+            _cached_lint(job, data, result)
             return result
-        if _fix(job, path, data, status, ruleset, result):
+        if _fix(job, path, data, status, _ruleset(job), result):
             return result
     result = JobResult(job.display)
     result.errors.append(f"{job.display}: not fixed: another process kept changing it while it was being fixed; "
@@ -249,14 +246,31 @@ def _diff_lines(cell_source: str) -> list[str]:
     return (cell_source + "\n" if cell_source and not cell_source.endswith("\n") else cell_source).splitlines(True)
 
 
-def _cached_lint(job: Job, data: bytes, ruleset: RuleSet, result: JobResult) -> None:
-    from lintloop.linter import lint_bytes, without_framework_names
+def _ruleset(job: Job) -> RuleSet:
+    """The job's rules: imports the engine (in a worker: the first file it has to analyse)."""
+    from lintloop.rule import RuleSet
+    from lintloop.rules import BY_CODE
 
-    if not job.explicit and without_framework_names(data, ruleset):
-        result.passed_over = True  # before its bytes are hashed for the cache
+    return RuleSet([BY_CODE[c] for c in job.codes], json.loads(job.options))
+
+
+@functools.cache
+def _framework_names(codes: tuple[str, ...]) -> tuple[bytes, ...]:
+    """What `RuleSet.framework_roots` gives for these codes, from the rule index."""
+    return framework_names(frozenset(framework for entry in ENTRIES if entry.code in codes
+                                     for framework in entry.frameworks))
+
+
+def _cached_lint(job: Job, data: bytes, result: JobResult) -> None:
+    """A check: a file found in a directory that names no framework is passed over, before its bytes
+    are hashed; then the result cache; only a file to analyse needs the engine."""
+    if not job.explicit and names_nothing(data, _framework_names(job.codes)):
+        result.passed_over = True
         return
+    from lintloop.linter import lint_bytes
+
     if job.cache_dir is None:
-        lint = lint_bytes(job.display, data, ruleset, path=job.path, explicit=job.explicit)
+        lint = lint_bytes(job.display, data, _ruleset(job), path=job.path, explicit=job.explicit)
         result.findings, result.errors, result.passed_over = lint.findings, lint.errors, lint.passed_over
         return
     cache, key = _cache_entry(job, data)
@@ -264,7 +278,7 @@ def _cached_lint(job: Job, data: bytes, ruleset: RuleSet, result: JobResult) -> 
     if cached is not None:
         result.findings, result.passed_over = cached.findings, cached.passed_over
         return
-    lint = lint_bytes(job.display, data, ruleset, path=job.path, explicit=job.explicit)
+    lint = lint_bytes(job.display, data, _ruleset(job), path=job.path, explicit=job.explicit)
     result.findings, result.errors, result.passed_over = lint.findings, lint.errors, lint.passed_over
     if not lint.errors:  # a crashed rule is reported again next time, not cached away
         result.cache_written = cache.put(key, lint.findings, lint.dependencies, lint.passed_over)

@@ -50,8 +50,8 @@ def test_the_rule_index_is_generated_from_the_rules():
 
     current = Path(index.__file__).read_text(encoding="utf-8")
     assert current == index.render(), "the rule index is stale: run `python -m lintloop.rules.index`"
-    assert [(e.code, e.name, e.default_on) for e in index.ENTRIES] == \
-        [(r.code, r.name, r.default_on) for r in ALL_RULES]
+    assert [(e.code, e.name, e.default_on, e.frameworks) for e in index.ENTRIES] == \
+        [(r.code, r.name, r.default_on, r.frameworks if r.has_visitor() else ()) for r in ALL_RULES]
     assert all(Path(sys.modules[BY_CODE[e.code].__module__].__file__).parent.name == e.family for e in index.ENTRIES)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis.syntax import dotted
+from lintloop.frameworks import FRAMEWORK_ROOTS
 
 _CANONICAL_PREFIXES = (
     ("tensorflow.python.keras.", "keras."),
@@ -22,12 +23,6 @@ _CANONICAL_PREFIXES = (
 )
 _CANONICAL_EXACT = {"tensorflow.keras": "keras", "tf_keras": "keras", "tensorflow.python.keras": "keras"}
 
-# The top-level packages that make a file use each framework.
-FRAMEWORK_ROOTS = {
-    "tf": ("tensorflow", "keras", "tf_keras"),
-    "pt": ("torch",),
-    "jax": ("jax", "flax", "optax"),
-}
 
 
 def canonical(qualname: str) -> str:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from pygls.uris import from_fs_path
 
 from lintloop import __version__
+from lintloop.frameworks import FRAMEWORK_LABELS
 
 if TYPE_CHECKING:
     from lintloop.rule import Rule
@@ -22,8 +23,6 @@ _SECTIONS = (("What it flags", "summary"), ("Why it is wrong", "why"), ("What yo
 
 def rule_markdown(rule: type[Rule]) -> str:
     """The rule's documentation (the content of `lintloop rule CODE`) as Markdown."""
-    from lintloop.rule import FRAMEWORK_LABELS
-
     frameworks = ", ".join(FRAMEWORK_LABELS[f] for f in rule.frameworks) or "—"
     default = "on" if rule.default_on else "off"
     parts = [f"### {rule.code} `{rule.name}`",
