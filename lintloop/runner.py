@@ -267,20 +267,16 @@ def _cached_lint(job: Job, data: bytes, result: JobResult) -> None:
     if not job.explicit and names_nothing(data, _framework_names(job.codes)):
         result.passed_over = True
         return
-    from lintloop.linter import lint_bytes
-
-    if job.cache_dir is None:
-        lint = lint_bytes(job.display, data, _ruleset(job), path=job.path, explicit=job.explicit)
-        result.findings, result.errors, result.passed_over = lint.findings, lint.errors, lint.passed_over
-        return
-    cache, key = _cache_entry(job, data)
-    cached = cache.get(key, job.display)
+    cache, key = (None, "") if job.cache_dir is None else _cache_entry(job, data)
+    cached = None if cache is None else cache.get(key, job.display)
     if cached is not None:
         result.findings, result.passed_over = cached.findings, cached.passed_over
         return
+    from lintloop.linter import lint_bytes
+
     lint = lint_bytes(job.display, data, _ruleset(job), path=job.path, explicit=job.explicit)
     result.findings, result.errors, result.passed_over = lint.findings, lint.errors, lint.passed_over
-    if not lint.errors:  # a crashed rule is reported again next time, not cached away
+    if cache is not None and not lint.errors:  # a crashed rule is reported again next time, not cached away
         result.cache_written = cache.put(key, lint.findings, lint.dependencies, lint.passed_over)
 
 

@@ -85,3 +85,26 @@ def test_the_server_answers_initialize_before_loading_the_engine():
               "print(sorted(m for m in ('libcst', 'lintloop.linter', 'lintloop.rule') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_warm_directory_run_imports_the_engine_in_no_process(project):
+    """Every file found in the cache or passed over: neither the parent nor a worker loads a rule."""
+    for name in ("a", "b", "c", "d", "e", "f"):  # several files, all sent to workers (MAX_CHUNK = 0 below)
+        (project / f"{name}.py").write_text((FIXTURES / "LL301_bad.py").read_text())
+    (project / "plain.py").write_text("x = 1\n")
+    probe = ("import sys, lintloop.runner as runner\n"
+             "run = runner.run_job\n"
+             "def watched(job):\n"
+             "    result = run(job)\n"
+             "    if 'libcst' in sys.modules:\n"
+             "        result.errors.append('libcst imported by ' + job.display)\n"
+             "    return result\n"
+             "runner.run_job = watched\n"
+             "runner.MAX_CHUNK = 0  # every file to a worker\n"
+             "from lintloop.cli import main\n"
+             "sys.exit(main(['check', '.']))\n")
+    first = subprocess.run([sys.executable, "-c", probe], cwd=project, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 2 and "libcst imported by" in first.stderr  # analysed: a worker loads the engine
+    warm = subprocess.run([sys.executable, "-c", probe], cwd=project, capture_output=True, text=True, timeout=120)
+    assert warm.returncode == 1 and warm.stderr == "", warm.stderr
+    assert "1 file without deep-learning code was not parsed" in warm.stdout
