@@ -340,6 +340,7 @@ class SettingsResolver:
         self._by_config: dict[Path | None, Settings] = {}
         self._config_of_directory: dict[Path, Path | None] = {}
         self._settings_of_directory: dict[Path, Settings] = {}
+        self._settings_of_folder: dict[str, Settings] = {}
 
     def for_directory(self, directory: Path) -> Settings:
         if self._forced is not None:
@@ -355,7 +356,12 @@ class SettingsResolver:
         return settings
 
     def for_file(self, path: Path) -> Settings:
-        return self.for_directory(path.parent)
+        # By the directory's name as a string: a run asks for every file, most in a few directories.
+        folder = os.path.dirname(path)
+        settings = self._settings_of_folder.get(folder)
+        if settings is None:
+            settings = self._settings_of_folder[folder] = self.for_directory(path.parent)
+        return settings
 
     def for_path(self, path: Path) -> Settings:
         """The settings of a file (its directory's), or of a directory itself."""

@@ -32,18 +32,19 @@ def discover(arguments: list[str], settings: Settings, force_exclude: bool = Fal
     """
     excluded = pathspec.GitIgnoreSpec.from_lines(settings.exclude)
     included = _Included(settings.include)
-    files: dict[Path, SourceFile] = {}
+    files: dict[str, SourceFile] = {}  # by resolved path
     problems: list[str] = []
+    root = str(settings.root)
     for argument in arguments:
         path = Path(argument)
         if path.is_file():
-            if force_exclude and _matches(excluded, path.resolve(), settings.root, ""):
+            resolved = str(path.resolve())
+            if force_exclude and _matches(excluded, resolved, root, ""):
                 continue
             # Named: explicit, even where a directory argument found it too.
-            files[path.resolve()] = SourceFile(path, files.get(path.resolve(), SourceFile(path, argument)).display,
-                                               explicit=True)
+            files[resolved] = SourceFile(path, files.get(resolved, SourceFile(path, argument)).display, explicit=True)
         elif path.is_dir():
-            for resolved, found in _walk(path, argument, excluded, included, settings.root, problems):
+            for resolved, found in _walk(path, argument, excluded, included, root, problems):
                 files.setdefault(resolved, found)
         else:
             problems.append(f"{argument}: {_why_not_lintable(path)}")
@@ -87,13 +88,14 @@ class _Included:
 
 
 def _walk(top: Path, argument: str, excluded: pathspec.PathSpec, included: _Included,
-          root: Path, problems: list[str]) -> list[tuple[Path, SourceFile]]:
+          root: str, problems: list[str]) -> list[tuple[str, SourceFile]]:
     """The files to lint below `top`, each with its resolved path. A path is resolved once per
     directory, not per file: os.walk enters real directories only (not links), so a child's resolved
-    path is its directory's joined with its name (a file that is a link is resolved by itself)."""
+    path is its directory's joined with its name (a file that is a link is resolved by itself).
+    Resolved paths are strings: matching thousands of them, pathlib's parsing would cost most."""
     found = []
-    top_resolved = top.resolve()
-    ignores = _ancestor_gitignores(top_resolved)
+    top_resolved = str(top.resolve())
+    ignores = [(str(base), spec) for base, spec in _ancestor_gitignores(top.resolve())]
     resolved_directories = {os.fspath(top): top_resolved}
 
     def unreadable(error: OSError) -> None:
@@ -107,16 +109,17 @@ def _walk(top: Path, argument: str, excluded: pathspec.PathSpec, included: _Incl
 
         kept = []
         for name in sorted(subdirs):
-            if not _skipped(here_resolved / name, name, True, excluded, root, ignores):
+            child = os.path.join(here_resolved, name)
+            if not _skipped(child, name, True, excluded, root, ignores):
                 kept.append(name)
-                resolved_directories[os.path.join(directory, name)] = here_resolved / name
+                resolved_directories[os.path.join(directory, name)] = child
         subdirs[:] = kept
         relative = os.path.relpath(directory, top)  # once per directory (_display, per file, costs a relpath each)
         for name in sorted(filenames):
             path = here / name
             if not (included(name, path, top) and _is_regular_file(path)):
                 continue
-            resolved = path.resolve() if os.path.islink(path) else here_resolved / name
+            resolved = str(path.resolve()) if os.path.islink(path) else os.path.join(here_resolved, name)
             if not _skipped(resolved, name, False, excluded, root, ignores):
                 below = name if relative == "." else os.path.join(relative, name)
                 found.append((resolved, SourceFile(path, below if argument == "." else os.path.join(argument, below))))
@@ -129,23 +132,25 @@ def _display(path: Path, top: Path, argument: str) -> str:
     return relative if argument == "." else os.path.join(argument, relative)
 
 
-def _skipped(full: Path, name: str, is_dir: bool, excluded: pathspec.PathSpec, root: Path,
-             ignores: list[tuple[Path, pathspec.PathSpec]]) -> bool:
+def _skipped(full: str, name: str, is_dir: bool, excluded: pathspec.PathSpec, root: str,
+             ignores: list[tuple[str, pathspec.PathSpec]]) -> bool:
     """Excluded by configuration (relative to the config root, or by its bare name), or gitignored;
     `full`: the resolved path."""
     suffix = "/" if is_dir else ""
-    if _matches(excluded, full, root, suffix) or _matches(excluded, Path(name), None, suffix):
+    if _matches(excluded, full, root, suffix) or _matches(excluded, name, None, suffix):
         return True
     return any(_matches(spec, full, base, suffix) for base, spec in ignores)
 
 
-def _matches(spec: pathspec.PathSpec, path: Path, base: Path | None, suffix: str) -> bool:
+def _matches(spec: pathspec.PathSpec, path: str, base: str | None, suffix: str) -> bool:
+    """`path` (resolved) matched relative to the directory `base` (resolved; None: as it is); a path
+    outside `base` matches nothing."""
     if base is not None:
-        try:
-            path = path.relative_to(base)
-        except ValueError:
+        prefix = base if base.endswith(os.sep) else base + os.sep
+        if not path.startswith(prefix):
             return False
-    return spec.match_file(path.as_posix() + suffix)
+        path = path[len(prefix):]
+    return spec.match_file(path.replace(os.sep, "/") + suffix)
 
 
 def _read_spec(gitignore: Path) -> pathspec.PathSpec:

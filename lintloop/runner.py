@@ -285,7 +285,8 @@ def make_jobs(files: list[SourceFile], codes: tuple[str, ...], rule_options: dic
     jobs = []
     options = json.dumps(rule_options, sort_keys=True)
     for file in files:
-        file_codes = tuple(code for code in codes if code not in per_file_ignores(file))
+        ignored = per_file_ignores(file)
+        file_codes = tuple(code for code in codes if code not in ignored) if ignored else codes
         jobs.append(Job(str(file.path), file.display, file_codes, options, mode, unsafe_fixes, cache_dir,
                         file.explicit))
     return jobs
