@@ -20,6 +20,7 @@ class SourceFile:
     # Named on the command line (always parsed), not found in a directory (parsed only if it can
     # hold a finding: DESIGN.md "What is parsed").
     explicit: bool = False
+    modified_ns: int = 0  # when found (st_mtime_ns): the most recently modified are linted first
 
 
 def discover(arguments: list[str], settings: Settings, force_exclude: bool = False) -> tuple[list[SourceFile], list[str]]:
@@ -42,7 +43,8 @@ def discover(arguments: list[str], settings: Settings, force_exclude: bool = Fal
             if force_exclude and _matches(excluded, resolved, root, ""):
                 continue
             # Named: explicit, even where a directory argument found it too.
-            files[resolved] = SourceFile(path, files.get(resolved, SourceFile(path, argument)).display, explicit=True)
+            files[resolved] = SourceFile(path, files.get(resolved, SourceFile(path, argument)).display, explicit=True,
+                                         modified_ns=path.stat().st_mtime_ns)
         elif path.is_dir():
             for resolved, found in _walk(path, argument, excluded, included, root, problems):
                 files.setdefault(resolved, found)
@@ -65,10 +67,15 @@ def _why_not_lintable(path: Path) -> str:
 
 def _is_regular_file(path: Path) -> bool:
     """A regular file, or a symbolic link to one (not a FIFO, which would block a reader, nor a dangling link)."""
+    return _regular_file_status(path) is not None
+
+
+def _regular_file_status(path: Path) -> os.stat_result | None:
     try:
-        return stat.S_ISREG(os.stat(path).st_mode)
+        status = os.stat(path)
     except OSError:
-        return False
+        return None
+    return status if stat.S_ISREG(status.st_mode) else None
 
 
 class _Included:
@@ -117,12 +124,14 @@ def _walk(top: Path, argument: str, excluded: pathspec.PathSpec, included: _Incl
         relative = os.path.relpath(directory, top)  # once per directory (_display, per file, costs a relpath each)
         for name in sorted(filenames):
             path = here / name
-            if not (included(name, path, top) and _is_regular_file(path)):
+            status = _regular_file_status(path) if included(name, path, top) else None
+            if status is None:
                 continue
             resolved = str(path.resolve()) if os.path.islink(path) else os.path.join(here_resolved, name)
             if not _skipped(resolved, name, False, excluded, root, ignores):
                 below = name if relative == "." else os.path.join(relative, name)
-                found.append((resolved, SourceFile(path, below if argument == "." else os.path.join(argument, below))))
+                found.append((resolved, SourceFile(path, below if argument == "." else os.path.join(argument, below),
+                                                   modified_ns=status.st_mtime_ns)))
     return found
 
 

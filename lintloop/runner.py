@@ -45,6 +45,7 @@ class Job:
     unsafe_fixes: bool = False
     cache_dir: str | None = None
     explicit: bool = True  # named, not found in a directory (lintloop.discovery.SourceFile)
+    modified_ns: int = 0  # the file's st_mtime_ns when found: the most recent is the likeliest cache miss
 
 
 @dataclass
@@ -98,6 +99,10 @@ def run_jobs(jobs: list[Job], workers: int, on_result: Callable[[JobResult], Non
             else:
                 finish(index, found)
     if pending:
+        # A check takes the most recently modified first: in a warm run they are the files to analyse,
+        # which then start at once while the other workers answer the rest from the cache. (fix and
+        # diff, never cached, go in the order of the paths.)
+        pending.sort(key=lambda index: -jobs[index].modified_ns if jobs[index].mode == "check" else 0)
         todo = [jobs[index] for index in pending]
         workers = min(workers, len(todo)) if len(todo) > 4 else 1
         with WorkerPool(workers, limits) as pool:
@@ -288,5 +293,5 @@ def make_jobs(files: list[SourceFile], codes: tuple[str, ...], rule_options: dic
         ignored = per_file_ignores(file)
         file_codes = tuple(code for code in codes if code not in ignored) if ignored else codes
         jobs.append(Job(str(file.path), file.display, file_codes, options, mode, unsafe_fixes, cache_dir,
-                        file.explicit))
+                        file.explicit, file.modified_ns))
     return jobs

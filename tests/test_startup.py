@@ -108,3 +108,23 @@ def test_a_warm_directory_run_imports_the_engine_in_no_process(project):
     warm = subprocess.run([sys.executable, "-c", probe], cwd=project, capture_output=True, text=True, timeout=120)
     assert warm.returncode == 1 and warm.stderr == "", warm.stderr
     assert "1 file without deep-learning code was not parsed" in warm.stdout
+
+
+def test_a_check_dispatches_the_most_recently_modified_files_first(tmp_path):
+    """In a warm run the files just edited are the ones to analyse: they start first; the results
+    still come back in the order of the paths."""
+    from lintloop.runner import MAX_CHUNK, Job, run_jobs
+
+    jobs = []
+    for index in range(MAX_CHUNK + 3):  # more than the parent answers alone
+        path = tmp_path / f"m{index:03}.py"
+        path.write_text("x = 1\n")
+        jobs.append(Job(str(path), path.name, ("LL001",), "{}", "check", modified_ns=index))
+    seen: list[str] = []
+    results = run_jobs(jobs, 1, on_result=lambda result: seen.append(result.display))
+    assert seen == [job.display for job in reversed(jobs)]
+    assert [result.display for result in results] == [job.display for job in jobs]
+    fixes = [Job(job.path, job.display, job.codes, job.options, "diff", modified_ns=job.modified_ns) for job in jobs]
+    seen.clear()
+    run_jobs(fixes, 1, on_result=lambda result: seen.append(result.display))
+    assert seen == [job.display for job in jobs]  # fix and diff: in the order of the paths
