@@ -9,9 +9,9 @@ answered here without libcst or a rule (`cached_result`), and a worker imports t
 from __future__ import annotations
 
 import contextlib
-import functools
 import difflib
 import errno
+import functools
 import json
 import os
 import stat
