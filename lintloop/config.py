@@ -474,10 +474,10 @@ def _typed(table: dict[str, Any], key: str, kind: type | tuple[type, ...], defau
 def _rule_options(table: Any, where: _KeyLocator) -> dict[str, dict[str, Any]]:
     if not isinstance(table, dict):
         raise ConfigError(where.error(("rules",), "must be a table of per-rule tables"))
+    from lintloop.rules import lookup  # the option specs are the rule classes' (a file that sets options)
+
     options: dict[str, dict[str, Any]] = {}
     for key, values in table.items():
-        from lintloop.rules import lookup  # the option specs are the rule classes' (a file that sets options)
-
         rule = lookup(key)
         if rule is None:
             raise ConfigError(where.error(("rules", key), "unknown rule code or name (see `lintloop rules`)"))

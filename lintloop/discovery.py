@@ -101,8 +101,9 @@ def _walk(top: Path, argument: str, excluded: pathspec.PathSpec, included: _Incl
     path is its directory's joined with its name (a file that is a link is resolved by itself).
     Resolved paths are strings: matching thousands of them, pathlib's parsing would cost most."""
     found = []
-    top_resolved = str(top.resolve())
-    ignores = [(str(base), spec) for base, spec in _ancestor_gitignores(top.resolve())]
+    top_path = top.resolve()
+    top_resolved = str(top_path)
+    ignores = [(str(base), spec) for base, spec in _ancestor_gitignores(top_path)]
     resolved_directories = {os.fspath(top): top_resolved}
 
     def unreadable(error: OSError) -> None:

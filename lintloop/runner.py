@@ -1,7 +1,7 @@
 """Running lint / fix over many files: per-file cache and parallel workers, results in a stable order.
 
 Importing this module loads no analysis: a small run whose files are all in the result cache is
-answered here without libcst or a rule (`cached_result`), and a worker imports the engine
+answered here without libcst or a rule (`answered_here`), and a worker imports the engine
 (`lintloop.linter`, the rule classes: ~0.13 s) only when it has a file to analyse: files passed over
 (no framework named) and files found in the cache need neither.
 """
@@ -89,11 +89,11 @@ def run_jobs(jobs: list[Job], workers: int, on_result: Callable[[JobResult], Non
 
     pending = list(range(len(jobs)))
     if len(jobs) <= MAX_CHUNK:
-        # A small run (a pre-commit hook, one file): the files found in the result cache are answered
-        # here, which costs less than starting a worker and importing the engine to find them cached.
+        # A small run (a pre-commit hook, one file): the files passed over or found in the result cache
+        # are answered here, which costs less than starting a worker to find them so.
         pending = []
         for index, job in enumerate(jobs):
-            found = cached_result(job)
+            found = answered_here(job)
             if found is None:
                 pending.append(index)
             else:
@@ -117,15 +117,25 @@ def run_jobs(jobs: list[Job], workers: int, on_result: Callable[[JobResult], Non
     return [result for _, result in results]
 
 
-def cached_result(job: Job) -> JobResult | None:
-    """A `check` job's result from the result cache (None: not there, or the job is not cached); the
-    same as the worker would find there."""
-    if job.mode != "check" or job.cache_dir is None:
+def answered_here(job: Job) -> JobResult | None:
+    """A `check` job's result where it needs no analysis (`_answered_without_engine`), in this process;
+    None: a worker has to run it."""
+    if job.mode != "check":
         return None
     try:
         data, _ = read_regular_file(Path(job.path))
     except OSError:
-        return None  # the worker reports it, as in a run without the cache
+        return None  # the worker reports it
+    return _answered_without_engine(job, data)
+
+
+def _answered_without_engine(job: Job, data: bytes) -> JobResult | None:
+    """A check's result without libcst or a rule: a file found in a directory that names no framework
+    is passed over (before its bytes are hashed), then the result cache is asked; None: a miss."""
+    if not job.explicit and names_nothing(data, _framework_names(job.codes)):
+        return JobResult(job.display, passed_over=True)
+    if job.cache_dir is None:
+        return None
     cache, key = _cache_entry(job, data)
     cached = cache.get(key, job.display)
     return None if cached is None else JobResult(job.display, cached.findings, passed_over=cached.passed_over)
@@ -170,8 +180,7 @@ def run_job(job: Job) -> JobResult:
             result.errors.append(f"{job.display}: cannot read: {exc.strerror or exc}")
             return result
         if job.mode == "check":
-            _cached_lint(job, data, result)
-            return result
+            return _checked(job, data)
         if _fix(job, path, data, status, _ruleset(job), result):
             return result
     result = JobResult(job.display)
@@ -266,23 +275,19 @@ def _framework_names(codes: tuple[str, ...]) -> tuple[bytes, ...]:
                                      for framework in entry.frameworks))
 
 
-def _cached_lint(job: Job, data: bytes, result: JobResult) -> None:
-    """A check: a file found in a directory that names no framework is passed over, before its bytes
-    are hashed; then the result cache; only a file to analyse needs the engine."""
-    if not job.explicit and names_nothing(data, _framework_names(job.codes)):
-        result.passed_over = True
-        return
-    cache, key = (None, "") if job.cache_dir is None else _cache_entry(job, data)
-    cached = None if cache is None else cache.get(key, job.display)
-    if cached is not None:
-        result.findings, result.passed_over = cached.findings, cached.passed_over
-        return
+def _checked(job: Job, data: bytes) -> JobResult:
+    """A check: answered without the engine where it can be, else analysed (and cached)."""
+    answered = _answered_without_engine(job, data)
+    if answered is not None:
+        return answered
     from lintloop.linter import lint_bytes
 
     lint = lint_bytes(job.display, data, _ruleset(job), path=job.path, explicit=job.explicit)
-    result.findings, result.errors, result.passed_over = lint.findings, lint.errors, lint.passed_over
-    if cache is not None and not lint.errors:  # a crashed rule is reported again next time, not cached away
+    result = JobResult(job.display, lint.findings, lint.errors, passed_over=lint.passed_over)
+    if job.cache_dir is not None and not lint.errors:  # a crashed rule is reported again next time, not cached away
+        cache, key = _cache_entry(job, data)  # the key again: a hash of the file, next to its analysis
         result.cache_written = cache.put(key, lint.findings, lint.dependencies, lint.passed_over)
+    return result
 
 
 def make_jobs(files: list[SourceFile], codes: tuple[str, ...], rule_options: dict[str, dict], mode: str, *,

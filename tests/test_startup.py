@@ -128,3 +128,17 @@ def test_a_check_dispatches_the_most_recently_modified_files_first(tmp_path):
     seen.clear()
     run_jobs(fixes, 1, on_result=lambda result: seen.append(result.display))
     assert seen == [job.display for job in jobs]  # fix and diff: in the order of the paths
+
+
+def test_a_small_run_of_files_without_deep_learning_code_starts_no_worker(tmp_path, monkeypatch):
+    import lintloop.runner as runner
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a worker was started")
+
+    monkeypatch.setattr(runner, "WorkerPool", no_pool)
+    jobs = []
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text("x = 1\n")
+        jobs.append(runner.Job(str(tmp_path / name), name, ("LL001", "LL301"), "{}", "check", explicit=False))
+    assert [(r.display, r.passed_over) for r in runner.run_jobs(jobs, 2)] == [("a.py", True), ("b.py", True)]
