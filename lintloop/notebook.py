@@ -263,7 +263,10 @@ def masked_lines(source: str, masked: dict[int, str]) -> list[str] | None:
     """The cell's lines with IPython-only syntax masked (each masked line recorded in `masked`
     under a new number); None for a cell in another language (a cell magic such as `%%bash`)."""
     lines = source_lines(source)
-    first_code = next((i for i, line in enumerate(lines) if line.strip()), None)
+    # Colab runs a cell magic, or a one-line automagic, below comment lines (`#@title` forms):
+    # the notebooks that do so ran with it (their outputs show it).
+    first_code = next((i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")),
+                      None)
     if first_code is None:
         return lines
     magic = _CELL_MAGIC.match(lines[first_code].lstrip())

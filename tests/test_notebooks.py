@@ -98,6 +98,22 @@ def test_magics_shell_escapes_and_help_are_masked_and_the_code_around_them_is_li
     assert masked_lines(IPYTHON_CELLS[1], {}) is None and masked_lines(IPYTHON_CELLS[2], {}) is None
 
 
+def test_a_cell_magic_below_comment_lines_is_a_cell_magic(tmp_path):
+    # Colab runs `%%time` under a `# @title` form line; such notebooks were run that way.
+    cells = ("import torch\nmodel = torch.nn.Linear(3, 1)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)",
+             "# @title Run the training loop\n#\n\n%%time\nlosses = []\nfor step in range(8):\n"
+             "    loss = model(torch.randn(4, 3)).sum()\n    optimizer.zero_grad()\n    loss.backward()\n"
+             "    optimizer.step()\n    losses.append(loss)",
+             "# write the helper\n%%bash\nls *.csv",
+             "# @title Install\npip install -q optax")
+    path = tmp_path / "colab.ipynb"
+    path.write_text(_notebook(*cells))
+    assert [(f.code, f.cell, f.line) for f in _lint(path)] == [("LL301", 2, 11)]
+    assert masked_lines(cells[2], {}) is None
+    masked: dict[int, str] = {}
+    assert masked_lines(cells[3], masked)[0] == "# @title Install\n" and list(masked.values()) == ["pip install -q optax"]
+
+
 def test_an_ipython_cell_fixes_back_to_itself(tmp_path):
     path = tmp_path / "ipython.ipynb"
     path.write_text(_notebook(*IPYTHON_CELLS))
