@@ -165,6 +165,7 @@ class Unit:
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_TRY_STAR = getattr(ast, "TryStar", ast.Try)  # `try: ... except* E:` (Python 3.11+)
 # Fields that never hold a node worth visiting; per type, the rest (computed once).
 _LEAF_FIELDS = {"ctx", "type_comment", "kind", "id", "attr", "arg", "module", "level", "asname", "conversion"}
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
@@ -184,6 +185,7 @@ class FileFacts:
         self.imports: dict[str, str] = {}
         self.bound_names: set[str] = set()
         self.units: list[Unit] = []
+        self._fallback_imports: set[ast.Import | ast.ImportFrom] = set()  # under an `except` handler
         imports: list[ast.Import | ast.ImportFrom] = []
         called: list[tuple[Unit, set[str]]] = []  # per unit: names called as plain names
         by_line: dict[int, Unit] = {}
@@ -316,6 +318,9 @@ class FileFacts:
             elif kind is ast.Import or kind is ast.ImportFrom:
                 imports.append(node)
                 continue
+            elif kind is ast.Try or kind is _TRY_STAR:
+                self._fallback_imports.update(n for h in node.handlers for n in ast.walk(h)
+                                              if type(n) is ast.Import or type(n) is ast.ImportFrom)
             for name in _child_fields(kind):
                 value = getattr(node, name)
                 if type(value) is list:
@@ -325,17 +330,19 @@ class FileFacts:
         return plain_calls
 
     def _record_import(self, node: ast.Import | ast.ImportFrom) -> None:
-        """As the CST index records imports (lintloop.analysis.index): the same table from either tree."""
+        """As the CST index records imports (lintloop.analysis.index): the same table from either tree,
+        a fallback import under `except` not replacing the name the `try` imported."""
+        fallback = node in self._fallback_imports
+        recorded: list[tuple[str, str]] = []
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.asname:
-                    self.imports[alias.asname] = alias.name
-                else:
-                    head = alias.name.split(".")[0]
-                    self.imports[head] = head
+                head = alias.name.split(".")[0]
+                recorded.append((alias.asname, alias.name) if alias.asname else (head, head))
         elif not node.level and node.module and node.names[0].name != "*":
-            for alias in node.names:
-                self.imports[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+            recorded = [(alias.asname or alias.name, f"{node.module}.{alias.name}") for alias in node.names]
+        for local, full in recorded:
+            if not (fallback and local in self.imports):
+                self.imports[local] = full
 
     def _bind(self, targets: list[ast.AST], defines: set[str], in_function: bool) -> None:
         """Names bound by an assignment's targets, as the CST index binds them

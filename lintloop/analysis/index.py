@@ -72,16 +72,32 @@ class TreeIndex:
             name = dotted(target)
             self.bindings[self._scope][name].append(Binding(name, self.order[node], value, node, augmented))
 
+    def _import(self, local: str, full: str, node: cst.Import | cst.ImportFrom) -> None:
+        """Record `local` as `full`, unless `node` is the fallback of an import made already: under
+        `except` (`try: from torch.amp import GradScaler` / `except ImportError: from torch.cuda.amp
+        import GradScaler`), where the name means what the `try` imports wherever that exists."""
+        if local in self.imports and self._in_except_handler(node):
+            return
+        self.imports[local] = full
+
+    def _in_except_handler(self, node: cst.CSTNode) -> bool:
+        parent = self.parents.get(node)
+        while parent is not None:
+            if isinstance(parent, (cst.ExceptHandler, cst.ExceptStarHandler)):
+                return True
+            parent = self.parents.get(parent)
+        return False
+
     def _index_Import(self, node: cst.Import) -> None:
         for alias in node.names:
             full = dotted(alias.name)
             if not full:
                 continue
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self.imports[alias.asname.name.value] = full
+                self._import(alias.asname.name.value, full, node)
             else:
                 head = full.split(".")[0]
-                self.imports[head] = head
+                self._import(head, head, node)
 
     def _index_ImportFrom(self, node: cst.ImportFrom) -> None:
         if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
@@ -92,7 +108,7 @@ class TreeIndex:
             if not module or not name:
                 continue
             local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
-            self.imports[local] = f"{module}.{name}"
+            self._import(local, f"{module}.{name}", node)
 
     def _index_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:

@@ -715,20 +715,69 @@ class Prng(Analysis):
         found = []
         for fn in self._targets(call):
             drawn = self.params_drawn(fn, depth + 1)
-            if not drawn:
-                continue
-            params = _params(fn)
-            shift = 1 if isinstance(call.func, cst.Attribute) and params and params[0].name.value in ("self", "cls") \
-                and not self.ctx.names.qualname(call.func) else 0
-            positional = positional_args(call)
             for param, (inner, itself) in drawn.items():
-                index = params.index(param) - shift
-                arg = keyword_arg(call, param.name.value)
-                if arg is None and 0 <= index < len(positional) and param not in fn.params.kwonly_params:
-                    arg = positional[index]
+                arg = self._passed(call, fn, param)
                 if arg is not None:
                     found.append((arg, f"`{fn.name.value}` (which draws from it with {inner.what} at line "
                                        f"{self.ctx.line_of(inner.call)})", False, itself and inner.pairable))
+        return found
+
+    def _passed(self, call: cst.Call, fn: cst.FunctionDef, param: cst.Param) -> cst.BaseExpression | None:
+        """The argument `call` (a call of `fn`) passes for `param`, None where it leaves it out."""
+        params = _params(fn)
+        shift = 1 if isinstance(call.func, cst.Attribute) and params and params[0].name.value in ("self", "cls") \
+            and not self.ctx.names.qualname(call.func) else 0
+        arg = keyword_arg(call, param.name.value)
+        positional = positional_args(call)
+        index = params.index(param) - shift
+        if arg is None and 0 <= index < len(positional) and param not in fn.params.kwonly_params:
+            arg = positional[index]
+        return arg
+
+    @computed
+    def default_keys(self) -> list[tuple[cst.FunctionDef, cst.Param, Draw, cst.Call]]:
+        """Parameters whose default value makes a key (`key=jax.random.PRNGKey(0)`) that the function
+        draws from with a sampler, and a same-file call that leaves the parameter out and runs more than
+        once (in a loop, in a function called from one, or one of several such calls): the default is
+        evaluated once, when the `def` runs, so those calls draw the same numbers. A default key used by
+        a call that runs once is a fixed seed on purpose (reproducible data); `init` from a default key
+        gives the same parameters on purpose, as in `Draw.pairable`."""
+        found = []
+        for fn in self.ctx.nodes(cst.FunctionDef):
+            defaulted = [p for p in _params(fn) if isinstance(p.default, cst.Call)
+                         and self.ctx.names.callee(p.default) in KEY_MAKERS]
+            if not defaulted:
+                continue
+            drawn = self.params_drawn(fn, 0)
+            calls = self._callers.get(fn, [])
+            for param in defaulted:
+                if param not in drawn or not drawn[param][0].pairable:
+                    continue
+                leaving_out = [c for c in calls if self._passed(c, fn, param) is None]
+                repeated = next((c for c in leaving_out if self._repeated(c, _HELPER_DEPTH)), None)
+                if repeated is None and len(leaving_out) > 1:
+                    repeated = leaving_out[1]
+                if repeated is not None:
+                    found.append((fn, param, drawn[param][0], repeated))
+        return found
+
+    def _repeated(self, call: cst.Call, depth: int) -> bool:
+        """`call` runs more than once: in a loop or comprehension, or in a function called from one
+        (through `jax.grad(f)(...)`, `jax.jit(f)` and the like, `depth` callers deep)."""
+        for ancestor in self.ctx.ancestors(call):
+            if isinstance(ancestor, (cst.For, cst.While, *_COMPREHENSIONS)):
+                return True
+            if isinstance(ancestor, cst.FunctionDef):
+                return depth > 0 and any(self._repeated(site, depth - 1) for site in self._callers.get(ancestor, []))
+        return False
+
+    @computed
+    def _callers(self) -> dict[cst.FunctionDef, list[cst.Call]]:
+        """The same-file calls that run each function (as `_targets` resolves them)."""
+        found: dict[cst.FunctionDef, list[cst.Call]] = {}
+        for call in self.ctx.nodes(cst.Call):
+            for fn in self._targets(call):
+                found.setdefault(fn, []).append(call)
         return found
 
     def _keyish(self, expr: cst.BaseExpression) -> bool:

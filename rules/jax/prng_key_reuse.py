@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import libcst as cst
 
 from lintloop.analysis.prng import DRAW_CALL_NAMES, KEY_CALL_NAMES, KEY_MAKERS, KEY_PARAMETER_NAMES, Reuse
@@ -37,8 +35,10 @@ class PrngKeyReuse(Rule):
                "attributes, dicts or state (`self.rng`, `state.key`), and keys passed to functions of other "
                "files, are not judged. In pairs, `init` calls (flax, haiku), `nnx.Rngs` and haiku's "
                "`apply(params, rng)` are not counted (one key for `init` and `apply`, or for two `init`s, "
-               "gives identical parameters on purpose); in loops they are. Test modules (`test_*.py`, "
-               "`*_test.py`, `conftest.py`) are skipped: tests reuse keys on purpose.")
+               "gives identical parameters on purpose); in loops they are. Also a key made as a parameter's "
+               "default value (`def dropout(x, key=jax.random.PRNGKey(0))`) of a function that draws from it, "
+               "called without it where the call runs more than once (in a loop, in a function called from "
+               "one, or from two places): the default is evaluated once, when the `def` runs.")
     why = ("A JAX key is a value, not a stateful generator: a sampler returns the same numbers every time it "
            "is given the same key. Two draws from one key are identical (or, for different distributions, "
            "derived from the same bits: correlated), and with jax 0.10's default `threefry_partitionable` "
@@ -128,6 +128,28 @@ for i in range(n_rollouts):
     actions = jax.random.categorical(rng, logits)
     rollouts.append(actions)
 """),
+        Example("""
+import jax
+import jax.numpy as jnp
+def dropout(x, rate, key=jax.random.PRNGKey(0)):
+    keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
+    return jnp.where(keep, x / (1.0 - rate), 0.0)
+def loss_fn(params, x, y):
+    h = dropout(jnp.tanh(x @ params["w1"]), 0.1)
+    return jnp.mean((h @ params["w2"] - y) ** 2)
+def train(params, batches):
+    for x, y in batches:
+        grads = jax.grad(loss_fn)(params, x, y)
+        params = jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+"""),
+        Example("""
+from jax import random
+def augment(images, rng=random.key(42)):
+    flips = random.bernoulli(rng, 0.5, (images.shape[0],))
+    return images.at[flips].set(images[flips, :, ::-1])
+train_x = augment(train_x)
+val_x = augment(val_x)
+"""),
     )
     not_flagged = (
         Example("""
@@ -187,13 +209,41 @@ key = jax.random.PRNGKey(0)
 a = normal(key, (3,))
 b = normal(key, (4,))
 """),
+        Example("""
+import jax
+def make_dataset(n, key=jax.random.PRNGKey(0)):
+    x = jax.random.normal(key, (n, 8))
+    return x, x @ true_w
+train_x, train_y = make_dataset(1024)
+"""),
+        Example("""
+import jax
+def add_noise(x, key=jax.random.PRNGKey(0)):
+    return x + 0.1 * jax.random.normal(key, x.shape)
+root = jax.random.PRNGKey(1)
+for step in range(steps):
+    root, sub = jax.random.split(root)
+    noisy = add_noise(batch, sub)
+"""),
+        Example("""
+import jax
+def create_state(model, x, rng=jax.random.PRNGKey(0)):
+    return model.init(rng, x)
+states = [create_state(model, x) for model in models]
+"""),
     )
 
     def visit_Module(self, node: cst.Module) -> None:
-        if self.ctx.file is not None and _is_test_module(self.ctx.file.path):
-            return
         for reuse in self.ctx.prng.reuses:
             self.report(reuse.draw.call, self._pair(reuse) if reuse.first is not None else self._loop(reuse))
+        for fn, param, draw, call in self.ctx.prng.default_keys:
+            ctx, name = self.ctx, param.name.value
+            self.report(param.default, (
+                f"the default key `{ctx.snippet(param.default, 40)}` of `{name}` is made once, when `def "
+                f"{fn.name.value}` runs, and {draw.what} at line {ctx.line_of(draw.call)} draws from it: every "
+                f"call that leaves `{name}` out (as at line {ctx.line_of(call)}, which runs more than once) draws "
+                f"the same random numbers; make `{name}` a required parameter and pass each call a fresh key "
+                "(`key, sub = jax.random.split(key)`)"))
 
     def _pair(self, reuse: Reuse) -> str:
         ctx = self.ctx
@@ -223,8 +273,3 @@ b = normal(key, (4,))
                 "iteration (`key, sub = jax.random.split(key)` and draw from `sub`) or use "
                 "`jax.random.fold_in(key, step)`")
 
-
-def _is_test_module(path: str) -> bool:
-    """Test code reuses keys on purpose (inputs for assertions; two models given identical randomness)."""
-    name = os.path.basename(path)
-    return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"

@@ -41,7 +41,8 @@ class LossTensorAccumulation(Rule):
     fix_kind = "unsafe"
     probe = "mem"
     summary = ("In a training loop, or a train-step function called from one, a loss tensor (the value a "
-               "gradient is taken of, or the result of a train-step function returning it) is appended to a list "
+               "gradient is taken of, or the result of a train-step function returning it, also as an element of a "
+               "returned tuple: `loss, logits = train_step(...)`) is appended to a list "
                "or `+=`-accumulated into a variable, container entry or attribute (`total`, `history[\"loss\"]`, "
                "`self.losses`) that outlives the iteration, without `.item()`, `.detach()`, `.numpy()` or `float()`.")
     why = ("PyTorch: each loss tensor references the autograd graph of its step, so every step's graph "
@@ -143,8 +144,40 @@ def fit(model, loader, optimizer, criterion, epochs):
             metrics["loss"] += loss
     return history, metrics
 """, count=2),
+        Example("""
+import torch
+import torch.nn.functional as F
+def train_step(model, optimizer, x, y):
+    optimizer.zero_grad()
+    logits = model(x)
+    loss = F.cross_entropy(logits, y)
+    loss.backward()
+    optimizer.step()
+    return loss, logits
+history = []
+for epoch in range(epochs):
+    for x, y in train_loader:
+        loss, logits = train_step(model, optimizer, x, y)
+        history.append(loss)
+"""),
     )
     not_flagged = (
+        Example("""
+import torch
+import torch.nn.functional as F
+def train_step(model, optimizer, x, y):
+    optimizer.zero_grad()
+    logits = model(x)
+    loss = F.cross_entropy(logits, y)
+    loss.backward()
+    optimizer.step()
+    return loss.item(), (logits.argmax(1) == y).float().mean().item()
+history = []
+for epoch in range(epochs):
+    for x, y in train_loader:
+        loss, accuracy = train_step(model, optimizer, x, y)
+        history.append(loss)
+"""),
         Example("""
 import torch
 running_loss = 0
@@ -226,7 +259,9 @@ class Trainer:
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._returns_loss: dict[cst.FunctionDef, str | None] = {}
+        # A train-step function: the framework of the loss tensor it returns, and where in a returned
+        # tuple (`return loss, logits`: 0), None for the whole value.
+        self._returns_loss: dict[cst.FunctionDef, tuple[str, int | None] | None] = {}
         self._loss_names_by_region: dict[cst.CSTNode, dict[str, str]] = {}
         self._loss_names_asked: set[cst.CSTNode] = set()
 
@@ -284,16 +319,25 @@ class Trainer:
             if isinstance(target, cst.Name):
                 names[target.value] = _framework(call)
         for call in self.ctx.calls.calls_in(region):
-            framework = self._returned_loss_framework(call)
+            returned = self._returned_loss(call)
             assign = self.ctx.parents.get(call)
-            if framework and isinstance(assign, cst.Assign):
-                for target in assign.targets:
-                    if isinstance(target.target, cst.Name):
-                        names[target.target.value] = framework
+            if returned is None or not isinstance(assign, cst.Assign):
+                continue
+            framework, index = returned
+            for target in assign.targets:
+                if index is None and isinstance(target.target, cst.Name):
+                    names[target.target.value] = framework
+                elif index is not None and isinstance(target.target, (cst.Tuple, cst.List)):
+                    # `loss, logits = train_step(...)`: the name in the loss's place
+                    elements = target.target.elements
+                    if index < len(elements) and not any(isinstance(e, cst.StarredElement) for e in elements) \
+                            and isinstance(elements[index].value, cst.Name):
+                        names[elements[index].value.value] = framework
         return names
 
-    def _returned_loss_framework(self, call: cst.Call) -> str | None:
-        """'pt'/'tf' when `call` calls a same-file function that returns, unconverted, a tensor it differentiates."""
+    def _returned_loss(self, call: cst.Call) -> tuple[str, int | None] | None:
+        """('pt'/'tf', position) when `call` calls a same-file function that returns, unconverted, a tensor it
+        differentiates: as its value (position None) or as an element of a returned tuple."""
         for fn in self.ctx.calls.local_functions(call.func):
             if fn in self._returns_loss:
                 return self._returns_loss[fn]
@@ -301,11 +345,19 @@ class Trainer:
             inner = {t.value: _framework(c) for t, c in self.ctx.training.differentiated_in_scope(fn)
                      if isinstance(t, cst.Name)}
             for ret in self.ctx.returns_of(fn):
-                if ret.value is not None:
-                    found = self._unconverted(ret.value, inner, ret)
-                    if found is not None:
-                        self._returns_loss[fn] = found[1]
-                        return found[1]
+                if ret.value is None:
+                    continue
+                found = self._unconverted(ret.value, inner, ret)
+                if found is not None:
+                    self._returns_loss[fn] = (found[1], None)
+                    return self._returns_loss[fn]
+                if isinstance(ret.value, cst.Tuple):
+                    for index, element in enumerate(ret.value.elements):
+                        found = self._unconverted(element.value, inner, ret) \
+                            if not isinstance(element, cst.StarredElement) else None
+                        if found is not None:
+                            self._returns_loss[fn] = (found[1], index)
+                            return self._returns_loss[fn]
         return None
 
     def _unconverted(self, value: cst.BaseExpression, losses: dict[str, str],
@@ -320,8 +372,8 @@ class Trainer:
                 return None  # `loss = loss.item()`, or computed under no_grad: no graph is held
             return value, losses[value.value]
         if isinstance(value, cst.Call) and not self._converts(value):
-            framework = self._returned_loss_framework(value)
-            return (value, framework) if framework else None
+            returned = self._returned_loss(value)
+            return (value, returned[0]) if returned is not None and returned[1] is None else None
         if isinstance(value, cst.BinaryOperation):
             return self._unconverted(value.left, losses, at) or self._unconverted(value.right, losses, at)
         return None  # `x.data`, `x[0]`, conversions: not a plain loss tensor

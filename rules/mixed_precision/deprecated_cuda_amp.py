@@ -29,7 +29,9 @@ class DeprecatedCudaAmp(Rule):
                "and `torch.cpu.amp.GradScaler(...)`, however imported (`from torch.cuda.amp import autocast`, "
                "`from torch.cuda import amp`), called, used as a decorator or passed on "
                "(`partial(torch.cuda.amp.autocast, ...)`): deprecated since torch 2.4; use "
-               "`torch.autocast(\"cuda\", ...)` and `torch.amp.GradScaler(\"cuda\", ...)`.")
+               "`torch.autocast(\"cuda\", ...)` and `torch.amp.GradScaler(\"cuda\", ...)`. The old spelling as the "
+               "fallback of the new one, for older torch (the other branch of an `if` on the version, an "
+               "`except` after a `try` that uses or imports the new one), is left alone.")
     why = ("The `torch.cuda.amp` / `torch.cpu.amp` constructors are thin deprecated subclasses of "
            "`torch.amp.autocast` / `torch.amp.GradScaler`; every call emits a FutureWarning, and they are "
            "slated for removal.")
@@ -92,6 +94,14 @@ amp_ctx = functools.partial(torch.cuda.amp.autocast, dtype=torch.float16) if arg
 with amp_ctx():
     loss = model(x).mean()
 """),
+        Example("""
+import torch
+try:
+    from torch.cuda.amp import GradScaler
+except ImportError:
+    from torch.amp import GradScaler
+scaler = GradScaler(enabled=use_amp)
+"""),
     )
     not_flagged = (
         Example("""
@@ -132,6 +142,14 @@ try:
     amp_autocast = torch.autocast
 except AttributeError:
     amp_autocast = torch.cuda.amp.autocast
+"""),
+        Example("""
+import torch
+try:
+    from torch.amp import GradScaler
+except ImportError:
+    from torch.cuda.amp import GradScaler
+scaler = GradScaler("cuda", enabled=use_amp)
 """),
     )
 

@@ -27,7 +27,8 @@ class EvalWithoutNoGrad(Rule):
     kind = "perf"
     needs = Needs(file=(("call:eval",),), statement=(("loop",), ("call:eval", "name:eval")))
     probe = "mem"
-    summary = ("A loop after `model.eval()` calls the model without `torch.no_grad()` / `torch.inference_mode()` "
+    summary = ("A loop after `model.eval()` calls the model (or a submodule of it the file shows, "
+               "`model.decoder(x)`) without `torch.no_grad()` / `torch.inference_mode()` "
                "(as a context or a decorator) and without any backward: autograd records the graph of every "
                "evaluation forward pass for nothing.")
     why = ("`eval()` only changes dropout and batch norm; it does not turn autograd off. Every forward pass still "
@@ -65,8 +66,41 @@ class Evaluator:
             total += self.criterion(self.model(x), y).item()
         return total
 """),
+        Example("""
+import torch
+from torch import nn
+class AutoEncoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(784, 64), nn.ReLU())
+        self.decoder = nn.Sequential(nn.Linear(64, 784), nn.Sigmoid())
+    def forward(self, x):
+        return self.decoder(self.encoder(x))
+net = AutoEncoder()
+net.eval()
+samples = []
+for z in latents:
+    samples.append(net.decoder(z))
+"""),
     )
     not_flagged = (
+        Example("""
+import torch
+from torch import nn
+class AutoEncoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(784, 64), nn.ReLU())
+        self.decoder = nn.Sequential(nn.Linear(64, 784), nn.Sigmoid())
+    def forward(self, x):
+        return self.decoder(self.encoder(x))
+    def sample_count(self):
+        return 16
+net = AutoEncoder()
+net.eval()
+for name, param in net.named_parameters():
+    print(name, net.sample_count(), param.shape)
+"""),
         Example("""
 import torch
 @torch.no_grad()
@@ -125,7 +159,7 @@ for x, y in loader:
         for loop in self.ctx.nodes_in_scope((cst.For, cst.While), scope).after(node):
             if self._switched_back(model, node, loop) or self.ctx.iteration.of(loop).of("backward"):
                 return
-            forward = next((c for c in self.ctx.calls.calls_in(loop) if dotted(c.func) == model
+            forward = next((c for c in self.ctx.calls.calls_in(loop) if self._runs(c, model)
                             and not self._grad_off(c)), None)
             if forward is not None and id(loop) not in self._reported:
                 self._reported.add(id(loop))
@@ -134,6 +168,15 @@ for x, y in loader:
                                      "keeps its activations for a backward that never comes; wrap the loop in "
                                      "`with torch.no_grad():` (or `torch.inference_mode()`)")
                 return
+
+    def _runs(self, call: cst.Call, model: str) -> bool:
+        """`call` runs the model (`model(x)`) or a submodule of it (`model.decoder(x)`, where the file shows
+        `decoder` is a module: eval mode reached it too)."""
+        func = call.func
+        if dotted(func) == model:
+            return True
+        return isinstance(func, cst.Attribute) and dotted(func.value) == model and \
+            self.ctx.modules.value(func, call) is not None
 
     def _grad_off(self, node: cst.CSTNode) -> bool:
         """Under a no_grad-like `with`, or in a function decorated with one."""
