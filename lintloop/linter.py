@@ -87,30 +87,52 @@ def lint_bytes(display: str, data: bytes, ruleset: RuleSet, timer: StageTimer | 
 
 def lint_notebook(display: str, text: str, ruleset: RuleSet, timer: StageTimer | None = None,
                   path: str | os.PathLike[str] | None = None, explicit: bool = True) -> FileResult:
-    """Lint a notebook's code cells as one module; positions are given by cell."""
+    """Lint a notebook's code cells as one module, and each Python file its `%%writefile` cells write
+    as a module of its own; positions are given by cell."""
     try:
         notebook = Notebook.parse(text)
     except NotebookError as exc:
         return FileResult(_enabled([engine_finding(display, BY_CODE["LL001"], str(exc))], ruleset))
     if not notebook.python:
         return FileResult()  # a notebook of another kernel's language
-    if not explicit and not _notebook_can_hold_findings(notebook, ruleset):
-        return FileResult(passed_over=True)  # before its cells' syntax is checked
-    module, broken = _parsable_module(display, notebook)
-    result = lint_text(display, module.text, ruleset, timer, path, module.line_label)
-    result.findings = sorted([*_enabled(broken, ruleset), *(in_cells(f, module) for f in result.findings)],
-                             key=Finding.sort_key)
+    modules = _notebook_modules(display, notebook, ruleset, explicit)
+    if modules is None:
+        return FileResult(passed_over=True)
+    return _lint_modules(display, *modules, ruleset, timer, path)
+
+
+def _notebook_modules(display: str, notebook: Notebook, ruleset: RuleSet,
+                      explicit: bool) -> tuple[list[NotebookModule], list[Finding]] | None:
+    """The notebook's programs (its kernel's module first, then the files its cells write) and an LL001
+    for each kernel cell that does not parse; None for a notebook found in a directory in which
+    nothing can hold a finding (decided before its cells' syntax is checked)."""
+    kernel, written = notebook.module(), notebook.written_modules()
+    if not explicit and not any(can_hold_findings(SourceScreen(m.text), ruleset) for m in (kernel, *written)):
+        return None
+    kernel, broken = _parsable_module(display, notebook, kernel)
+    return [kernel, *written], broken
+
+
+def _lint_modules(display: str, programs: list[NotebookModule], broken: list[Finding], ruleset: RuleSet,
+                  timer: StageTimer | None, path: str | os.PathLike[str] | None) -> FileResult:
+    """Lint each of a notebook's modules; one result (with `broken`, the kernel cells that do not
+    parse), its findings given by cell."""
+    result = FileResult(_enabled(broken, ruleset))
+    for module in programs:
+        # A written module that does not parse is its own LL001 (a broken script is a bug of the
+        # script); the notebook's other modules are linted all the same.
+        linted = lint_text(display, module.text, ruleset, timer, module.file_path(path), module.line_label)
+        result.findings.extend(in_cells(f, module) for f in linted.findings)
+        result.errors.extend(linted.errors)
+        result.dependencies.update(linted.dependencies)
+    result.findings.sort(key=Finding.sort_key)
     return result
 
 
-def _notebook_can_hold_findings(notebook: Notebook, ruleset: RuleSet) -> bool:
-    return can_hold_findings(SourceScreen(notebook.module().text), ruleset)
-
-
-def _parsable_module(display: str, notebook: Notebook) -> tuple[NotebookModule, list[Finding]]:
-    """The notebook's module, and an LL001 finding for each cell left out of it because it does not
-    parse: as in Jupyter, such a cell fails alone and the others run (and are linted)."""
-    module = notebook.module()
+def _parsable_module(display: str, notebook: Notebook, module: NotebookModule) -> tuple[NotebookModule, list[Finding]]:
+    """The notebook's module (`module`, as `notebook.module()` made it), and an LL001 finding for each
+    cell left out of it because it does not parse: as in Jupyter, such a cell fails alone and the
+    others run (and are linted)."""
     if syntax_error(display, module.text) is None:
         return module, []
     broken = _broken_cells(display, module)
@@ -475,30 +497,43 @@ class NotebookFixOutcome:
 
 def fix_notebook(display: str, text: str, ruleset: RuleSet, unsafe: bool,
                  path: str | os.PathLike[str] | None = None, explicit: bool = True) -> NotebookFixOutcome:
-    """Fix a notebook's code cells as `fix_text` fixes a module, and write the fixed code back into
-    the cells' sources, every other byte of the file as it was. `explicit`: as for `lint_bytes`."""
+    """Fix a notebook's modules (its kernel's, and each file its cells write) as `fix_text` fixes a
+    module, and write the fixed code back into the cells' sources, every other byte of the file as it
+    was. `explicit`: as for `lint_bytes`."""
     try:
         notebook = Notebook.parse(text)
     except NotebookError:
         return NotebookFixOutcome(text, 0, lint_notebook(display, text, ruleset, path=path))
     if not notebook.python:
         return NotebookFixOutcome(text, 0, FileResult())
-    if not explicit and not _notebook_can_hold_findings(notebook, ruleset):
+    modules = _notebook_modules(display, notebook, ruleset, explicit)
+    if modules is None:
         return NotebookFixOutcome(text, 0, FileResult(passed_over=True))
-    module, _ = _parsable_module(display, notebook)
-    outcome = fix_text(display, module.text, ruleset, unsafe, path=path)
-    if not outcome.applied:
-        # Linted again as a notebook: the messages name lines by cell.
-        return NotebookFixOutcome(text, 0, lint_notebook(display, text, ruleset, path=path), outcome.refused)
+    programs, broken = modules
+    applied = 0
+    refused: list[str] = []
+    sources: dict[int, str] = {}  # cell -> fixed source, of every module (no cell is in two)
+    for module in programs:
+        outcome = fix_text(display, module.text, ruleset, unsafe, path=module.file_path(path))
+        refused.extend(outcome.refused)
+        if not outcome.applied:
+            continue
+        try:
+            sources.update(notebook.cell_sources(outcome.text, module))
+            applied += outcome.applied
+        except NotebookError as exc:
+            refused.append(f"{display}: fixes refused: {exc}")
+    if not applied:
+        # Linted again, by cell: `fix_text`'s messages name the modules' lines.
+        return NotebookFixOutcome(text, 0, _lint_modules(display, programs, broken, ruleset, None, path), refused)
     try:
-        sources = notebook.cell_sources(outcome.text, module)
         new_text = notebook.with_sources(sources)
         written = Notebook.parse(new_text)
         if {c.index: c.source for c in written.cells} != {**{c.index: c.source for c in notebook.cells}, **sources}:
             raise NotebookError("the rewritten file does not read back as the fixed cells")
     except NotebookError as exc:
-        refused = [*outcome.refused, f"{display}: fixes refused: {exc}"]
-        return NotebookFixOutcome(text, 0, lint_notebook(display, text, ruleset, path=path), refused)
+        refused = [*refused, f"{display}: fixes refused: {exc}"]
+        return NotebookFixOutcome(text, 0, _lint_modules(display, programs, broken, ruleset, None, path), refused)
     old = {c.index: c.source for c in notebook.cells}
-    return NotebookFixOutcome(new_text, outcome.applied, lint_notebook(display, new_text, ruleset, path=path),
-                              outcome.refused, {i: (old[i], new) for i, new in sorted(sources.items())})
+    return NotebookFixOutcome(new_text, applied, lint_notebook(display, new_text, ruleset, path=path),
+                              refused, {i: (old[i], new) for i, new in sorted(sources.items())})

@@ -17,7 +17,9 @@ execution counts, metadata, key order, indentation and the final newline stay by
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 from dataclasses import dataclass, field
 
 from lintloop.source import source_lines
@@ -38,6 +40,9 @@ AUTOMAGICS = frozenset({
     "load", "load_ext", "ls", "matplotlib", "mkdir", "mv", "pdb", "pip", "prun", "pwd", "reset", "rm", "rmdir",
     "run", "save", "store", "sx", "system", "tensorboard", "time", "timeit", "who", "whos", "xmode"})
 _CELL_MAGIC = re.compile(r"%%(\w+)")
+# IPython's `%%writefile [-a] PATH` (`%%file` is the same magic): a file written, not code run in the kernel.
+WRITEFILE_MAGICS = frozenset({"writefile", "file"})
+APPEND_FLAGS = frozenset({"-a", "--append"})
 # `name?`, `name??`, `?name`, `??name` (dotted names, `*` wildcards): IPython's help, not Python.
 _HELP = re.compile(r"(\?{1,2}[\w.*]*(?:\(\))?|[\w.*]+(?:\(\))?\?{1,2})\s*(#.*)?")
 # A cell pasted from a console: `>>> x = 1` / `... ` or `In [3]: x = 1` / `   ...: ` (IPython strips them).
@@ -77,6 +82,7 @@ class NotebookModule:
     masked: dict[int, str] = field(default_factory=dict)  # mask number -> the original line
     # Cells pasted from a console: their text with the prompts blanked (such cells are not fixed).
     unprompted: dict[int, str] = field(default_factory=dict)
+    written: str | None = None  # the path a `%%writefile` module is written to; None: the kernel's module
 
     def cell_texts(self) -> dict[int, str]:
         """Each cell's part of the module, its marker line first (so that it parses alone)."""
@@ -93,6 +99,18 @@ class NotebookModule:
     def cells(self) -> list[int]:
         """The cells in the module (code cells in Python, and not left out as unparsable)."""
         return sorted({where.cell for where in self.lines if where is not None} | set(self.cell_texts()))
+
+    def file_path(self, notebook_path: str | os.PathLike[str] | None) -> str | None:
+        """Where the module's code lives on disk, for questions about the other modules of its project:
+        the notebook for the kernel's module; for a written one, where a relative `%%writefile` puts it
+        (the kernel's working directory: the notebook's). An absolute or `~` path names a file of the
+        machine the notebook ran on (`/content/train.py`): taken as beside the notebook, never read here."""
+        if notebook_path is None or self.written is None:
+            return None if notebook_path is None else os.fspath(notebook_path)
+        written = self.written
+        if os.path.isabs(written) or written.startswith("~"):
+            written = os.path.basename(written)
+        return os.path.join(os.path.dirname(notebook_path), written)
 
     def line_label(self, line: int) -> str:
         """How a message names a module line: "3 of cell 5" (as in "called at line 3 of cell 5")."""
@@ -154,8 +172,7 @@ class Notebook:
     def module(self, leave_out: frozenset[int] = frozenset()) -> NotebookModule:
         """The code cells as one module (other-language cells and the cells `leave_out` names left
         out, IPython syntax masked)."""
-        text: list[str] = []
-        lines: list[CellPosition | None] = []
+        pieces: list[tuple[int, list[str]]] = []
         masked: dict[int, str] = {}
         unprompted: dict[int, str] = {}
         for cell in self.cells:
@@ -163,14 +180,36 @@ class Notebook:
             if source != cell.source:
                 unprompted[cell.index] = source
             cell_lines = masked_lines(source, masked) if cell.index not in leave_out else None
-            if cell_lines is None:
-                continue  # %%bash and the like
-            text.append(f"{INDENTED_CELL_MARKER if _indented(cell_lines) else CELL_MARKER}{cell.index}\n")
-            lines.append(None)
-            for number, line in enumerate(cell_lines, 1):
-                text.append(line if line.endswith("\n") else line + "\n")
-                lines.append(CellPosition(cell.index, number))
-        return NotebookModule("".join(text), lines, masked, unprompted)
+            if cell_lines is not None:  # else %%bash and the like
+                pieces.append((cell.index, cell_lines))
+        return _joined(pieces, masked, unprompted)
+
+    def written_modules(self) -> list[NotebookModule]:
+        """The Python files the notebook's `%%writefile NAME.py` cells write, each as a module of its
+        own (another program, run in another process, with its own imports), in the order first written.
+
+        Each is the file as it is after the notebook's last write to it: the file the workers run
+        (`!torchrun train.py` runs whatever the cells above it wrote; a later plain `%%writefile` of
+        the same path replaces it, a `-a` cell appends to it). A cell's lines up to its magic line
+        are kept as comments (they are not written, and so that positions stay the cell's lines)."""
+        writes: dict[str, list[tuple[int, list[str]]]] = {}
+        masked_by_path: dict[str, dict[int, str]] = {}
+        for cell in self.cells:
+            lines = source_lines(cell.source)
+            first_code = _first_code(lines)
+            written = written_file(lines[first_code]) if first_code is not None else None
+            if written is None:
+                continue
+            path, append = written
+            key = os.path.normpath(path)
+            if not append or key not in writes:
+                writes[key], masked_by_path[key] = [], {}
+            masked = masked_by_path[key]
+            # The magic line masked as a comment at column 0, not as `pass`: an appended cell may go on
+            # with an indented block the cell before opened, and a comment does not end it.
+            writes[key].append((cell.index, [*lines[:first_code], _mask(lines[first_code], "#", masked),
+                                             *lines[first_code + 1:]]))
+        return [_joined(pieces, masked_by_path[key], written=key) for key, pieces in writes.items()]
 
     def cell_sources(self, module_text: str, module: NotebookModule) -> dict[int, str]:
         """Cut fixed module text back into cell sources (masked lines restored); raises
@@ -220,6 +259,20 @@ class Notebook:
         return "".join(pieces)
 
 
+def _joined(pieces: list[tuple[int, list[str]]], masked: dict[int, str],
+            unprompted: dict[int, str] | None = None, written: str | None = None) -> NotebookModule:
+    """A module of these cells' (masked) lines, each cell after its marker line."""
+    text: list[str] = []
+    lines: list[CellPosition | None] = []
+    for index, cell_lines in pieces:
+        text.append(f"{INDENTED_CELL_MARKER if _indented(cell_lines) else CELL_MARKER}{index}\n")
+        lines.append(None)
+        for number, line in enumerate(cell_lines, 1):
+            text.append(line if line.endswith("\n") else line + "\n")
+            lines.append(CellPosition(index, number))
+    return NotebookModule("".join(text), lines, masked, unprompted or {}, written)
+
+
 def _without_prompts(source: str) -> str:
     """The cell with console prompts blanked (columns kept), if its first line of code has one."""
     lines = source_lines(source)
@@ -263,10 +316,7 @@ def masked_lines(source: str, masked: dict[int, str]) -> list[str] | None:
     """The cell's lines with IPython-only syntax masked (each masked line recorded in `masked`
     under a new number); None for a cell in another language (a cell magic such as `%%bash`)."""
     lines = source_lines(source)
-    # Colab runs a cell magic, or a one-line automagic, below comment lines (`#@title` forms):
-    # the notebooks that do so ran with it (their outputs show it).
-    first_code = next((i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")),
-                      None)
+    first_code = _first_code(lines)
     if first_code is None:
         return lines
     magic = _CELL_MAGIC.match(lines[first_code].lstrip())
@@ -286,6 +336,12 @@ def masked_lines(source: str, masked: dict[int, str]) -> list[str] | None:
             continued = body.endswith("\\")
             continue
         if scanner.at_statement_start and _is_ipython(stripped, number == first_code):
+            if number == first_code and magic is not None:
+                # IPython strips an indented first line's indent before it reads a cell magic (its body
+                # keeps its own): the masked line takes the indent of the code after it.
+                following = _first_code(lines[number + 1:])
+                after = lines[number + 1 + following] if following is not None else ""
+                indent = after[:len(after) - len(after.lstrip())]
             assigned = _ASSIGNED_ESCAPE.match(stripped)
             if assigned is not None and not stripped.startswith(("%", "!")):
                 out.append(_mask(line, indent + assigned.group(1) + "None", masked))
@@ -296,6 +352,30 @@ def masked_lines(source: str, masked: dict[int, str]) -> list[str] | None:
         scanner.feed(line)
         out.append(line)
     return out
+
+
+def _first_code(lines: list[str]) -> int | None:
+    """The index of the cell's first line of code: neither blank nor a comment. Colab runs a cell
+    magic, or a one-line automagic, below comment lines (`#@title` forms): the notebooks that do so
+    ran with it (their outputs show it)."""
+    return next((i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")), None)
+
+
+def written_file(line: str) -> tuple[str, bool] | None:
+    """(path, appends) for a `%%writefile [-a|--append] PATH.py` line (`%%file` alike, the path maybe
+    quoted); None for any other line, and for a file of another suffix (a shell script, a config: no
+    Python) or arguments IPython would refuse (the cell then writes nothing)."""
+    magic = _CELL_MAGIC.match(line.lstrip())
+    if magic is None or magic.group(1) not in WRITEFILE_MAGICS:
+        return None
+    try:
+        words = shlex.split(line.lstrip()[magic.end():])  # as IPython's argument parser splits, quotes removed
+    except ValueError:
+        return None  # an unclosed quote
+    paths = [w for w in words if w not in APPEND_FLAGS]
+    if len(paths) != 1 or paths[0].startswith("-") or not paths[0].endswith(".py"):
+        return None
+    return paths[0], len(paths) < len(words)
 
 
 def _automagic(lines: list[str], first_code: int) -> bool:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
+from lintloop.cache import ResultCache
 from lintloop.cli import main
 from lintloop.config import load_settings
 from lintloop.discovery import discover
@@ -16,6 +17,7 @@ from lintloop.linter import lint_bytes
 from lintloop.notebook import Notebook, NotebookError, masked_lines
 from lintloop.rule import RuleSet
 from lintloop.rules import ALL_RULES
+from lintloop.runner import Job, run_job
 from notebook_fixtures import code_cells, notebook, paths, stems
 
 ALL = RuleSet(list(ALL_RULES), {})
@@ -74,7 +76,7 @@ def _in_cell(cells, line: int) -> str:
 IPYTHON_CELLS = (
     "%load_ext autoreload\n%autoreload 2\n!pip install -q torch \\\n    torchvision\nimport torch\nimport os",
     "%%bash\nfor f in *.csv; do echo $f; done",
-    "%%writefile helpers.py\ndef broken(:\n",
+    "%%writefile notes.txt\ndef broken(:\n",  # not a .py file: no Python (one is, see the %%writefile tests)
     "%%capture captured\nmodel = torch.nn.Linear(3, 1)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)",
     "torch.nn.Linear?\n??torch.optim.SGD\nfiles = !ls data\nlogs = %sx cat log.txt\n%env CUDA_VISIBLE_DEVICES=0",
     "loader = [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(8)]\ntotal = 0\n"
@@ -110,6 +112,9 @@ def test_a_cell_magic_below_comment_lines_is_a_cell_magic(tmp_path):
     path.write_text(_notebook(*cells))
     assert [(f.code, f.cell, f.line) for f in _lint(path)] == [("LL301", 2, 11)]
     assert masked_lines(cells[2], {}) is None
+    # IPython strips an indented first line's indent before it reads the magic; the body keeps its own.
+    assert masked_lines(" %%time\nx = 1\n", {})[0].startswith("pass  ")
+    assert masked_lines("  %%time\n  x = 1\n", {})[0].startswith("  pass  ")
     masked: dict[int, str] = {}
     assert masked_lines(cells[3], masked)[0] == "# @title Install\n" and list(masked.values()) == ["pip install -q optax"]
 
@@ -388,3 +393,155 @@ def test_a_directory_with_a_malformed_notebook_reports_the_other_files(tmp_path,
     assert code == 1 and err == "", err
     assert [line.split(": LL")[0] for line in out.splitlines()] == [
         f"{tmp_path / 'odd.ipynb'}:cell 2:7:5", f"{tmp_path / 'train.py'}:11:5"]
+
+
+# ----- %%writefile cells: the script the workers run, linted as a module of its own --------------
+
+
+# A script written by a cell and run by `!python main.py`: Adam, a per-epoch checkpoint of the model
+# alone (LL801), the losses kept as tensors (LL301).
+MAIN_SETUP = ("import torch\nmodel = torch.nn.Linear(3, 1)\noptimizer = torch.optim.Adam(model.parameters())\n"
+              "loader = [(torch.randn(4, 3), torch.randn(4, 1))]\nlosses = []\n")
+MAIN_LOOP = ("for epoch in range(3):\n    for x, y in loader:\n        optimizer.zero_grad()\n"
+             "        loss = ((model(x) - y) ** 2).mean()\n        loss.backward()\n        optimizer.step()\n"
+             "        losses.append(loss)\n    torch.save(model.state_dict(), f'ckpt_{epoch}.pt')\n")
+MAIN = MAIN_SETUP + MAIN_LOOP  # LL301 at its line 12, LL801 at its line 13
+
+
+def _write(tmp_path: Path, *cells: str, name: str = "writes.ipynb") -> Path:
+    path = tmp_path / name
+    path.write_text(_notebook(*cells, markdown_first=True))
+    return path
+
+
+def _where(path: Path) -> list[tuple[str, int | None, int]]:
+    return [(f.code, f.cell, f.line) for f in _lint(path)]
+
+
+def test_a_written_script_is_linted_at_its_cells_lines(tmp_path):
+    # The kernel's own cells save the optimizer's state: main.py, another program, still does not.
+    kernel = "import torch\ntorch.save(optimizer.state_dict(), 'opt.pt')"
+    path = _write(tmp_path, "!pip install -q torch", "%%writefile main.py\n" + MAIN, kernel, "!python main.py")
+    assert _where(path) == [("LL301", 3, 13), ("LL801", 3, 14)]
+
+
+def test_a_written_script_has_the_codes_of_the_same_program_in_a_cell(tmp_path):
+    plain = [(code, line + 1) for code, _, line in _where(_write(tmp_path, MAIN, name="plain.ipynb"))]
+    written = [(code, line) for code, _, line in _where(_write(tmp_path, "%%writefile main.py\n" + MAIN))]
+    assert written == plain and {code for code, _ in written} == {"LL301", "LL801"}
+
+
+def test_appended_cells_are_one_script_and_its_loop_spans_them(tmp_path):
+    # The loop opened in the first cell goes on in the appended one (an indented continuation); a later
+    # cell writing another script, and a plain `%%writefile` that starts a file anew, are other modules.
+    first, rest = MAIN_LOOP.split("        losses.append(loss)\n")
+    path = _write(tmp_path, "%%writefile main.py\n" + MAIN_SETUP + first,
+                  "print('between')",
+                  "%%writefile -a main.py\n        losses.append(loss)\n" + rest,
+                  "%%writefile --append 'eval.py'\nimport torch\nlosses = []\nfor x in loader:\n"
+                  "    losses.append(model(x).sum())\n")
+    assert _where(path) == [("LL301", 4, 2), ("LL801", 4, 3)]
+    # Rewritten later without `-a`: the workers run the last version, which has no loop.
+    path = _write(tmp_path, "%%writefile main.py\n" + MAIN, "%%file ./main.py\nimport torch\nprint(torch.ones(1))",
+                  name="rewritten.ipynb")
+    assert _where(path) == []
+
+
+@pytest.mark.parametrize("magic", ["%%file main.py", "%%writefile 'main.py'", '%%writefile "my main.py"',
+                                   "%%writefile -a main.py", "%%writefile main.py --append", "%%writefile src/main.py"])
+def test_writefile_forms(tmp_path, magic):
+    assert _where(_write(tmp_path, magic + "\n" + MAIN)) == [("LL301", 2, 13), ("LL801", 2, 14)]
+
+
+@pytest.mark.parametrize("magic", ["%%writefile run.sh", "%%writefile config.yaml", "%%writefile notes.txt",
+                                   "%%writefile data.json", "%%writefile", "%%writefile a.py b.py",
+                                   "%%writefile 'main.py", "%%writefile -x main.py"])
+def test_other_written_files_are_left_out(tmp_path, magic):
+    assert _where(_write(tmp_path, magic + "\n" + MAIN + "def broken(:\n")) == []
+
+
+def test_a_written_cell_under_title_comment_lines(tmp_path):
+    path = _write(tmp_path, "# @title Write the training script\n#\n\n%%writefile main.py\n" + MAIN)
+    assert _where(path) == [("LL301", 2, 16), ("LL801", 2, 17)]
+
+
+def test_a_written_script_that_does_not_parse_is_one_ll001_and_the_rest_is_linted(tmp_path):
+    path = _write(tmp_path, SETUP, "%%writefile main.py\n" + MAIN, "%%writefile -a main.py\nprint 'done'",
+                  LEAKY_LOOP)
+    assert _where(path) == [("LL001", 4, 2), ("LL301", 5, 7)]
+
+
+def test_lines_named_in_a_written_scripts_messages_are_named_by_cell(tmp_path):
+    path = _write(tmp_path, "%%writefile train.py\nimport tensorflow as tf\ndef log(x):\n    print(x)",
+                  "%%writefile -a train.py\n@tf.function\ndef train_step(x):\n    log(x)\n    return x")
+    [finding] = [f for f in _lint(path) if f.code == "LL201"]
+    assert (finding.cell, finding.line) == (2, 4) and "at line 4 of cell 3" in finding.message
+
+
+def test_suppression_comments_work_in_written_cells(tmp_path):
+    quiet = MAIN.replace("losses.append(loss)", "losses.append(loss)  # lintloop: ignore[LL301]")
+    quiet = quiet.replace("'ckpt_{epoch}.pt')", "'ckpt_{epoch}.pt')  # noqa: LL801")
+    assert _where(_write(tmp_path, "%%writefile main.py\n" + quiet)) == []
+
+
+def test_fix_rewrites_only_the_written_cell_and_keeps_its_magic_line(tmp_path, capsys):
+    path = _write(tmp_path, SETUP, "# @title Script\n%%writefile 'main.py'\n" + MAIN_SETUP + MAIN_LOOP.rstrip("\n"))
+    before = path.read_text()
+    assert main(["fix", "--unsafe-fixes", "--diff", str(path)]) == 1
+    assert f"--- a/{path}:cell 3\n" in capsys.readouterr().out and path.read_text() == before
+    assert main(["fix", "--unsafe-fixes", str(path)]) == 1  # LL801 has no fix
+    after = path.read_text()
+    assert _changed_cells(before, after) == [3]
+    [(old, new)] = [(a, b) for a, b in zip(before.splitlines(), after.splitlines()) if a != b]
+    assert new == old.replace("losses.append(loss)", "losses.append(loss.item())")
+    assert json.loads(after)["cells"][2]["source"][:2] == ["# @title Script\n", "%%writefile 'main.py'\n"]
+    assert [w for w in _where(path) if w[0] in ("LL301", "LL801")] == [("LL801", 3, 15)]
+    assert main(["fix", "--unsafe-fixes", str(path)]) == 1 and path.read_text() == after  # idempotent
+
+
+def test_a_notebook_whose_only_training_code_is_written_is_not_passed_over(tmp_path, capsys):
+    (tmp_path / "lintloop.toml").write_text("")
+    _write(tmp_path, "!pip install -q torch", "%%writefile main.py\n" + MAIN, "!torchrun main.py")
+    _write(tmp_path, "print(1)", "%%writefile run.sh\n" + MAIN, name="shell.ipynb")
+    assert main(["check", "--no-cache", "--format", "concise", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert [line.split(": LL")[0] for line in out.splitlines()] == [
+        f"{tmp_path / 'writes.ipynb'}:cell 3:13:9", f"{tmp_path / 'writes.ipynb'}:cell 3:14:5"]
+
+
+def test_written_scripts_give_the_same_findings_cached_or_not_with_one_or_more_jobs(tmp_path, run_cli):
+    (tmp_path / "lintloop.toml").write_text("")
+    _write(tmp_path, "%%writefile main.py\n" + MAIN, name="a.ipynb")
+    _write(tmp_path, SETUP, "%%writefile main.py\n" + MAIN_SETUP + MAIN_LOOP.split("        losses")[0],
+           "%%writefile -a main.py\n        losses.append(loss)\n", LEAKY_LOOP, name="b.ipynb")
+    reports = []
+    for options in (["--no-cache", "--jobs", "1"], ["--jobs", "2"], ["--jobs", "1"], ["--jobs", "2"]):
+        reports.append(json.loads(run_cli("check", "--format", "json", *options, ".", cwd=tmp_path)[1]))
+    assert [(f["path"], f["cell"], f["line"], f["code"]) for f in reports[0]] == [
+        ("a.ipynb", 2, 13, "LL301"), ("a.ipynb", 2, 14, "LL801"), ("b.ipynb", 4, 2, "LL301"), ("b.ipynb", 5, 7, "LL301")]
+    # The second run wrote the cache, the last two read it (its key is the notebook's bytes, which hold
+    # the written scripts; what they import from beside the notebook is in the entry's dependencies).
+    assert all(report == reports[0] for report in reports) and any((tmp_path / ".lintloop_cache").rglob("*.json"))
+
+
+def test_a_written_scripts_imports_are_read_beside_the_notebook_and_the_cache_follows_them(tmp_path):
+    # `%%writefile train.py` writes into the kernel's working directory, the notebook's: its
+    # `from helpers import ...` is that directory's helpers.py, on which the cached findings depend.
+    helpers = tmp_path / "helpers.py"
+    helpers.write_text("import tensorflow as tf\n\ndef compute_loss(labels, predictions):\n"
+                       "    return tf.reduce_mean(tf.square(labels - predictions.numpy()))\n")
+    train = ("%%writefile train.py\nimport tensorflow as tf\nfrom helpers import compute_loss\n"
+             "for x, y in dataset:\n    with tf.GradientTape() as tape:\n        loss = compute_loss(y, model(x))\n"
+             "    grads = tape.gradient(loss, model.trainable_variables)\n")
+    path = _write(tmp_path, "!pip install -q tensorflow", train)
+    cache = ResultCache.open(tmp_path)
+
+    def run() -> list[tuple[str, int | None, int]]:
+        job = Job(str(path), path.name, ("LL101",), "{}", "check", cache_dir=str(cache.directory))
+        return [(f.code, f.cell, f.line) for f in run_job(job).findings]
+
+    assert run() == [("LL101", 3, 6)] and run() == [("LL101", 3, 6)]  # computed, then from the cache
+    [entry] = cache.directory.glob("??/*.json")
+    assert str(helpers) in [dependency for dependency, _ in json.loads(entry.read_text())["depends"]]
+    helpers.write_text(helpers.read_text().replace("predictions.numpy()", "predictions"))
+    assert run() == []

