@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis.keras_models import CLASS_OF_FUNCTION, CrossEntropy, LossUse, call_with_keyword
+from lintloop.analysis.syntax import argument, dotted, receiver
 from lintloop.rule import Example, FixSpec, Replacement, Rule
 from lintloop.screen import Needs
 
@@ -32,7 +33,9 @@ class LogitsWithoutFromLogits(Rule):
                "a functional `Model`, a subclassed model's `call`, `keras.applications.*("
                "classifier_activation=None)`, a same-file builder function. Any Keras: `keras`, `tf.keras`, "
                "`tf_keras`. A linear `Activation(\"linear\", dtype=\"float32\")` on top (the mixed-precision "
-               "cast, an identity) is looked through: a softmax below it is not flagged.")
+               "cast, an identity) is looked through: a softmax below it is not flagged. Not a model shown failing "
+               "on purpose: one fitted, later in the same scope, on the same data as a model with the activation "
+               "or `from_logits=True` it lacks (a notebook's sequence of models teaching the fix).")
     why = ("Without `from_logits=True` the loss takes its input for probabilities: Keras clips it to "
            "[1e-7, 1 - 1e-7] and takes the log. The clip has a zero gradient outside that range, so every "
            "logit at or below 0 (or at or above 1) stops learning, and the loss stops at a floor (for a "
@@ -119,8 +122,29 @@ outputs = layers.Activation("linear", dtype="float32")(x)
 model = keras.Model(inputs, outputs)
 model.compile(loss="sparse_categorical_crossentropy", optimizer="rmsprop")
 """),
+        Example("""
+import tensorflow as tf
+small = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+small.compile(loss="binary_crossentropy", optimizer="rmsprop")
+small.fit(x_train, y_train, epochs=10)
+wide = tf.keras.Sequential([tf.keras.layers.Dense(64, activation="relu"),
+                            tf.keras.layers.Dense(1, activation="sigmoid")])
+wide.compile(loss="binary_crossentropy", optimizer="rmsprop")
+wide.fit(x_other, y_other, epochs=10)
+"""),
     )
     not_flagged = (
+        Example("""
+import tensorflow as tf
+X, y = make_circles(1000, noise=0.03)
+baseline = tf.keras.Sequential([tf.keras.layers.Dense(8, activation="relu"), tf.keras.layers.Dense(1)])
+baseline.compile(loss=tf.keras.losses.BinaryCrossentropy(), optimizer="adam", metrics=["accuracy"])
+baseline.fit(X, y, epochs=50)
+fixed = tf.keras.Sequential([tf.keras.layers.Dense(8, activation="relu"),
+                             tf.keras.layers.Dense(1, activation="sigmoid")])
+fixed.compile(loss=tf.keras.losses.BinaryCrossentropy(), optimizer="adam", metrics=["accuracy"])
+fixed.fit(X, y, epochs=50)
+"""),
         Example("""
 import keras
 from keras import layers
@@ -172,12 +196,49 @@ base.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
 
     def visit_Module(self, node: cst.Module) -> None:
         seen: set[cst.CSTNode] = set()
-        for use in self.ctx.keras.loss_uses:
+        uses = self.ctx.keras.loss_uses
+        for use in uses:
             loss = use.loss
-            if loss.from_logits is not False or use.output.activation != "linear" or loss.node in seen:
+            if loss.from_logits is not False or use.output.activation != "linear" or loss.node in seen \
+                    or self._corrected_later(use, uses):
                 continue
             seen.add(loss.node)
             self.report(loss.node, self._message(use), self._fix(loss))
+
+    def _corrected_later(self, use: LossUse, uses: list[LossUse]) -> bool:
+        """A compiled model shown failing on purpose: later in the same scope (a notebook's cells, a
+        tutorial script) another model is fitted on the same data with the output activation or
+        `from_logits=True` it lacks — the sequence of models that teaches the fix."""
+        if use.prediction is not None:
+            return False
+        data = self._fitted_data(use.site)
+        ctx = self.ctx
+        return bool(data) and any(
+            later.prediction is None and ctx.order[later.site] > ctx.order[use.site]
+            and ctx.scope_of(later.site) is ctx.scope_of(use.site)
+            and (later.output.activation != "linear" or later.loss.from_logits is True)
+            and data & self._fitted_data(later.site) for later in uses)
+
+    def _fitted_data(self, compile_call: cst.CSTNode) -> set[str]:
+        """The code of the inputs each `fit` of the compiled model passes (`model_1.fit(X, y)`: `X`), in
+        the compile call's scope, until the model is compiled again."""
+        ctx = self.ctx
+        model = dotted(receiver(compile_call)) if isinstance(compile_call, cst.Call) and receiver(compile_call) else None
+        if model is None:
+            return set()
+        recompiled = next((c for c in ctx.calls.named("compile").after(compile_call)
+                           if receiver(c) is not None and dotted(receiver(c)) == model), None)
+        found = set()
+        for call in ctx.calls.named("fit").after(compile_call):
+            if recompiled is not None and ctx.order[call] > ctx.order[recompiled]:
+                break
+            if ctx.scope_of(call) is not ctx.scope_of(compile_call) or receiver(call) is None \
+                    or dotted(receiver(call)) != model:
+                continue
+            data = argument(call, 0, "x")
+            if data is not None:
+                found.add(ctx.snippet(data, 200))
+        return found
 
     def _message(self, use: LossUse) -> str:
         ctx = self.ctx
