@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
-from lintloop.analysis.syntax import argument, call_name, children, dotted, keyword_arg, names_in, positional_args, walk
+from lintloop.analysis.syntax import (argument, call_name, children, dotted, keyword_arg, names_in, positional_args,
+                                      receiver, walk)
 
 # Every `jax.random` function that draws numbers from the key it is given (jax 0.10).
 SAMPLERS = frozenset({
@@ -666,7 +667,7 @@ class Prng(Analysis):
         reported: set = set()
         for flow in self.flows:
             for reuse in flow.pairs.values():
-                if reuse.draw.direct or reuse.first.direct:
+                if (reuse.draw.direct or reuse.first.direct) and not self._on_purpose(reuse):
                     found.append(reuse)
                     reported.add(reuse.draw.call)
             roots: set = set()
@@ -678,6 +679,48 @@ class Prng(Analysis):
                 roots.add(root)
                 found.append(reuse)
         return sorted(found, key=lambda r: self.ctx.order[r.draw.call])
+
+    def _on_purpose(self, pair: Reuse) -> bool:
+        """A pair of draws from one key that is no bug: the numbers shown (a draw as a bare expression, a
+        notebook displaying it: the determinism demonstration), or compared with each other (`assert (a ==
+        b).all()`, `np.testing.assert_allclose(a, b)`: a key reused to compare two computations); or flax
+        `apply(rngs=...)` of two different modules (flax folds each module's path into its keys)."""
+        first, second = pair.first.call, pair.draw.call
+        if any(isinstance(self.ctx.parents.get(c), cst.Expr) for c in (first, second)):
+            return True
+        modules = {self._applied_module(first), self._applied_module(second)}
+        if None not in modules and len(modules) == 2:
+            return True
+        results = [self._bound_name(c) for c in (first, second)]
+        if None in results:
+            return False
+        scope = self.ctx.scope_of(second)
+        for node in self.ctx.nodes_within((cst.Comparison, cst.Call), scope):
+            if self.ctx.order[node] <= self.ctx.order[second] or self.ctx.scope_of(node) is not scope:
+                continue
+            comparing = isinstance(node, cst.Comparison) or (call_name(node) or "").startswith("assert") \
+                or call_name(node) in _COMPARISONS
+            if comparing and set(results) <= names_in(node):
+                return True
+        return False
+
+    def _applied_module(self, call: cst.Call, depth: int = _HELPER_DEPTH) -> str | None:
+        """The flax module whose `apply(rngs=...)` draws, directly or in a same-file helper (`vae_encode(x,
+        rng)` calling `vae.apply(..., rngs=...)`); None when another kind of draw or unknown."""
+        if _flax_apply(call):
+            return dotted(receiver(call)) if receiver(call) is not None else None
+        if depth == 0:
+            return None
+        found = {self._applied_module(inner.call, depth - 1) for fn in self._targets(call)
+                 for inner, _ in self.params_drawn(fn, 1).values()}
+        return found.pop() if len(found) == 1 else None
+
+    def _bound_name(self, call: cst.Call) -> str | None:
+        """The name a draw's result is assigned to (`a = jax.random.normal(key, ...)`), else None."""
+        assign = self.ctx.parents.get(call)
+        if isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name):
+            return assign.targets[0].target.value
+        return None
 
     def drawn_keys(self, call: cst.Call, name: str | None, depth: int = 0) -> list[tuple]:
         """(key expression, description, direct, pairable) for each key `call` draws from (see `Draw`)."""
@@ -692,7 +735,9 @@ class Prng(Analysis):
             if method in ("apply", "apply_fn"):  # flax `apply`, a TrainState's `apply_fn`
                 rngs = keyword_arg(call, "rngs")
                 if rngs is not None:
-                    return [(k, f"`{self.ctx.snippet(call.func)}(rngs=...)`", True, True)
+                    # `apply(..., mutable=["params"])` initialises, as `init` does: not judged in pairs.
+                    pairable = not _initialises(call)
+                    return [(k, f"`{self.ctx.snippet(call.func)}(rngs=...)`", True, pairable)
                             for k in _dict_values(rngs)]
                 args = positional_args(call)
                 if len(args) > 1 and self._keyish(args[1]):  # haiku: apply(params, rng, ...)
@@ -843,6 +888,21 @@ class Prng(Analysis):
     def _assigned_cache(self) -> dict:
         return {}
 
+
+
+# Calls that compare their arguments (besides `assert*` methods and functions).
+_COMPARISONS = frozenset({"allclose", "array_equal", "array_equiv", "isclose", "equal", "not_equal"})
+
+
+def _flax_apply(call: cst.Call) -> bool:
+    return call_name(call) in ("apply", "apply_fn") and keyword_arg(call, "rngs") is not None
+
+
+def _initialises(call: cst.Call) -> bool:
+    """A flax `apply` whose `mutable` names the `params` collection: it makes parameters."""
+    mutable = keyword_arg(call, "mutable")
+    return mutable is not None and any(isinstance(n, cst.SimpleString) and n.evaluated_value == "params"
+                                       for n in walk(mutable))
 
 
 def _dict_values(expr: cst.BaseExpression) -> list[cst.BaseExpression]:

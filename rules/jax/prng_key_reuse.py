@@ -38,7 +38,11 @@ class PrngKeyReuse(Rule):
                "gives identical parameters on purpose); in loops they are. Also a key made as a parameter's "
                "default value (`def dropout(x, key=jax.random.PRNGKey(0))`) of a function that draws from it, "
                "called without it where the call runs more than once (in a loop, in a function called from "
-               "one, or from two places): the default is evaluated once, when the `def` runs.")
+               "one, or from two places): the default is evaluated once, when the `def` runs. Not a key "
+               "reused on purpose: draws shown as bare expressions (a notebook demonstrating that one key "
+               "gives the same numbers), draws whose results are then compared (`assert (a == b).all()`, "
+               "`np.testing.assert_allclose(a, b)`); nor flax `apply(rngs=...)` of two different modules "
+               "(flax folds each module's path into its keys) or an initialising `apply(mutable=[\"params\"])`.")
     why = ("A JAX key is a value, not a stateful generator: a sampler returns the same numbers every time it "
            "is given the same key. Two draws from one key are identical (or, for different distributions, "
            "derived from the same bits: correlated), and with jax 0.10's default `threefry_partitionable` "
@@ -150,8 +154,42 @@ def augment(images, rng=random.key(42)):
 train_x = augment(train_x)
 val_x = augment(val_x)
 """),
+        Example("""
+import jax
+def encode(params, images, key):
+    rng = jax.random.fold_in(key, 1)
+    noisy = vae.apply(params, images, method=vae.add_noise, rngs={"noise": rng})
+    return vae.apply(params, noisy, method=vae.reparametrize, rngs={"noise": rng})
+"""),
     )
     not_flagged = (
+        Example("""
+import jax
+import numpy as np
+def test_sampler_is_deterministic():
+    key = jax.random.PRNGKey(7)
+    first = jax.random.normal(key, (4,))
+    second = jax.random.normal(key, (4,))
+    np.testing.assert_array_equal(first, second)
+"""),
+        Example("""
+import jax
+key = jax.random.key(0)
+jax.random.uniform(key, (3,))
+jax.random.uniform(key, (3,))
+"""),
+        Example("""
+import jax
+def forward(params, x, rng):
+    z = encoder.apply(params["encoder"], x, rngs={"dropout": rng})
+    return decoder.apply(params["decoder"], z, rngs={"dropout": rng})
+"""),
+        Example("""
+import jax
+def init_params(model, x, rng):
+    variables = model.apply({}, x, rngs={"params": rng, "dropout": rng}, mutable=["params"])[1]
+    return variables["params"]
+"""),
         Example("""
 import jax
 key = jax.random.PRNGKey(0)
@@ -248,10 +286,11 @@ states = [create_state(model, x) for model in models]
     def _pair(self, reuse: Reuse) -> str:
         ctx = self.ctx
         draw, first = reuse.draw, reuse.first
+        same = (f"draws the same random numbers {_SAME_PREFIX}" if draw.what == first.what else
+                "draws from the same random bits (its numbers are correlated with those, not independent)")
         return (f"PRNG key `{ctx.snippet(draw.key, 40)}` was already drawn from by {first.what} at line "
-                f"{ctx.line_of(first.call)}, with no `split`/`fold_in` between: {draw.what} here draws the same "
-                f"random numbers {_SAME_PREFIX}; split the key and give each draw its own subkey "
-                f"(`k1, k2 = jax.random.split(key)`)")
+                f"{ctx.line_of(first.call)}, with no `split`/`fold_in` between: {draw.what} here {same}; split "
+                f"the key and give each draw its own subkey (`k1, k2 = jax.random.split(key)`)")
 
     def _loop(self, reuse: Reuse) -> str:
         ctx = self.ctx
