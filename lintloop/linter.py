@@ -17,7 +17,7 @@ from lintloop.analysis.project import LintedFile
 from lintloop.finding import Edit, Finding, Fix, engine_finding
 from lintloop.frameworks import names_nothing
 from lintloop.isolation import deep_recursion, with_big_stack
-from lintloop.notebook import Notebook, NotebookError, NotebookModule, is_notebook
+from lintloop.notebook import Notebook, NotebookError, NotebookModule, exercise_blank, is_notebook
 from lintloop.rule import Report, Rule, RuleSet
 from lintloop.rules import BY_CODE, lookup
 from lintloop.screen import FileFacts, SourceScreen
@@ -132,11 +132,14 @@ def _lint_modules(display: str, programs: list[NotebookModule], broken: list[Fin
 def _parsable_module(display: str, notebook: Notebook, module: NotebookModule) -> tuple[NotebookModule, list[Finding]]:
     """The notebook's module (`module`, as `notebook.module()` made it), and an LL001 finding for each
     cell left out of it because it does not parse: as in Jupyter, such a cell fails alone and the
-    others run (and are linted)."""
+    others run (and are linted). An exercise left for the reader (`x = # YOUR CODE HERE`) is left out
+    without a finding: it is incomplete on purpose."""
     if syntax_error(display, module.text) is None:
         return module, []
     broken = _broken_cells(display, module)
-    return notebook.module(leave_out=frozenset(f.cell for f in broken if f.cell is not None)), broken
+    texts = module.cell_texts()
+    reported = [f for f in broken if not exercise_blank(texts[f.cell])]
+    return notebook.module(leave_out=frozenset(f.cell for f in broken if f.cell is not None)), reported
 
 
 def _broken_cells(display: str, module: NotebookModule) -> list[Finding]:

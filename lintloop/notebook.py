@@ -354,6 +354,16 @@ def masked_lines(source: str, masked: dict[int, str]) -> list[str] | None:
     return out
 
 
+# The placeholders course notebooks leave for the student to fill (`tfds.load( # YOUR CODE HERE )`,
+# `### START CODE HERE ###`): a cell holding one is incomplete on purpose.
+_EXERCISE_BLANK = re.compile(r"(?i)\byour code here\b|\b(?:start|end) code here\b|#\s*fill (?:me|this|in)\b")
+
+
+def exercise_blank(text: str) -> bool:
+    """Does a cell's text hold an exercise placeholder left for the reader?"""
+    return _EXERCISE_BLANK.search(text) is not None
+
+
 def _first_code(lines: list[str]) -> int | None:
     """The index of the cell's first line of code: neither blank nor a comment. Colab runs a cell
     magic, or a one-line automagic, below comment lines (`#@title` forms): the notebooks that do so

@@ -119,6 +119,18 @@ def test_a_cell_magic_below_comment_lines_is_a_cell_magic(tmp_path):
     assert masked_lines(cells[3], masked)[0] == "# @title Install\n" and list(masked.values()) == ["pip install -q optax"]
 
 
+def test_an_exercise_left_for_the_reader_is_left_out_without_a_finding(tmp_path):
+    cells = ("import torch\nmodel = torch.nn.Linear(3, 1)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)",
+             "loader = get_data(  # YOUR CODE HERE\n)",
+             "### START CODE HERE ###\nscheduler =\n### END CODE HERE ###",
+             "losses = []\nfor x, y in loader:\n    loss = ((model(x) - y) ** 2).mean()\n    optimizer.zero_grad()\n"
+             "    loss.backward()\n    optimizer.step()\n    losses.append(loss)",
+             "print(losses[-1]\n")
+    path = tmp_path / "exercise.ipynb"
+    path.write_text(_notebook(*cells))
+    assert [(f.code, f.cell) for f in _lint(path)] == [("LL301", 4), ("LL001", 5)]
+
+
 def test_an_ipython_cell_fixes_back_to_itself(tmp_path):
     path = tmp_path / "ipython.ipynb"
     path.write_text(_notebook(*IPYTHON_CELLS))
