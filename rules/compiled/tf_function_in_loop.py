@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from lintloop.analysis.syntax import call_name
+from lintloop.analysis.iteration import loop_header
+from lintloop.analysis.syntax import argument, call_name, names_in
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 
@@ -21,9 +22,12 @@ class TfFunctionInLoop(Rule):
     summary = ("`tf.function(...)` called, or a `@tf.function` def (any spelling or wrapper), inside a loop body, "
                "when the new function is run in the same iteration (`tf.function(f)(x)`, by its name, or "
                "`strategy.run(f)`, in that loop and not in a loop nested inside it): each iteration builds a "
-               "new function with an empty trace cache, so every call traces (and compiles) again. A "
-               "function built per iteration and run many times in an inner loop (one per model of a "
-               "benchmark), or stored for later, is not flagged: its trace is reused.")
+               "new function with an empty trace cache, so every call traces (and compiles) again. Also a "
+               "function rebuilt on every iteration of an outer loop though it is the same each time (it reads "
+               "nothing that loop binds: an epoch loop) and run per batch in an inner loop: it traces once "
+               "per epoch, the message says so. Not flagged: one function per model or configuration of a "
+               "loop over them (it reads the loop's variable: each needs its own trace anyway), or a function "
+               "stored for later.")
     why = ("A tf.function caches its traces on the Function object. A new object each iteration starts with "
            "no trace: the Python body is traced, the graph built and optimised (and with `jit_compile=True` "
            "compiled by XLA) on every iteration, which costs far more than running the step.")
@@ -71,8 +75,43 @@ def evaluate(model, batches):
     for x in batches:
         yield tf.function(model.call, jit_compile=True)(x)
 """),
+        Example("""
+import tensorflow as tf
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+for epoch in range(epochs):
+    step = tf.function(train_step)
+    for x, y in train_ds:
+        step(x, y)
+"""),
+        Example("""
+import tensorflow as tf
+for epoch in range(num_epochs):
+    @tf.function(jit_compile=True)
+    def distributed_step(batch):
+        return strategy.run(replica_step, args=(batch,))
+    for batch in dist_dataset:
+        distributed_step(batch)
+"""),
     )
     not_flagged = (
+        Example("""
+import tensorflow as tf
+for name, net in candidates.items():
+    @tf.function
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, net(x, training=True))
+        grads = tape.gradient(loss, net.trainable_variables)
+        optimizers[name].apply_gradients(zip(grads, net.trainable_variables))
+        return loss
+    for x, y in train_ds:
+        train_step(x, y)
+"""),
         Example("""
 import tensorflow as tf
 @tf.function
@@ -126,18 +165,49 @@ for name, fn in registry.items():
         loop = ctx.innermost_loop(node)
         if loop is None:
             return
-        if not called_at_once and not any(
-                ctx.innermost_loop(c) is loop and ctx.order[c] > ctx.order[node] and self._runs(c, name)
-                for c in ctx.calls.calls_in(loop)):
-            return
         if isinstance(node, cst.FunctionDef):
             decorator = next(d.decorator for d in node.decorators if ctx.tf.function_wrapper(d.decorator) is not None)
             what = f"`@{ctx.snippet(decorator)}` def `{name}`"
         else:
             what = f"`{ctx.snippet(node.func)}(...)`"
-        self.report(node, f"{what} inside a loop builds a new tf.function each iteration, called in that "
-                          "iteration: every call traces (and compiles) again; create it once before the loop "
-                          "and pass what changes per iteration as an argument")
+        runs = [c for c in ctx.calls.calls_in(loop) if ctx.order[c] > ctx.order[node] and self._runs(c, name)]
+        if called_at_once or any(ctx.innermost_loop(c) is loop for c in runs):
+            self.report(node, f"{what} inside a loop builds a new tf.function each iteration, called in that "
+                              "iteration: every call traces (and compiles) again; create it once before the loop "
+                              "and pass what changes per iteration as an argument")
+            return
+        inner = next((ctx.innermost_loop(c) for c in runs if ctx.innermost_loop(c) is not None), None)
+        if inner is not None and not self._varies_with(node, loop):
+            self.report(node, f"{what} is rebuilt on every iteration of `{loop_header(ctx, loop)}` though it is the "
+                              f"same function each time, and run in `{loop_header(ctx, inner)}`: it traces (and "
+                              "compiles) again once per iteration of the outer loop — the cost of a trace, seconds "
+                              "for a large model, times the epochs; create it once before the loop")
+
+    def _varies_with(self, node: cst.CSTNode, loop: cst.For | cst.While) -> bool:
+        """Is the function built at `node` a different one on each iteration of `loop`: it reads a name the
+        loop binds (its target, or an assignment in its body), as one step function per model of a loop
+        over models does (each needs its own trace anyway)?"""
+        ctx = self.ctx
+        built = node if isinstance(node, cst.FunctionDef) else argument(node, 0, "func")
+        if built is None:
+            return True
+        if isinstance(built, cst.Name):
+            defined = [fn for fn in ctx.calls.local_functions(built) if ctx.is_inside(fn, loop)]
+            if not defined:
+                return False  # a function defined outside the loop: the same object every iteration
+            built = defined[0]
+        bound = names_in(loop.target) if isinstance(loop, cst.For) else set()
+        for target in ctx.nodes_within((cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.WithItem), loop):
+            bound_expr = getattr(target, "target", None) or getattr(target, "asname", None)
+            if isinstance(bound_expr, cst.AsName):
+                bound_expr = bound_expr.name
+            if bound_expr is not None and not ctx.is_inside(target, built):
+                bound |= names_in(bound_expr)
+        own = set()
+        if isinstance(built, (cst.FunctionDef, cst.Lambda)):
+            own = {p.name.value for p in (*built.params.params, *built.params.posonly_params,
+                                          *built.params.kwonly_params)}
+        return bool((names_in(built) - own) & bound)
 
     @staticmethod
     def _runs(call: cst.Call, name: str | None) -> bool:
