@@ -58,10 +58,14 @@ def _lint_options(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated codes, prefixes (LL1) or names to enable instead of the defaults")
     parser.add_argument("--extend-select", type=_selectors, default=[], metavar="CODES", help="enable these as well")
     parser.add_argument("--ignore", type=_selectors, default=[], metavar="CODES", help="disable these")
+    parser.add_argument("--test-code-kinds", type=_selectors, metavar="KINDS",
+                        help="comma-separated kinds of rules (bug, perf, hygiene) that run in test modules, "
+                             "instead of the configuration's (default: bug); '' for none")
     parser.add_argument("--format", choices=FORMATS, default=None, help="output format (default: text)")
     parser.add_argument("--output", metavar="FILE", help="write the report to FILE instead of stdout")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings are reported")
-    parser.add_argument("--statistics", action="store_true", help="count findings per rule instead of listing them")
+    parser.add_argument("--statistics", action="store_true",
+                        help="count findings per rule, then per folder, instead of listing them")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
     parser.add_argument("--jobs", "-j", type=int, metavar="N", help="parallel workers (default: all cores)")
     parser.add_argument("--file-timeout", type=_non_negative(float), metavar="SECONDS",
@@ -242,7 +246,8 @@ def _resolver(args: argparse.Namespace) -> SettingsResolver:
     """Configuration per directory (the closest file, or `--config` for all), command-line options on top."""
     overrides = Overrides(select=args.select, extend_select=args.extend_select, ignore=args.ignore,
                           unsafe_fixes=bool(getattr(args, "unsafe_fixes", None)), jobs=args.jobs,
-                          file_timeout=args.file_timeout, file_memory_limit=args.file_memory_limit)
+                          file_timeout=args.file_timeout, file_memory_limit=args.file_memory_limit,
+                          test_code_kinds=args.test_code_kinds)
     return SettingsResolver(overrides, forced=args.config)
 
 
@@ -289,7 +294,7 @@ def _lint(args: argparse.Namespace) -> int:
         groups.setdefault(id(file_settings), (file_settings, []))[1].append(file)
     jobs = [job for group_settings, group_files in groups.values()
             for job in make_jobs(group_files, group_settings.codes(), group_settings.rule_options, mode,
-                                 per_file_ignores=_per_file_ignores(group_settings),
+                                 per_file_ignores=_skipped(group_settings),
                                  unsafe_fixes=group_settings.unsafe_fixes, cache_dir=cache_dir)]
     # Linting allocates many short-lived tree objects: at the default threshold (700) the cyclic GC
     # runs constantly (measured: parsing the corpus 2.03 s -> 1.19 s). Workers inherit it.
@@ -330,14 +335,10 @@ def _lint(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if (findings or changed) and not args.exit_zero else EXIT_CLEAN
 
 
-def _per_file_ignores(settings: Settings) -> Callable[[SourceFile], set[str]]:
-    """The codes a configuration's per-file-ignores switch off for each file (paths relative to it)."""
-    def ignored(file: SourceFile) -> set[str]:
-        if not settings.per_file_ignores:  # the common case: no path to resolve (~50 µs a file)
-            return set()
-        return settings.ignored_for(os.path.relpath(file.path.resolve(), settings.root))
-
-    return ignored
+def _skipped(settings: Settings) -> Callable[[SourceFile], set[str]]:
+    """The codes a configuration switches off for each file (per-file-ignores, the test-code policy):
+    decided here, before the jobs are made, so that a job's codes (and its cache key) are the file's own."""
+    return lambda file: settings.skipped_for(file.path)
 
 
 def _record_verdicts(cache_dir: Path, findings: list[Finding], paths: dict[str, Path]) -> None:
@@ -373,11 +374,12 @@ def _report(args: argparse.Namespace, results: list[JobResult], findings: list[F
     if args.output:
         with open(args.output, "w", encoding="utf-8") as stream:
             render(findings, fmt, stream, sources=sources, statistics=args.statistics, quiet=args.quiet,
-                   unsafe_fixes=settings.unsafe_fixes, is_file=True, unchecked=unchecked, passed_over=passed_over)
+                   unsafe_fixes=settings.unsafe_fixes, is_file=True, unchecked=unchecked, passed_over=passed_over,
+                   root=str(settings.root))
     elif mode != "diff" or findings:
         render(findings, fmt, sys.stdout if mode != "diff" else sys.stderr, sources=sources,
                statistics=args.statistics, quiet=args.quiet, unsafe_fixes=settings.unsafe_fixes, is_file=False,
-               unchecked=unchecked, passed_over=passed_over)
+               unchecked=unchecked, passed_over=passed_over, root=str(settings.root))
 
 
 def _read_text(path: Path) -> str | None:

@@ -22,7 +22,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-from lintloop.rules.index import ENTRIES
+from lintloop.rules.index import ENTRIES, KINDS
 
 if TYPE_CHECKING:
     from lintloop.rule import RuleSet
@@ -32,9 +32,18 @@ DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", ".egg
                    ".pytest_cache", ".lintloop_cache")
 # Files that directories are searched for (gitignore-style patterns, as `exclude`).
 DEFAULT_INCLUDE = ("*.py", "*.pyi", "*.ipynb")
-_LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "include", "extend-include")
+_LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "include", "extend-include",
+              "test-code-kinds")
 _PATTERN_KEYS = ("exclude", "extend-exclude", "include", "extend-include")  # gitignore-style patterns
 _SHOWN_CHARS = 60  # a longer value is cut short in a message: an error is one readable line
+# The kinds of rules that run in test modules (README "Test code"): none by default. Tests build the
+# pitfalls on purpose (a trace counter asserted, one key drawn twice to make fake data or to compare two
+# computations, a deprecated spelling to test a fallback) and run a handful of steps; measured on the
+# test suites of bench/realworld.tsv, every finding there was of that kind.
+DEFAULT_TEST_CODE_KINDS: tuple[str, ...] = ()
+# A test module: a file named so, or one below a folder named so (relative to its configuration's directory).
+_TEST_FILE_NAME = re.compile(r"(?:test_.*|.*_test|conftest)\.(?:py|ipynb)")
+_TEST_FOLDERS = frozenset({"tests", "test"})
 KNOWN_KEYS = set(_LIST_KEYS) | {"per-file-ignores", "unsafe-fixes", "jobs", "file-timeout", "file-memory-limit", "rules"}
 
 
@@ -58,6 +67,7 @@ class Settings:
     file_timeout: float | None = None
     file_memory_limit: int | None = None
     rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    test_code_kinds: list[str] = field(default_factory=lambda: list(DEFAULT_TEST_CODE_KINDS))
 
     def codes(self) -> tuple[str, ...]:
         """The codes of the rules enabled, sorted (from the rule index: no rule is imported)."""
@@ -70,17 +80,30 @@ class Settings:
         return tuple(sorted(enabled))
 
     def codes_for(self, path: Path | None) -> tuple[str, ...]:
-        """The codes enabled for one file (None: an unsaved document): `codes()` less those its
-        per-file-ignores switch off."""
+        """The codes enabled for one file (None: an unsaved document): `codes()` less `skipped_for(path)`."""
         codes = self.codes()
-        if path is None or not self.per_file_ignores:
-            return codes
-        try:
-            relative = os.path.relpath(path.resolve(), self.root)
-        except ValueError:  # another drive (Windows): no pattern can match
-            return codes
-        ignored = self.ignored_for(relative)
-        return tuple(code for code in codes if code not in ignored)
+        skipped = self.skipped_for(path) if path is not None else set()
+        return tuple(code for code in codes if code not in skipped) if skipped else codes
+
+    def skipped_for(self, path: Path) -> set[str]:
+        """The codes switched off for one file: those its per-file-ignores name, and in a test module
+        those of the kinds `test-code-kinds` leaves out."""
+        skipped: set[str] = set()
+        if self.per_file_ignores:  # else no path to resolve (~50 µs a file)
+            try:
+                skipped |= self.ignored_for(os.path.relpath(path.resolve(), self.root))
+            except ValueError:  # another drive (Windows): no pattern can match
+                pass
+        if self.is_test_module(path):
+            skipped |= _skipped_in_tests(frozenset(self.test_code_kinds))
+        return skipped
+
+    def is_test_module(self, path: Path) -> bool:
+        """`test_*.py`, `*_test.py`, `conftest.py` (or `.ipynb`), or a file below a `tests` or `test`
+        folder of this configuration's directory (its folder's resolved path relative to it, as
+        per-file-ignores match paths)."""
+        return _TEST_FILE_NAME.fullmatch(path.name) is not None \
+            or _in_test_folder(os.path.abspath(os.path.dirname(path)), str(self.root))
 
     def ruleset(self) -> RuleSet:
         return self.ruleset_for(None)
@@ -119,6 +142,31 @@ class Settings:
             if spec.match_file(relative_path):
                 codes |= _resolve_all(selectors, f"per-file-ignores[{_shown(pattern)}]")
         return codes
+
+
+@functools.lru_cache(maxsize=4096)
+def _in_test_folder(directory: str, root: str) -> bool:
+    """Whether the folder `directory` (absolute) is or is below a folder named `tests` or `test`, in its
+    resolved path relative to `root`. Once per folder, not per file: resolving a path costs a system call
+    per part, and a run asks for every file."""
+    try:
+        relative = os.path.relpath(os.path.realpath(directory), root)
+    except ValueError:  # another drive (Windows): not below the root
+        return False
+    return not _TEST_FOLDERS.isdisjoint(Path(relative).parts)
+
+
+@functools.cache
+def _skipped_in_tests(kinds: frozenset[str]) -> frozenset[str]:
+    """The codes not run in test modules when `test-code-kinds` is `kinds`: every rule of another kind,
+    never the engine's own codes (a syntax error or a bad suppression comment is one in a test too)."""
+    return frozenset(entry.code for entry in ENTRIES if entry.kind not in kinds and entry.family != "engine")
+
+
+def _check_kind(kind: str) -> None:
+    """A kind of rule (`lintloop rules`, column `kind`), or a ConfigError."""
+    if kind not in KINDS:
+        raise ConfigError(f"unknown kind {_shown(kind)} (known: {', '.join(KINDS)})")
 
 
 def resolve_selector(selector: str) -> set[str]:
@@ -306,11 +354,17 @@ class Overrides:
     jobs: int | None = None
     file_timeout: float | None = None
     file_memory_limit: int | None = None
+    test_code_kinds: list[str] | None = None
 
     def validate(self) -> None:
         for option, selectors in (("--select", self.select or []), ("--extend-select", self.extend_select),
                                   ("--ignore", self.ignore)):
             _resolve_all(selectors, option)
+        for kind in self.test_code_kinds or []:
+            try:
+                _check_kind(kind)
+            except ConfigError as exc:
+                raise ConfigError(f"--test-code-kinds: {exc}") from None
         if self.jobs is not None and self.jobs < 1:
             raise ConfigError("--jobs must be at least 1")
 
@@ -320,7 +374,7 @@ class Overrides:
         settings.extend_select = settings.extend_select + self.extend_select
         settings.ignore = settings.ignore + self.ignore
         settings.unsafe_fixes = settings.unsafe_fixes or self.unsafe_fixes
-        for name in ("jobs", "file_timeout", "file_memory_limit"):
+        for name in ("jobs", "file_timeout", "file_memory_limit", "test_code_kinds"):
             if getattr(self, name) is not None:
                 setattr(settings, name, getattr(self, name))
         return settings
@@ -389,8 +443,8 @@ def settings_from_table(table: dict[str, Any], path: Path, locator: _KeyLocator 
     where = locator or _KeyLocator(_Toml(path, "", {}), ())
     unknown = sorted(set(table) - KNOWN_KEYS)
     if unknown:
-        raise ConfigError(where.error((unknown[0],), f"unknown key {_shown(unknown[0])} (known: "
-                                      f"{', '.join(sorted(KNOWN_KEYS))})", show_key=False))
+        raise ConfigError(where.error((unknown[0],), f"unknown key {_shown(unknown[0])} (known: {_known_keys()})",
+                                      show_key=False))
     settings = Settings(root=path.parent.resolve(), config_path=path)
     for key in _LIST_KEYS:
         value = table.get(key, [])
@@ -416,6 +470,12 @@ def settings_from_table(table: dict[str, Any], path: Path, locator: _KeyLocator 
             raise ConfigError(where.error(("per-file-ignores", pattern), "must be a list of codes"))
         _check_selectors(selectors, ("per-file-ignores", pattern), where)
     settings.per_file_ignores = pfi
+    for kind in table.get("test-code-kinds", []):
+        try:
+            _check_kind(kind)
+        except ConfigError as exc:
+            raise ConfigError(where.error(("test-code-kinds",), str(exc), value=kind)) from None
+    settings.test_code_kinds = table.get("test-code-kinds", list(DEFAULT_TEST_CODE_KINDS))
     settings.unsafe_fixes = _typed(table, "unsafe-fixes", bool, False, where)
     settings.jobs = _typed(table, "jobs", int, None, where)
     if settings.jobs is not None and settings.jobs < 1:
@@ -427,6 +487,15 @@ def settings_from_table(table: dict[str, Any], path: Path, locator: _KeyLocator 
             raise ConfigError(where.error((key,), "must be 0 (no limit) or more"))
     settings.rule_options = _rule_options(table.get("rules", {}), where)
     return settings
+
+
+def _known_keys() -> str:
+    """The known keys as an error lists them, `select` and `extend-select` as `[extend-]select`: the
+    list grows with every key, and the message must stay one short line."""
+    extended = {key for key in KNOWN_KEYS if f"extend-{key}" in KNOWN_KEYS}
+    shown = [f"[extend-]{key}" if key in extended else key for key in KNOWN_KEYS
+             if not (key.startswith("extend-") and key.removeprefix("extend-") in extended)]
+    return ", ".join(sorted(shown, key=lambda key: key.removeprefix("[extend-]")))
 
 
 def _check_selectors(selectors: list[str], key: tuple[str, ...], where: _KeyLocator) -> None:

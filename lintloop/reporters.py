@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections import Counter
+from pathlib import PurePath
 from typing import IO, Any, Callable
 from urllib.parse import quote
 
@@ -16,17 +18,30 @@ FORMATS = ("text", "concise", "json", "sarif", "github")
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 
 
+# A report of more findings than this ends with the rules and folders that have the most (text and
+# concise formats): a first run on a big repository is then read in a minute.
+GROUPED_SUMMARY_ABOVE = 20
+GROUPED_SUMMARY_ROWS = 10
+
+
 def render(findings: list[Finding], fmt: str, stream: IO[str], *, sources: dict[str, str | dict[int, str] | None],
            statistics: bool, quiet: bool, unsafe_fixes: bool, is_file: bool, unchecked: int = 0,
-           passed_over: int = 0) -> None:
+           passed_over: int = 0, root: str | None = None) -> None:
     """Write `findings` in `fmt`; `unchecked`: the paths named or found that could not be checked (a
     missing file, an unreadable one), which the text summary must not pass over as clean;
-    `passed_over`: the files found in directories that hold no deep-learning code (not parsed)."""
+    `passed_over`: the files found in directories that hold no deep-learning code (not parsed);
+    `root`: the run's root, which the folders of the grouped summary and `statistics` are relative to."""
     if statistics:
-        _statistics(findings, stream, unsafe_fixes)
+        stream.write("".join(line + "\n" for line in _statistics(findings, unsafe_fixes, root)))
         return
     REPORTERS[fmt](findings, stream, sources=sources, quiet=quiet, unsafe_fixes=unsafe_fixes, is_file=is_file,
-                   unchecked=unchecked, passed_over=passed_over)
+                   unchecked=unchecked, passed_over=passed_over, root=root)
+    if fmt == "concise" and not quiet:
+        # On stderr: the concise report itself stays one line per finding (DESIGN.md), for problem
+        # matchers and pipes, as `fix` tells what it fixed on stderr.
+        grouped = grouped_summary(findings, unsafe_fixes, root)
+        if grouped:
+            sys.stderr.write("".join("\n" + line for line in grouped) + "\n")
 
 
 def _fixable(finding: Finding, unsafe_fixes: bool) -> bool:
@@ -34,7 +49,7 @@ def _fixable(finding: Finding, unsafe_fixes: bool) -> bool:
 
 
 def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str | dict[int, str] | None], quiet: bool,
-          unsafe_fixes: bool, is_file: bool, unchecked: int = 0, passed_over: int = 0) -> None:
+          unsafe_fixes: bool, is_file: bool, unchecked: int = 0, passed_over: int = 0, root: str | None = None) -> None:
     from rich.markup import escape
 
     from lintloop.runtime_probe.verdicts import describe
@@ -66,6 +81,9 @@ def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str | 
         return
     if findings:
         console.print()
+    grouped = grouped_summary(findings, unsafe_fixes, root)
+    if grouped:
+        console.print("\n".join(grouped) + "\n", markup=False, highlight=False)
     files = len({f.path for f in findings})
     fixable = sum(_fixable(f, unsafe_fixes) for f in findings)
     hidden_unsafe = sum(f.fix is not None and f.fix.applicability == "unsafe" and not unsafe_fixes for f in findings)
@@ -202,11 +220,58 @@ def _sarif_result(finding: Finding, rule_index: int) -> dict[str, Any]:
     return result
 
 
-def _statistics(findings: list[Finding], stream: IO[str], unsafe_fixes: bool) -> None:
+def _statistics(findings: list[Finding], unsafe_fixes: bool, root: str | None) -> list[str]:
+    """`--statistics`: every rule's count, then every folder's (where there is more than one folder)."""
+    by_folder = _folder_rows(findings, root)
+    return _rule_rows(findings, unsafe_fixes) + (["", *by_folder] if len(by_folder) > 1 else [])
+
+
+def grouped_summary(findings: list[Finding], unsafe_fixes: bool, root: str | None) -> list[str]:
+    """The rules and the folders with the most findings, for a report of more than
+    GROUPED_SUMMARY_ABOVE findings (none for fewer: they are read at a glance). A table of one row (one
+    rule, one folder) is left out: it groups nothing, and says nothing the findings did not."""
+    if len(findings) <= GROUPED_SUMMARY_ABOVE:
+        return []
+    lines = []
+    for title, rows, what in (("Rules with the most findings:", _rule_rows(findings, unsafe_fixes), "rules"),
+                              ("Folders with the most findings:", _folder_rows(findings, root), "folders")):
+        if len(rows) > 1:
+            lines += [title, *rows[:GROUPED_SUMMARY_ROWS]]
+            if len(rows) > GROUPED_SUMMARY_ROWS:
+                lines.append(f"  ... {len(rows) - GROUPED_SUMMARY_ROWS} more {what} (`--statistics` lists them all)")
+    return lines
+
+
+def _rule_rows(findings: list[Finding], unsafe_fixes: bool) -> list[str]:
+    """One row per rule: count, code, `[*]` where fixable, name; most findings first, then by code."""
     counts = Counter((f.code, f.name) for f in findings)
     fixable = {f.code for f in findings if _fixable(f, unsafe_fixes)}
-    for (code, name), count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
-        stream.write(f"{count:>5}  {code}  {'[*]' if code in fixable else '   '} {name}\n")
+    return [f"{count:>5}  {code}  {'[*]' if code in fixable else '   '} {name}"
+            for (code, name), count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+
+
+def _folder_rows(findings: list[Finding], root: str | None) -> list[str]:
+    """One row per folder (`_folder`): count, folder; most findings first, then by name."""
+    counts: Counter[str] = Counter()
+    for path, count in Counter(f.path for f in findings).items():  # a path's folder once, not per finding
+        counts[_folder(path, root)] += count
+    return [f"{count:>5}  {folder}" for folder, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+
+
+def _folder(path: str, root: str | None) -> str:
+    """The first two parts of the folder of a file, relative to `root` (`src/models/`; `./` for a file
+    in `root` itself); a file outside `root` by the path as shown."""
+    shown = path
+    if root is not None:
+        try:
+            relative = os.path.relpath(os.path.abspath(path), root)
+        except ValueError:  # another drive (Windows)
+            relative = os.pardir
+        if relative.split(os.sep)[0] != os.pardir:
+            shown = relative
+    parts = PurePath(shown).parent.parts[:2]
+    folder = os.path.join(*parts) if parts else "."
+    return folder if folder.endswith(os.sep) else folder + os.sep
 
 
 REPORTERS: dict[str, Callable[..., None]] = {
