@@ -18,8 +18,9 @@ built only of the seeds and what the analyses may consult about them: the units 
 name a selected unit reads (functions it calls, values it uses, `self.x` it reads), those that
 refer to a function defined in a selected unit (its call sites, `tf.function(f)`) or to a name bound
 to a call of one (`step = jax.jit(train_step)`: its call sites), a selected
-method's class, and a selected model class's `__init__`, `build`, `forward`/`call` and `__call__`
-(a torch module or Keras model: calling an instance runs them without naming them). The file's
+method's class, and a selected callable class's `__init__`, `build`, `forward`/`call` and `__call__`
+(a torch module, a Keras model, any class with `__call__`: calling an instance, `net(x)` or a
+`dataset.map(Preprocess())`, runs them without naming them). The file's
 imports and bound names come from the whole file. So the analyses answer as on the whole file,
 and the findings are the same (tests/test_screen.py, bench/compare_modes.py).
 """
@@ -152,8 +153,9 @@ class Unit:
     definition: bool = False  # a function, class or method (a scope of its own), not module code
     shell: int | None = None  # a method: the index of its class's unit
     methods: list[int] = field(default_factory=list)  # a class: the indexes of its methods' units
-    # A class with a `forward` (torch module) or `call` (Keras model): its `__init__`, `build`, `forward`/`call`
-    # and `__call__`, selected with the class, since calling an instance (`net(x)`) runs them without naming them.
+    # A class with a `forward` (torch module), `call` (Keras model) or `__call__`: its `__init__`, `build`,
+    # `forward`/`call` and `__call__`, selected with the class, since calling an instance (`net(x)`,
+    # `ds.map(Preprocess())`) runs them without naming them.
     call_path: list[int] = field(default_factory=list)
     empty_alone: bool = False  # a class whose body is only methods: it parses only with one of them
 
@@ -241,7 +243,7 @@ class FileFacts:
                 if _first_line(child) not in shell.starts:
                     shell.starts.append(_first_line(child))
         shell.empty_alone = len(shell.starts) == 1
-        if not any(isinstance(c, _FUNCTIONS) and c.name in ("forward", "call") for c in node.body):
+        if not any(isinstance(c, _FUNCTIONS) and c.name in ("forward", "call", "__call__") for c in node.body):
             shell.call_path = []
         called[0][1].update(self._walk(shell, own, imports))
         return called

@@ -19,7 +19,7 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.index import Binding
-from lintloop.analysis.syntax import argument, call_name, dotted, keyword_arg, positional_args, walk
+from lintloop.analysis.syntax import argument, call_name, children, dotted, keyword_arg, positional_args, walk
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext
@@ -156,6 +156,13 @@ class Datasets(Analysis):
     def through(self, call: cst.Call) -> list[Pipeline]:
         """The pipelines that `call` (a dataset operation) is a step of."""
         return list(self._pipelines_through.get(call, ()))
+
+    def through_outside_evaluation(self, call: cst.Call) -> list[Pipeline]:
+        """The pipelines through `call` that are not consumed for evaluation. A helper that builds both the
+        training and the validation dataset (`train_ds = make(train)`, `val_ds = make(val)`) gives one
+        pipeline per call site: its steps are judged by the training use, and by none when every use
+        evaluates."""
+        return [p for p in self.through(call) if p.consumer is None or p.consumer.role != "eval"]
 
     @computed
     def _pipelines_through(self) -> dict[cst.Call, list[Pipeline]]:
@@ -382,26 +389,110 @@ class Datasets(Analysis):
     # ----- mapped functions ----------------------------------------------------------------------
     def mapped_function_calls(self, map_call: cst.Call) -> list[cst.Call] | None:
         """The calls a `map` call's function makes (through same-file helpers); None when the
-        function is not one this file defines (a library function, an object we cannot see)."""
+        function is not one this file defines (a library function, an object we cannot see).
+
+        The function may be a lambda, a same-file function or method, or a callable instance of a
+        same-file class (`Preprocess(train=True)`: its `__call__`); in that class's methods, a branch
+        on a flag the instance was built with (`if self.train:` for `train=False`) does not run."""
         fn = argument(map_call, 0, "map_func")
         if isinstance(fn, cst.Call) and self.ctx.names.callee(fn) == "functools.partial" and fn.args:
             fn = fn.args[0].value
-        if fn is None:
-            return None
-        ctx = self.ctx
-        roots: list[cst.CSTNode] = [fn] if isinstance(fn, cst.Lambda) else list(ctx.calls.local_functions(fn))
+        roots = self._callables(fn, map_call) if fn is not None else []
         if not roots:
             return None
-        bodies: list[cst.CSTNode] = list(roots)
-        for root in roots:
-            for call in (c for c in walk(root) if isinstance(c, cst.Call)):
-                bodies.extend(ctx.calls.targets(call))
-                for target in ctx.calls.targets(call):
-                    bodies.extend(ctx.calls.called_functions(target))
-        calls: list[cst.Call] = []
-        for body in dict.fromkeys(bodies):
-            calls.extend(c for c in walk(body) if isinstance(c, cst.Call) and c not in calls)
-        return calls
+        calls: dict[cst.Call, None] = {}
+        seen: set[cst.CSTNode] = set()
+        work = list(roots)
+        while work:
+            body, instance = work.pop()
+            if body in seen:
+                continue
+            seen.add(body)
+            for call in self._live_calls(body, instance):
+                calls.setdefault(call)
+                for target, built in self._callables(call.func, call):
+                    # `self.helper(x)` in a method runs on the same instance: its flags still hold.
+                    same_class = built is None and instance is not None and self._class_of(target) is self._class_of(body)
+                    work.append((target, instance if same_class else built))
+        return list(calls)
+
+    def _callables(self, expr: cst.BaseExpression, at: cst.CSTNode) -> list[tuple[cst.CSTNode, cst.Call | None]]:
+        """What calling `expr` runs: a lambda, same-file functions, or the `__call__` of an instance of a
+        same-file class (with the call that built the instance)."""
+        if isinstance(expr, cst.Lambda):
+            return [(expr, None)]
+        ctx = self.ctx
+        functions = ctx.calls.local_functions(expr)
+        if functions:
+            return [(fn, None) for fn in functions if self._visible(fn, at)]
+        built = expr if isinstance(expr, cst.Call) else ctx.flow.resolve_value(expr, at)
+        cls = ctx.calls.local_class(built.func) if isinstance(built, cst.Call) else None
+        method = _method(cls, "__call__") if cls is not None else None
+        return [(method, built)] if method is not None else []
+
+    def _class_of(self, node: cst.CSTNode) -> cst.ClassDef | None:
+        parent = self.ctx.parents.get(self.ctx.parents.get(node))  # a method: FunctionDef <- IndentedBlock <- ClassDef
+        return parent if isinstance(node, cst.FunctionDef) and isinstance(parent, cst.ClassDef) else None
+
+    def _live_calls(self, body: cst.CSTNode, instance: cst.Call | None) -> list[cst.Call]:
+        """The calls in `body`, less those in branches that the instance's construction turns off."""
+        cls = self._class_of(body) if instance is not None else None
+        dead = self._dead_branches(body, cls, instance) if cls is not None else set()
+        found: list[cst.Call] = []
+        stack: list[cst.CSTNode] = [body]
+        while stack:
+            node = stack.pop()
+            if node in dead:
+                continue
+            if isinstance(node, cst.Call):
+                found.append(node)
+            stack.extend(reversed(children(node)))
+        return found
+
+    def _dead_branches(self, body: cst.CSTNode, cls: cst.ClassDef, instance: cst.Call) -> set[cst.CSTNode]:
+        """The branches of `if self.flag:` / `... if not self.flag else ...` in `body` that cannot run for an
+        instance built with a literal `True` / `False` (or left at such a default) for the `__init__`
+        parameter that `self.flag` holds; and the statements after an `if` whose running branch returns
+        (`if not self.train: return image, label`)."""
+        dead: set[cst.CSTNode] = set()
+        for node in walk(body):
+            if not isinstance(node, (cst.If, cst.IfExp)):
+                continue
+            test, negated = node.test, False
+            if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                test, negated = test.expression, True
+            value = self._flag_value(test, cls, instance)
+            if value is None:
+                continue
+            runs = node.body if value != negated else node.orelse
+            dead.add(node.orelse if value != negated else node.body)
+            block = self.ctx.parents.get(node)
+            if isinstance(node, cst.If) and isinstance(runs, cst.IndentedBlock) and _ends_in_exit(runs) \
+                    and isinstance(block, cst.IndentedBlock):
+                dead.update(block.body[block.body.index(node) + 1:])
+        return dead - {None}
+
+    def _flag_value(self, test: cst.BaseExpression, cls: cst.ClassDef, instance: cst.Call) -> bool | None:
+        """`self.flag` as the instance was built: the literal bool given for (or defaulted to) the `__init__`
+        parameter assigned to it (`self.flag = flag`); None when unknown."""
+        label = dotted(test) if isinstance(test, cst.Attribute) else None
+        init = _method(cls, "__init__")
+        if label is None or not label.startswith("self.") or init is None:
+            return None
+        assigned = next((a.value for a in walk(init) if isinstance(a, cst.Assign) and isinstance(a.value, cst.Name)
+                         and any(dotted(t.target) == label for t in a.targets)), None)
+        positional = list(init.params.params)
+        param = next((p for p in (*positional, *init.params.kwonly_params)
+                      if assigned is not None and p.name.value == assigned.value), None)
+        if param is None:
+            return None
+        given = keyword_arg(instance, param.name.value)
+        position = positional.index(param) - 1 if param in positional else -1  # `self` is not passed
+        args = positional_args(instance)
+        if given is None and 0 <= position < len(args):
+            given = args[position]
+        value = self.ctx.flow.resolve_value(given, instance) if given is not None else param.default
+        return value.value == "True" if isinstance(value, cst.Name) and value.value in ("True", "False") else None
 
     def random_call(self, call: cst.Call) -> str | None:
         """What random op `call` is (`tf.image.random_flip_left_right`, a `RandomFlip` layer), else None.
@@ -451,6 +542,17 @@ class Datasets(Analysis):
                 return None
             return self.ctx.snippet(call.func)
         return self.random_call(call)
+
+
+def _ends_in_exit(block: cst.IndentedBlock) -> bool:
+    """The block's last statement is a `return` or `raise`: nothing after the compound statement holding it runs."""
+    last = block.body[-1] if block.body else None
+    return isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], (cst.Return, cst.Raise))
+
+
+def _method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    """The method `name` defined in a class's own body."""
+    return next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == name), None)
 
 
 def _is_random_layer(qualname: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 from typing import Callable
 
@@ -17,8 +18,39 @@ _FULL_STATE_SAVES = {"save_state", "save_checkpoint"}
 # Importing these means a trainer writes resumable checkpoints (with optimizer state) itself.
 _TRAINER_PACKAGES = ("pytorch_lightning", "lightning")
 _TF_CHECKPOINTS = {"tensorflow.train.Checkpoint", "tensorflow.compat.v1.train.Checkpoint"}
+# Command-line options (argparse, absl flags) whose name or help offers to resume a run.
+_OPTION_CALLS = frozenset({"add_argument", "DEFINE_string", "DEFINE_bool", "DEFINE_boolean", "DEFINE_integer"})
+_RESUME_TEXT = re.compile(r"\bresum|\bcontinu\w*\s+(?:the\s+)?training|\brestart\w*\s+training", re.IGNORECASE)
+# Names that hold a way to resume (`args.resume`, `resume_from_checkpoint`).
+_RESUME_NAMES = frozenset({"resume", "resume_from", "resume_path", "resume_from_checkpoint", "resume_training",
+                           "continue_training"})
+_ORDERINGS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
 # Calls whose receiver is an optimizer the file trains with (TensorFlow / Keras).
 _TF_OPTIMIZER_STEPS = ("apply_gradients", "minimize")
+
+
+def _model_label(expr: cst.BaseExpression | None) -> str:
+    """`model.module` -> `model`: the name a model goes by (a DDP / DataParallel wrapper's `.module` is it)."""
+    return ((dotted(expr) or "") if expr is not None else "").removesuffix(".module")
+
+
+def _names_any(node: cst.CSTNode, labels: set[str]) -> bool:
+    """`node` mentions one of `labels` (`model`, `self.net`) as a name or attribute."""
+    return any(isinstance(n, (cst.Name, cst.Attribute)) and dotted(n) in labels for n in walk(node))
+
+
+def _given(call: cst.Call, labels: set[str]) -> bool:
+    """`call` is given one of `labels`: as an argument, or as (an attribute of) its receiver (`trainer.fit()`
+    runs on `trainer.model`)."""
+    owner = dotted(call.func.value) if isinstance(call.func, cst.Attribute) else None
+    return any(_names_any(a.value, labels) for a in call.args) or owner is not None and any(
+        label == owner or label.startswith(owner + ".") for label in labels)
+
+
+def _compares_with_best(test: cst.BaseExpression) -> bool:
+    """`val_loss < best_val_loss`, `acc > self.best_acc`, `x > scores[best_epoch]`."""
+    return any(isinstance(n, cst.Comparison) and any(isinstance(c.operator, _ORDERINGS) for c in n.comparisons)
+               and any(isinstance(m, cst.Name) and "best" in m.value.lower() for m in walk(n)) for n in walk(test))
 
 
 def _is_optimizer(expr: cst.BaseExpression | None) -> bool:
@@ -56,14 +88,24 @@ class CheckpointWithoutOptimizer(Rule):
     # PyTorch: `save` and `state_dict`; TensorFlow: a `Checkpoint` (CNF of "save and state_dict, or Checkpoint").
     needs = Needs(file=(("call:save", "call:Checkpoint"), ("call:state_dict", "call:Checkpoint")),
                   # Every unit that may save an optimizer's state, build, step or compile with an optimizer is
-                  # parsed: those are file-wide questions.
+                  # parsed: those are file-wide questions. So is every unit that may offer to resume training
+                  # (a load, an option, a name for it, an interrupt handler) or train a model after a load.
                   statement=(("call:save", "call:state_dict", "call:save_state", "call:save_checkpoint",
                               "name:optim", "name:SGD", "call:Checkpoint", "call:CheckpointManager", "call:write",
-                              "call:apply_gradients", "call:minimize", "call:compile"),))
+                              "call:apply_gradients", "call:minimize", "call:compile", "call:step",
+                              "call:load_state_dict", *(f"call:{c}" for c in sorted(_OPTION_CALLS)),
+                              *(f"name:{n}" for n in sorted(_RESUME_NAMES)), "name:KeyboardInterrupt"),))
     summary = ("PyTorch: `torch.save(model.state_dict(), ...)` — or a dict of state dicts without the optimizer's "
                "— inside a training loop that steps an optimizer (or a function called from one), when nothing "
                "in the file saves the optimizer's state (`optimizer.state_dict()`, `accelerator.save_state`, "
-               "a Lightning Trainer, ...). TensorFlow: a `tf.train.Checkpoint(...)` this file saves (`.save` / `.write` of it, "
+               "a Lightning Trainer, ...), unless the file shows that nothing resumes from it: it offers no "
+               "resumption (no `load_state_dict` into a model it then trains — followed through same-file "
+               "helpers and their callers, a constructor's load counting for the methods that train —, no "
+               "option or name for resuming such as `--resume` or \"to continue training\", no checkpoint written "
+               "on `KeyboardInterrupt`) and either every model it loads weights into is only evaluated or run "
+               "for inference, or the save runs only when a metric beats its best value (a best-validation "
+               "snapshot). Where the file shows neither, the save is flagged and the message says what a "
+               "resumed run would lose. TensorFlow: a `tf.train.Checkpoint(...)` this file saves (`.save` / `.write` of it, "
                "or a `tf.train.CheckpointManager` built on it) that does not hold one of the optimizers the code "
                "around it trains with (`opt.apply_gradients` / `opt.minimize` in the module for a module-level "
                "checkpoint, in the class for one kept as `self.x`, else in its function, and in the functions "
@@ -132,6 +174,78 @@ class Trainer:
             if step % 1000 == 0:
                 state = {"model": self.model.module.state_dict(), "scheduler": self.scheduler.state_dict()}
                 save(state, self.ckpt_path)
+"""),
+        Example("""
+import argparse
+import torch
+parser = argparse.ArgumentParser()
+parser.add_argument("--init-weights", default="", help="weights to continue training from")
+args = parser.parse_args()
+encoder = Encoder()
+if args.init_weights:
+    encoder.load_state_dict(torch.load(args.init_weights))
+opt = torch.optim.Adam(encoder.parameters(), lr=2e-4)
+for epoch in range(20):
+    for batch in loader:
+        opt.zero_grad()
+        encoder(batch).loss.backward()
+        opt.step()
+    torch.save(encoder.state_dict(), f"encoder_{epoch}.pt")
+"""),
+        Example("""
+import torch
+def restore(net, path):
+    net.load_state_dict(torch.load(path))
+def evaluate_best(net, path):
+    restore(net, path)
+    return accuracy(net, test_loader)
+def run(net, opt, start_from=None):
+    if start_from:
+        restore(net, start_from)
+    best = 0.0
+    for epoch in range(50):
+        for x, y in train_loader:
+            opt.zero_grad()
+            criterion(net(x), y).backward()
+            opt.step()
+        acc = accuracy(net, val_loader)
+        if acc > best:
+            best = acc
+            torch.save(net.state_dict(), "best.pt")
+    return evaluate_best(net, "best.pt")
+"""),
+        Example("""
+import torch
+def pretrain(model, optimizer, batches, every):
+    step = 0
+    try:
+        for tokens in batches:
+            optimizer.zero_grad()
+            model(tokens).loss.backward()
+            optimizer.step()
+            step += 1
+            if step % every == 0:
+                torch.save(model.state_dict(), f"step_{step}.pth")
+    except KeyboardInterrupt:
+        torch.save(model.state_dict(), f"step_{step}_interrupted.pth")
+"""),
+        Example("""
+import os
+import torch
+class Runner:
+    def __init__(self, model, snapshot):
+        self.model = model
+        self.opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+        self.snapshot = snapshot
+        if os.path.exists(snapshot):
+            self.model.load_state_dict(torch.load(snapshot))
+    def fit(self, loader, epochs):
+        for epoch in range(epochs):
+            for x, y in loader:
+                self.opt.zero_grad()
+                self.model(x, y).backward()
+                self.opt.step()
+            torch.save(self.model.state_dict(), self.snapshot)
 """),
         Example("""
 import tensorflow as tf
@@ -250,6 +364,89 @@ class Trainer:
                 torch.nn.functional.mse_loss(self.model(x), y).backward()
                 self.optimizer.step()
             torch.save({"MODEL_STATE": self.model.state_dict(), "EPOCHS_RUN": epoch}, "snapshot.pt")
+"""),
+        Example("""
+import torch
+def store(net, path):
+    torch.save(net.state_dict(), path)
+def load(net, path):
+    net.load_state_dict(torch.load(path))
+    return net
+def fit(net, epochs, path):
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    best = None
+    for epoch in range(epochs):
+        for x, y in train_loader:
+            opt.zero_grad()
+            loss_fn(net(x), y).backward()
+            opt.step()
+        score = evaluate(net, val_loader)
+        if best is None or score > best:
+            best = score
+            store(net, path)
+    load(net, path)
+    return evaluate(net, test_loader)
+"""),
+        Example("""
+import torch
+def train(args):
+    painter = Painter()
+    optimizer = torch.optim.Adam(painter.parameters(), args.lr)
+    for epoch in range(args.epochs):
+        for i, images in enumerate(loader):
+            optimizer.zero_grad()
+            painter_loss(painter(images), images).backward()
+            optimizer.step()
+            if (i + 1) % args.snapshot_every == 0:
+                torch.save(painter.state_dict(), f"{args.out}/painter_{epoch}_{i + 1}.pth")
+def paint(args):
+    painter = Painter()
+    painter.load_state_dict(torch.load(args.weights))
+    painter.eval()
+    with torch.no_grad():
+        return painter(read_image(args.image))
+if __name__ == "__main__":
+    args = parse()
+    if args.command == "train":
+        train(args)
+    else:
+        paint(args)
+"""),
+        Example("""
+import torch
+def main(opts):
+    model = Seq2Seq()
+    optim = torch.optim.Adam(model.parameters(), lr=opts.lr)
+    for epoch in range(opts.epochs):
+        train_epoch(model, optim, train_dl)
+        log(epoch, validate(model, valid_dl))
+        torch.save(model.state_dict(), opts.out + "last.pt")
+def translate(opts):
+    model = Seq2Seq()
+    model.load_state_dict(torch.load(opts.model_path))
+    model.eval()
+    return decode(model, opts.sentence)
+def train_epoch(model, optim, loader):
+    for src, tgt in loader:
+        optim.zero_grad()
+        model(src, tgt).backward()
+        optim.step()
+if __name__ == "__main__":
+    opts = parse()
+    translate(opts) if opts.inference else main(opts)
+"""),
+        Example("""
+import torch
+best_acc = 0.0
+for epoch in range(epochs):
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+    acc = evaluate(model, val_loader)
+    if acc > best_acc:
+        best_acc = acc
+        torch.save(model.state_dict(), "best_model.pt")
 """),
         Example("""
 import tensorflow as tf
@@ -490,24 +687,149 @@ class OptimizerTest(tf.test.TestCase):
         if not states or any(_is_optimizer(receiver(c)) for c in states):
             return
         model_states = [c for c in states if not _is_auxiliary(receiver(c))]
-        if not model_states or not self._in_training_loop(call, depth=0):
+        chains = self._training_chains(call, depth=0)
+        if not model_states or not chains:
             return
         if self._optimizer_state_saved or self._optimizers_keep_no_state:
             return
-        self.report(call, f"this checkpoint, written in a training loop, saves `{self.ctx.snippet(model_states[0])}` "
-                          "but not the optimizer's state, and nothing in this file saves it: a run resumed from it "
-                          "restarts the optimizer (Adam moments, momentum, step counts) from zero; save "
-                          "`optimizer.state_dict()` with it")
+        resumptions = self._resumptions
+        if not resumptions and (self._loads_only_for_inference or all(map(self._best_guarded, chains))):
+            return  # weights exported for evaluation or inference, or a best-validation snapshot: nothing resumes
+        model = _model_label(receiver(model_states[0]))
+        saves = (f"this checkpoint, written in a training loop, saves `{self.ctx.snippet(model_states[0])}` but not "
+                 "the optimizer's state, and nothing in this file saves it")
+        loses = "restarts the optimizer's state (Adam moments, momentum buffers, step counts) from zero"
+        if resumptions:
+            # The evidence about this model first: its own load before training.
+            _, how = next((r for r in resumptions if _names_any(r[0], {model})), resumptions[0])
+            self.report(call, f"{saves}; this file offers to resume training ({how}), and a resumed run {loses}; "
+                              "save `optimizer.state_dict()` with it and load it when resuming")
+        else:
+            self.report(call, f"{saves}: a run resumed from it {loses}, so its loss jumps; save "
+                              "`optimizer.state_dict()` with it (or, for a weights-only export, save after training)")
 
-    def _in_training_loop(self, node: cst.CSTNode, depth: int) -> bool:
-        """In a loop that steps an optimizer, or in a function called (up to 3 calls deep) from one."""
+    def _training_chains(self, node: cst.CSTNode, depth: int) -> list[tuple[cst.CSTNode, ...]]:
+        """How `node` runs in a loop that steps an optimizer: `(node,)` when inside one, else `(node, call
+        site, ...)` through the same-file functions around it (up to 3 calls deep), one chain per way."""
         for ancestor in self.ctx.ancestors(node):
             if isinstance(ancestor, (cst.For, cst.While)) and self.ctx.torch.steps_optimizer(ancestor):
-                return True
+                return [(node,)]
             if isinstance(ancestor, cst.FunctionDef):
-                return depth < 3 and any(self._in_training_loop(site, depth + 1)
-                                         for site in self.ctx.calls.call_sites.get(ancestor, ()))
+                if depth >= 3:
+                    return []
+                return [(node, *chain) for site in self.ctx.calls.call_sites.get(ancestor, ())
+                        for chain in self._training_chains(site, depth + 1)]
+        return []
+
+    def _best_guarded(self, chain: tuple[cst.CSTNode, ...]) -> bool:
+        """The save, or a call on its way from the training loop, runs only under a comparison with a best
+        value (`if val_loss < best_val_loss:`): a best-validation snapshot, kept to pick weights."""
+        for node in chain:
+            for ancestor in self.ctx.ancestors(node):
+                if isinstance(ancestor, (cst.FunctionDef, cst.For, cst.While)):
+                    break
+                if isinstance(ancestor, cst.If) and _compares_with_best(ancestor.test):
+                    return True
         return False
+
+    @cached_property
+    def _resumptions(self) -> list[tuple[cst.CSTNode, str]]:
+        """Where this file offers to resume training from a checkpoint, and how (for a message): weights
+        loaded into a model trained after it, a command-line option (`--resume`, "path to netG (to continue
+        training)"), a name for it (`args.resume`), a checkpoint written when training is interrupted."""
+        ctx = self.ctx
+        found = [(load, f"line {ctx.line_of(load)} loads `{_model_label(receiver(load))}`'s weights before training it")
+                 for load, trains in self._model_loads if trains]
+        found += [(call, f"the option `{ctx.snippet(call.args[0].value, 40)}` at line {ctx.line_of(call)}")
+                  for call in ctx.nodes(cst.Call) if call_name(call) in _OPTION_CALLS
+                  and any(_RESUME_TEXT.search(string_value(a.value) or "") for a in call.args)]
+        found += [(name, f"`{name.value}` at line {ctx.line_of(name)}")
+                  for name in ctx.nodes(cst.Name) if name.value in _RESUME_NAMES and self._is_read(name)][:1]
+        found += [(handler, f"line {ctx.line_of(handler)} saves a checkpoint when training is interrupted")
+                  for handler in ctx.nodes(cst.ExceptHandler)
+                  if handler.type is not None and dotted(handler.type) == "KeyboardInterrupt"
+                  and any(ctx.names.callee(c) == "torch.save" for c in ctx.nodes_within(cst.Call, handler))]
+        return found
+
+    def _is_read(self, name: cst.Name) -> bool:
+        """A name read (`args.resume`, `if resume:`), not one a parameter, keyword, def or import introduces."""
+        parent = self.ctx.parents.get(name)
+        return not (isinstance(parent, (cst.Param, cst.FunctionDef, cst.ClassDef, cst.ImportAlias))
+                    or isinstance(parent, cst.Arg) and parent.keyword is name)
+
+    @cached_property
+    def _loads_only_for_inference(self) -> bool:
+        """The file loads model weights, each time into a model it does not train afterwards: its checkpoints
+        are for evaluation or inference."""
+        return bool(self._model_loads) and all(trains is False for _, trains in self._model_loads)
+
+    @cached_property
+    def _model_loads(self) -> list[tuple[cst.Call, bool | None]]:
+        """Each `x.load_state_dict(...)` into a model (not an optimizer, scheduler or scaler), and whether
+        the model is trained after it (None: it runs in a function this file never calls)."""
+        loads = [c for c in self.ctx.calls.named("load_state_dict").nodes if isinstance(c.func, cst.Attribute)
+                 and not _is_optimizer(receiver(c)) and not _is_auxiliary(receiver(c))]
+        return [(load, self._trained_after(load, {_model_label(receiver(load))}, 0)) for load in loads]
+
+    def _trained_after(self, node: cst.CSTNode, models: set[str], depth: int) -> bool | None:
+        """Is one of `models` (dotted names) trained after `node` runs: by a later loop of its scope that
+        steps an optimizer and names it, or a later call, given it, of a function that steps one; or,
+        through the callers of the function around `node`, after those calls? None when that function
+        has no caller here (or for `__init__`: no training method of its class names the model)."""
+        ctx = self.ctx
+        scope = ctx.scope_of(node)
+        end = ctx.subtree_end[node]
+        for later in ctx.nodes_in_scope((cst.For, cst.While), scope).between(end, len(ctx.order)):
+            if _names_any(later, models) and ctx.torch.steps_optimizer(later):
+                return True
+        for later in ctx.nodes_in_scope(cst.Call, scope).between(end, len(ctx.order)):
+            if _given(later, models) and any(
+                    ctx.torch.steps_optimizer(fn) for fn in ctx.calls.local_functions(later.func)):
+                return True
+        if not isinstance(scope, cst.FunctionDef):
+            return False
+        if scope.name.value == "__init__":
+            # Built before any method runs: a model it loads is trained by a training method naming it.
+            cls = next((a for a in ctx.ancestors(scope) if isinstance(a, cst.ClassDef)), None)
+            own = {m for m in models if m.startswith("self.")}
+            methods = ctx.nodes_within(cst.FunctionDef, cls) if cls is not None and own else []
+            return True if any(_names_any(m, own) and ctx.torch.steps_optimizer(m) for m in methods) else None
+        sites = ctx.calls.call_sites.get(scope, [])
+        if not sites or depth >= 3:
+            return None
+        found = [self._trained_after(site, self._models_at(site, scope, models), depth + 1) for site in sites]
+        return True if True in found else None if None in found else False
+
+    def _models_at(self, site: cst.Call, function: cst.FunctionDef, models: set[str]) -> set[str]:
+        """What `models`, named inside `function`, are called at one of its call sites: a parameter's
+        argument, `self.x` on the same object, a module-level name itself, and what the call's result is
+        bound to when the function returns something."""
+        ctx = self.ctx
+        params = [p.name.value for p in function.params.params]
+        shift = 1 if params and params[0] in ("self", "cls") and isinstance(site.func, cst.Attribute) else 0
+        found: set[str] = set()
+        for model in models:
+            root = model.split(".")[0]
+            if root == "self":  # `trainer.restore(p)` loads `self.model`: `trainer.model` at the call site
+                owner = dotted(site.func.value) if isinstance(site.func, cst.Attribute) else None
+                if owner:
+                    found.add(owner + model[len(root):])
+            elif root in params:
+                given = keyword_arg(site, root)
+                position = params.index(root) - shift
+                args = positional_args(site)
+                if given is None and 0 <= position < len(args):
+                    given = args[position]
+                label = dotted(given) if given is not None else None
+                if label:
+                    found.add(label + model[len(root):])
+            elif not ctx.bindings_in(function, root):
+                found.add(model)  # a module-level name
+        statement = ctx.parents.get(site)
+        if isinstance(statement, cst.Assign) and any(r.value is not None for r in ctx.returns_of(function)):
+            found |= {label for t in statement.targets for n in walk(t.target)
+                      if isinstance(n, (cst.Name, cst.Attribute)) and (label := dotted(n))}
+        return found
 
     @cached_property
     def _optimizers_keep_no_state(self) -> bool:

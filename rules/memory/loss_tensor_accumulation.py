@@ -421,7 +421,7 @@ class Trainer:
     def _reset_each_pass(self, name: str, at: cst.CSTNode) -> bool:
         """Is the accumulator re-created for every pass over the data, so that it holds one pass of steps:
         bound in the loop around the step loop (each epoch), or a local of the function whose outermost
-        loop is the step loop (each call, as in `def train_one_epoch(...)`)?"""
+        loop is the step loop and that is called in a loop (each call a pass: `def train_one_epoch(...)`)?"""
         step_loop = self.ctx.innermost_loop(at)
         if step_loop is None:
             return False  # in a train-step function: the accumulator is the caller's
@@ -432,6 +432,9 @@ class Trainer:
                        for b in self.ctx.flow.bindings_within(name, at, epoch_loop))
         scope = self.ctx.scope_of(step_loop)
         if not isinstance(scope, cst.FunctionDef) or "." in name or name in self._declared_outer(scope):
+            return False
+        # A function called once (`main()`) runs the whole training: one called in a loop, a pass of it.
+        if not any(self.ctx.innermost_loop(site) is not None for site in self.ctx.calls.call_sites.get(scope, [])):
             return False
         bindings = self.ctx.flow.scope_bindings_within(scope, name, scope)
         return bool(bindings) and not any(isinstance(b.node, cst.Param) for b in bindings)

@@ -16,12 +16,15 @@ class CacheAfterRandomMap(Rule):
     probe = "effect"
     needs = Needs(file=(("call:map",),), statement=(("call:cache",),))
     summary = ("`.cache()` after a `.map(f)` of the same `tf.data` pipeline (followed through chains, "
-               "re-bindings, branches and same-file functions) where `f` — a lambda or a same-file function, "
-               "followed into same-file helpers — draws random numbers: `tf.random.*` (not the stateless ops), "
+               "re-bindings, branches and same-file functions) where `f` — a lambda, a same-file function, or "
+               "a callable instance of a same-file class (its `__call__`, less the branches on a flag the "
+               "instance was built with turned off, e.g. `if self.train:` for `train=False`), followed into "
+               "same-file helpers — draws random numbers: `tf.random.*` (not the stateless ops), "
                "`tf.image.random_*`, `tf.nn.dropout`, `keras.random.*`, a `tf.random.Generator`, or a Keras random "
                "preprocessing layer (`RandomFlip`, `RandomRotation`, ..., `RandAugment`, keras_cv's; any "
                "spelling, Keras 2 and 3), called directly or through a `Sequential` of them. Pipelines only consumed for "
-               "evaluation are not flagged.")
+               "evaluation are not flagged; a helper that builds both the training and the validation dataset "
+               "is judged by the call whose result is trained on.")
     why = ("`cache()` stores the elements of the first pass and replays them in every later epoch, so the random "
            "augmentation computed in epoch 1 is frozen: the model sees the same flipped/rotated/cropped copy of "
            "each example every epoch, and the augmentation no longer regularizes. Stateless random ops "
@@ -63,6 +66,31 @@ def make_dataset(x, y):
     ds = ds.cache()
     return ds.prefetch(tf.data.AUTOTUNE)
 """),
+        Example("""
+import tensorflow as tf
+import tensorflow_datasets as tfds
+class Jitter:
+    def __init__(self, size, augment):
+        self.size = size
+        self.augment = augment
+    def __call__(self, image, label):
+        image = tf.image.resize(image, (self.size + 8, self.size + 8))
+        if self.augment:
+            image = self.crop(image)
+        return image, label
+    def crop(self, image):
+        return tf.image.random_crop(image, (self.size, self.size, 3))
+train_ds = tfds.load("cifar10", split="train", as_supervised=True)
+train_ds = train_ds.map(Jitter(32, augment=True), num_parallel_calls=tf.data.AUTOTUNE).cache()
+"""),
+        Example("""
+import tensorflow as tf
+def pipeline(images, labels):
+    ds = tf.data.Dataset.from_tensor_slices((images, labels))
+    ds = ds.map(lambda x, y: (tf.image.random_contrast(x, 0.8, 1.2), y)).cache()
+    return ds.batch(32)
+model.fit(pipeline(x_train, y_train), validation_data=pipeline(x_val, y_val), epochs=10)
+"""),
     )
     not_flagged = (
         Example("""
@@ -85,12 +113,33 @@ rescale = layers.Rescaling(1.0 / 255)
 train_ds = tf.data.Dataset.from_tensor_slices((x, y)).map(lambda a, b: (rescale(a), b)).cache()
 val_ds = tf.data.Dataset.from_tensor_slices((x, y)).cache().map(lambda a, b: (tf.image.random_flip_up_down(a), b))
 """),
+        Example("""
+import tensorflow as tf
+import tensorflow_datasets as tfds
+class Prepare:
+    def __init__(self, training=False):
+        self.training = training
+    def __call__(self, image, label):
+        image = tf.cast(image, tf.float32) / 255.0
+        image = tf.image.random_flip_left_right(image) if self.training else image
+        return image, label
+test_ds = tfds.load("cifar10", split="test", as_supervised=True)
+test_ds = test_ds.map(Prepare(), num_parallel_calls=tf.data.AUTOTUNE).cache().batch(256)
+"""),
+        Example("""
+import tensorflow as tf
+def noisy(x, y):
+    return x + tf.random.normal(tf.shape(x), stddev=0.05), y
+def held_out(x, y):
+    return tf.data.Dataset.from_tensor_slices((x, y)).map(noisy).cache().batch(64)
+model.evaluate(held_out(x_test, y_test))
+"""),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
         if not isinstance(node.func, cst.Attribute) or node.func.attr.value != "cache":
             return
-        pipelines = [p for p in self.ctx.datasets.through(node) if p.consumer is None or p.consumer.role != "eval"]
+        pipelines = self.ctx.datasets.through_outside_evaluation(node)
         found = [self._random_map(p, p.index(node)) for p in pipelines]
         if not found or not all(found):
             return

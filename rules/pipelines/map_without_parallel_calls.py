@@ -19,7 +19,9 @@ class MapWithoutParallelCalls(Rule):
     needs = Needs(file=(SOURCE_TOKENS,), statement=(("call:map",),))
     summary = ("`Dataset.map(fn)` without `num_parallel_calls` in a training pipeline (one consumed by `fit`, a "
                "training loop or a distribution strategy) where TensorFlow will not parallelize it by itself: "
-               "`fn` (a lambda or a same-file function, followed into same-file helpers) is stateful — random "
+               "`fn` (a lambda, a same-file function, or a callable instance of a same-file class — its "
+               "`__call__`, less branches on a flag the instance was built with turned off —, followed into "
+               "same-file helpers) is stateful — random "
                "ops (`tf.random.*`, `tf.image.random_*`, Keras random preprocessing layers), `tf.py_function`, "
                "`tf.numpy_function`, `tf.print` — or the pipeline's options turn off map parallelization "
                "(`experimental_optimization.map_parallelization` or `apply_default_optimizations` set to False).")
@@ -73,6 +75,16 @@ def main():
             loss = loss_fn(y, model(x))
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
 """),
+        Example("""
+import tensorflow as tf
+class SpeckleNoise:
+    def __init__(self, scale):
+        self.scale = scale
+    def __call__(self, image, label):
+        return image * (1.0 + self.scale * tf.random.normal(tf.shape(image))), label
+train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(SpeckleNoise(0.1)).batch(32)
+model.fit(train_ds, epochs=5)
+"""),
     )
     not_flagged = (
         Example("""
@@ -100,6 +112,18 @@ model.evaluate(test_ds)
 import tensorflow as tf
 def build(files):
     return tf.data.TFRecordDataset(files).map(lambda r: tf.py_function(decode, [r], tf.float32))
+"""),
+        Example("""
+import tensorflow as tf
+class Scale:
+    def __init__(self, jitter=False):
+        self.jitter = jitter
+    def __call__(self, image, label):
+        if self.jitter:
+            image = tf.image.random_saturation(image, 0.5, 1.5)
+        return tf.cast(image, tf.float32) / 255.0, label
+train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(Scale(jitter=False)).batch(32)
+model.fit(train_ds, epochs=5)
 """),
     )
 

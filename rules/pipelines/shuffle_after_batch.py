@@ -24,7 +24,8 @@ class ShuffleAfterBatch(Rule):
                "`ragged_batch`, `tfds.load(batch_size=...)`, or a Keras `*_dataset_from_directory(..., "
                "shuffle=False)`, which are already batched) with no `unbatch` in between and no batching after "
                "it and no shuffle of the examples before the batch; or `shuffle(1)`; or a literal buffer smaller than the literal size of the `.batch` that "
-               "follows. Pipelines only consumed for evaluation are not flagged.")
+               "follows. Pipelines only consumed for evaluation are not flagged; a helper that builds "
+               "both the training and the validation dataset is judged by the call whose result is trained on.")
     why = ("`shuffle` permutes the elements it receives. After `batch` those are whole batches: each batch holds "
            "the same consecutive examples in every epoch and only the order of the batches changes, so the "
            "gradient of each step averages the same correlated examples (sorted or grouped data stays grouped). "
@@ -65,6 +66,16 @@ import tensorflow as tf
 ds = tf.data.TFRecordDataset(files).map(parse).shuffle(buffer_size=8).batch(256)
 ds2 = tf.data.Dataset.from_tensor_slices(paths).shuffle(1).batch(4)
 """, count=2),
+        Example("""
+import tensorflow as tf
+def make_pipeline(texts, labels):
+    ds = tf.data.Dataset.from_tensor_slices((texts, labels))
+    ds = ds.batch(64).map(vectorize, num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.shuffle(512).prefetch(8)
+train_ds = make_pipeline(train_texts, train_labels)
+val_ds = make_pipeline(val_texts, val_labels)
+model.fit(train_ds, validation_data=val_ds, epochs=15)
+"""),
     )
     not_flagged = (
         Example("""
@@ -106,19 +117,26 @@ batch_size = 1
 ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size).shuffle(100)
 model.fit(ds)
 """),
+        Example("""
+import tensorflow as tf
+def held_out(x, y):
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(128).shuffle(20)
+train_ds = tf.data.Dataset.from_tensor_slices((x_train, y_train)).shuffle(60000).batch(128)
+val_ds = held_out(x_val, y_val)
+model.fit(train_ds, validation_data=val_ds, epochs=5)
+model.evaluate(held_out(x_test, y_test))
+"""),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
         if not isinstance(node.func, cst.Attribute) or node.func.attr.value != "shuffle":
             return
-        pipelines = self.ctx.datasets.through(node)
+        pipelines = self.ctx.datasets.through_outside_evaluation(node)
         reasons = [self._reason(p, p.index(node)) for p in pipelines]
         if reasons and all(reasons):
             self.report(node.func.attr, reasons[0])
 
     def _reason(self, pipeline: Pipeline, at: int) -> str | None:
-        if pipeline.consumer is not None and pipeline.consumer.role == "eval":
-            return None
         ops = pipeline.ops
         buffer = literal_int(argument(ops[at].call, 0, "buffer_size"))
         if buffer == 1:
