@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis.keras_models import Output, call_with_keyword
-from lintloop.analysis.syntax import keyword_arg, string_value
+from lintloop.analysis.syntax import keyword_arg, names_in, string_value
 from lintloop.rule import Example, FixSpec, Replacement, Rule
 from lintloop.screen import Needs
 
@@ -108,8 +108,29 @@ keras.mixed_precision.set_global_policy("mixed_float16")
 model = keras.applications.EfficientNetB0(weights=None, classes=5)
 model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
 """),
+        Example("""
+import tensorflow as tf
+def build_classifier():
+    return tf.keras.Sequential([tf.keras.layers.Dense(64, activation="relu"),
+                                tf.keras.layers.Dense(10, activation="softmax")])
+baseline = build_classifier()
+tf.keras.mixed_precision.set_global_policy("mixed_float16")
+fast = build_classifier()
+"""),
     )
     not_flagged = (
+        Example("""
+import tensorflow as tf
+def build_classifier():
+    return tf.keras.Sequential([tf.keras.layers.Dense(64, activation="relu"),
+                                tf.keras.layers.Dense(10, activation="softmax")])
+classifier = build_classifier()
+classifier.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+classifier.fit(x_train, y_train, epochs=5)
+tf.keras.mixed_precision.set_global_policy("mixed_float16")
+fast = tf.keras.Sequential([tf.keras.layers.Dense(64, activation="relu"),
+                            tf.keras.layers.Dense(10, activation="softmax", dtype="float32")])
+"""),
         Example("""
 import tensorflow as tf
 from tensorflow import keras
@@ -184,7 +205,40 @@ def test_float16_dense():
                    if ctx.scope_of(s.call) is scope and ctx.order[s.call] < ctx.order[output.node]]
         if earlier:
             return earlier[-1].float16
-        return not (ctx.scope_of(policy_call) is scope and ctx.order[output.node] < ctx.order[policy_call])
+        if ctx.scope_of(policy_call) is scope:
+            return ctx.order[output.node] > ctx.order[policy_call]
+        return not self._used_only_before(output.node, policy_call)
+
+    def _used_only_before(self, layer: cst.CSTNode, policy_call: cst.Call) -> bool:
+        """Is the layer built in a module-level function or class that the module code uses only before
+        the module-level statement setting the policy (a notebook's later cell: a Keras layer takes the
+        policy in force when it is constructed)? Uses are followed through the names module code binds
+        from them (`hypermodel = SimpleMLP(...)`, `tuner = Tuner(hypermodel)`, `tuner.search(...)`) and
+        the definitions that use them (their uses count)."""
+        ctx = self.ctx
+        if not isinstance(ctx.scope_of(policy_call), cst.Module):
+            return False
+        top = next((a for a in [layer, *ctx.ancestors(layer)]
+                    if isinstance(a, (cst.FunctionDef, cst.ClassDef)) and isinstance(ctx.parents.get(a), cst.Module)),
+                   None)
+        setting = next((a for a in ctx.ancestors(policy_call) if isinstance(ctx.parents.get(a), cst.Module)), None)
+        if top is None or setting is None:
+            return False
+        names: set[str] = {top.name.value}
+        last_use = None
+        while True:  # until no name is added: a definition may use one bound further down
+            before = len(names)
+            for statement in ctx.module.body:
+                if statement is top or not names_in(statement) & names:
+                    continue
+                if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+                    names.add(statement.name.value)  # a helper using it: its uses are uses
+                    continue
+                last_use = statement if last_use is None or ctx.order[statement] > ctx.order[last_use] else last_use
+                names |= {n for target in ctx.nodes_within(cst.AssignTarget, statement) for n in names_in(target.target)}
+            if len(names) == before:
+                break
+        return last_use is not None and ctx.order[last_use] < ctx.order[setting]
 
     def _computes_in_float32(self, layer: cst.Call) -> bool:
         """`dtype="float32"`, `dtype=tf.float32`, a float32 `Policy`; also a dtype the file does not show
