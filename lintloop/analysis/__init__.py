@@ -13,6 +13,7 @@
 - `modules`: which values are `nn.Module`s, their forward calls and last layers
 - `iteration`: the ordered events of a PyTorch loop's iteration (zero_grad, backward, step, modes, ...)
 - `losses`: loss objects and functions of both frameworks
+- `intent`: tracing shown on purpose (prints that announce it, trace counters read to count traces)
 - `context`: `FileContext`, which holds the tree and builds each analysis on first use
 """
 

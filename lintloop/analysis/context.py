@@ -14,6 +14,7 @@ from lintloop.analysis.dataflow import DataFlow
 from lintloop.analysis.datasets import Datasets
 from lintloop.analysis.distribution import Strategies
 from lintloop.analysis.index import Binding, Scope, TreeIndex
+from lintloop.analysis.intent import Intent
 from lintloop.analysis.iteration import Iterations
 from lintloop.analysis.jax import Jax
 from lintloop.analysis.keras_models import KerasModels
@@ -69,7 +70,8 @@ class FileContext:
     `ctx.jax` (what JAX traces), `ctx.strategies`, `ctx.datasets` (tf.data pipelines),
     `ctx.mixed_precision`, `ctx.keras` (Keras models), `ctx.torch`, `ctx.losses`, `ctx.modules`,
     `ctx.iteration`, `ctx.loop_values`, `ctx.outer_state`, `ctx.prng` (JAX PRNG keys),
-    `ctx.optimizer_state` (optax / flax), `ctx.project` (the other modules of the linted project))
+    `ctx.optimizer_state` (optax / flax), `ctx.intent` (tracing shown on purpose), `ctx.project` (the
+    other modules of the linted project))
     and built the first time a rule asks.
     """
 
@@ -165,6 +167,11 @@ class FileContext:
     def prng(self) -> Prng:
         """Which JAX PRNG key value each draw consumes."""
         return Prng(self)
+
+    @cached_property
+    def intent(self) -> Intent:
+        """Code that shows tracing on purpose: prints that announce it, trace counters read to count traces."""
+        return Intent(self)
 
     @cached_property
     def loop_values(self) -> LoopValues:

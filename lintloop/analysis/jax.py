@@ -66,6 +66,12 @@ _HOST_CALLBACKS = {
 _STATIC_ATTRIBUTES = {"shape", "dtype", "ndim", "size", "sharding", "aval", "weak_type"}
 # Calls that return trace-time type information: the abstract value (shape, dtype, sharding), the mesh.
 _STATIC_INFO_CALLS = {"jax.typeof", "jax.sharding.get_abstract_mesh"}
+# Functions that give a value's static information, passed by name to a tree map (`jax.tree.map(jnp.shape, p)`).
+_STATIC_INFO_FUNCTIONS = {"jax.typeof", "jax.numpy.shape", "jax.numpy.ndim", "numpy.shape", "numpy.ndim"}
+# Literals a tuple of static information may hold (`(x.shape, "bf16")`).
+_LITERALS = (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float)
+# Tree maps: `jax.tree.map(lambda x: x.shape, params)` is a tree of shapes.
+_TREE_MAPS = {"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map", "tree.map_structure"}
 # How many names, partials and wrappers deep `transform_of` follows.
 _DEPTH = 4
 
@@ -309,16 +315,49 @@ class Jax(Analysis):
         found = self.transform_around(chain[-1] if chain else node)
         return (chain, found[0]) if found is not None else None
 
-    def is_static_info(self, expr: cst.BaseExpression) -> bool:
+    def is_static_info(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """Is `expr` type information JAX knows while tracing: `jax.typeof(x)`, `x.shape`, `x.dtype`, `x.ndim`,
-        `jax.sharding.get_abstract_mesh()`, or a part of one (`x.shape[0]`, `jax.typeof(x).sharding.spec`)?
+        `jax.sharding.get_abstract_mesh()`, or a part of one (`x.shape[0]`, `jax.typeof(x).sharding.spec`);
+        a tree map of a function giving one (`jax.tree.map(lambda x: x.shape, params)`), or a call of a
+        same-file function that returns only such values (`def tree_shape(xs): return jax.tree.map(...)`)?
         At trace time it is a plain value, not a tracer (printing it is JAX's documented way to inspect
         shardings; `jax.debug.print` cannot format `jax.typeof(x)`: measured, jax 0.10.2)."""
         while isinstance(expr, (cst.Attribute, cst.Subscript)):
             if isinstance(expr, cst.Attribute) and expr.attr.value in _STATIC_ATTRIBUTES:
                 return True
             expr = expr.value
-        return isinstance(expr, cst.Call) and self.ctx.names.callee(expr) in _STATIC_INFO_CALLS
+        if not isinstance(expr, cst.Call) or depth > _DEPTH:
+            return False
+        callee = self.ctx.names.callee(expr)
+        if callee in _STATIC_INFO_CALLS:
+            return True
+        if callee in _TREE_MAPS:
+            mapped = argument(expr, 0, "f")
+            return mapped is not None and self._gives_static_info(mapped, depth + 1)
+        helpers = self.ctx.calls.local_functions(expr.func) if isinstance(expr.func, cst.Name) else []
+        return len(helpers) == 1 and self._returns_static_info(helpers[0], depth + 1)
+
+    def _gives_static_info(self, fn: cst.BaseExpression, depth: int) -> bool:
+        """Does calling `fn` give static information: `lambda x: x.shape`, `jnp.shape`, a same-file def?"""
+        if isinstance(fn, cst.Lambda):
+            return self._static_value(fn.body, depth)
+        if self.ctx.names.qualname(fn) in _STATIC_INFO_FUNCTIONS:
+            return True
+        helpers = self.ctx.calls.local_functions(fn) if isinstance(fn, cst.Name) else []
+        return len(helpers) == 1 and self._returns_static_info(helpers[0], depth)
+
+    def _returns_static_info(self, fn: cst.FunctionDef, depth: int) -> bool:
+        """Does every `return` of `fn` give static information (or a tuple of it: `return x.shape, x.dtype`)?"""
+        returns = self.ctx.returns_of(fn)
+        return bool(returns) and all(r.value is not None and self._static_value(r.value, depth) for r in returns)
+
+    def _static_value(self, expr: cst.BaseExpression, depth: int) -> bool:
+        """Static information, or a tuple / list of it and literals (`(x.shape, "f32")`)."""
+        if isinstance(expr, (cst.Tuple, cst.List)):
+            parts = [e.value for e in expr.elements]
+            return all(isinstance(p, _LITERALS) or self.is_static_info(p, depth) for p in parts) \
+                and any(not isinstance(p, _LITERALS) for p in parts)
+        return self.is_static_info(expr, depth)
 
     def describe(self, fn: TracedNode) -> str:
         """How a message names a traced function: "the jitted `train_step`", "the `lax.scan` body `step`"."""

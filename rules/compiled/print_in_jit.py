@@ -33,8 +33,12 @@ class PrintInJit(Rule):
                "such code. Also `jax.debug.print` handed a string already formatted in Python (an f-string, "
                "`.format`, `%`) from values of the traced function. Not flagged: a `print` that shows only "
                "what JAX knows while tracing (`jax.typeof(x)`, `.shape`, `.dtype`, `.ndim`, `.sharding`, "
-               "`jax.sharding.get_abstract_mesh()`) between literals: JAX's documented way to inspect types "
-               "and shardings at trace time, which `jax.debug.print` cannot format.")
+               "`jax.sharding.get_abstract_mesh()`, a tree map of a function giving one, `jax.tree.map(lambda x: "
+               "x.shape, params)`, or a same-file helper returning only such values) between literals: JAX's "
+               "documented way to inspect types and shardings at trace time, which `jax.debug.print` cannot "
+               "format; nor a `print` whose literal text announces tracing or compiling (`print(\"Tracing f "
+               "with\", x)`: a word such as trace, traced, tracing, retrace, compile, compiling), which shows "
+               "when JAX traces on purpose.")
     why = ("JAX runs a traced function's Python body only while tracing it: on the first call, and again for "
            "each new input shape, dtype or static argument; later calls run the compiled program, which holds "
            "no Python. A `lax.scan` body is traced once per trace of the scan, not once per iteration. So the "
@@ -99,6 +103,15 @@ def train_step(state, batch):
     loss = compute_loss(state.params, batch)
     jax.debug.print(f"loss {loss}")
     return state, loss
+"""),
+        Example("""
+import jax
+def grad_means(tree):
+    return jax.tree_util.tree_map(lambda g: g.mean(), tree)
+@jax.jit
+def update(params, grads):
+    print("gradient means: {}".format(grad_means(grads)))
+    return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads)
 """),
         Example("""
 from flax import nnx
@@ -175,11 +188,35 @@ def add_arrays(x, y):
     print(f"mesh inside: {jax.sharding.get_abstract_mesh()}")
     return x + y
 """),
+        Example("""
+import jax
+def param_shapes(tree):
+    return jax.tree_util.tree_map(lambda leaf: leaf.shape, tree)
+@jax.jit
+def init_state(key, batch):
+    params = model.init(key, batch)
+    print("initialised parameters:\\n{}".format(param_shapes(params)))
+    print("input", batch.shape, "%s" % (batch.dtype,))
+    return params
+"""),
+        Example("""
+import jax
+from jax import lax
+@jax.jit
+def cumulative(xs):
+    print("Tracing cumulative with", xs)
+    def body(total, x):
+        print(f"compiling the scan body for {x}")
+        return total + x, total
+    return lax.scan(body, 0.0, xs)
+"""),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
         names = self.ctx.names
         if names.is_builtin(node.func, "print"):
+            if self.ctx.intent.announces_tracing(node):
+                return  # a print that says it traces shows tracing on purpose
             printed = _printed_parts(node)
             jax_code = self.ctx.jax
             # Shapes, dtypes, `jax.typeof(x)` between literals: inspecting them at trace time is the point.
@@ -266,16 +303,26 @@ def _string_literal(text: str) -> str:
 
 
 def _printed_parts(call: cst.Call) -> list[cst.BaseExpression]:
-    """What a `print` call shows: its arguments, and the fields of f-string arguments, in place of the f-string."""
+    """What a `print` call shows: its arguments, with a string formatted in Python (an f-string,
+    `"...".format(a)`, `"..." % (a, b)`) replaced by the values it formats."""
     parts: list[cst.BaseExpression] = []
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value in _DESTINATION_KEYWORDS:
             continue
-        if isinstance(arg.value, cst.FormattedString):
-            parts.extend(p.expression for p in arg.value.parts if isinstance(p, cst.FormattedStringExpression))
-        else:
-            parts.append(arg.value)
+        parts.extend(_formatted_values(arg.value))
     return parts
+
+
+def _formatted_values(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The values a string formatted in Python shows, or `[expr]` for anything else."""
+    if isinstance(expr, cst.FormattedString):
+        return [p.expression for p in expr.parts if isinstance(p, cst.FormattedStringExpression)]
+    if not _formatted_in_python(expr):
+        return [expr]
+    if isinstance(expr, cst.Call):  # `"...".format(a, b=c)`
+        return [a.value for a in expr.args]
+    values = expr.right  # type: ignore[attr-defined]  # `"..." % (a, b)`
+    return [e.value for e in values.elements] if isinstance(values, cst.Tuple) else [values]
 
 
 def _formatted_in_python(expr: cst.BaseExpression) -> bool:

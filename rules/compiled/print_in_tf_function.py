@@ -31,7 +31,10 @@ class PrintInTfFunction(Rule):
                "`train_step`/`test_step`/`predict_step` override (traced by `fit`, Keras 2 and 3, unless "
                "the file compiles with `run_eagerly=True`), or in a same-file helper called only from such "
                "functions. Not in a function run by `tf.py_function` / `tf.numpy_function` (passed to it or "
-               "decorated by it): its body runs eagerly at every call, even from a tf.function.")
+               "decorated by it): its body runs eagerly at every call, even from a tf.function. Nor a `print` whose "
+               "literal text announces tracing (`print(\"Tracing with\", x)`, `print(f\"retracing for {n}\")`: a "
+               "word such as trace, traced, tracing, retrace, compile, compiling): the TensorFlow guide's own way to "
+               "show when a function traces.")
     why = ("A `tf.function` runs its Python body only while tracing a graph (the first call, and again "
            "for each new input signature); later calls run the graph, which contains no Python `print`.")
     symptom = ("LL201_bad.py calls its `@tf.function` train step 6 times; the `print` ran once "
@@ -62,7 +65,7 @@ def step(x):
         Example("""
 import tensorflow as tf
 def step(x):
-    print("tracing", x.shape)
+    print("step input", x)
     return x + 1
 fast_step = tf.function(step)
 """),
@@ -86,6 +89,14 @@ class GAN(tf.keras.Model):
 """),
         Example("""
 import tensorflow as tf
+@tf.function
+def train_step(x, y):
+    loss = tf.reduce_mean((model(x) - y) ** 2)
+    print("loss is a tracer or a value?", loss)
+    return loss
+"""),
+        Example("""
+import tensorflow as tf
 def function(*args, **kwargs):
     return tf.function(*args, autograph=False, **kwargs)
 @function
@@ -95,6 +106,29 @@ def collect(env_step):
 """),
     )
     not_flagged = (
+        Example("""
+import tensorflow as tf
+def step(x):
+    print("tracing", x.shape)
+    return x + 1
+fast_step = tf.function(step)
+"""),
+        Example("""
+import tensorflow as tf
+@tf.function
+def scale(x, factor):
+    print(f"--- Retracing scale for factor={factor} ---")
+    print("Traced with", x)
+    return x * factor
+"""),
+        Example("""
+import tensorflow as tf
+class Encoder(tf.keras.Model):
+    @tf.function(jit_compile=True)
+    def encode(self, tokens):
+        print("compiling encode:", tokens.shape)
+        return self.embed(tokens)
+"""),
         Example("""
 import tensorflow as tf
 class Net(tf.keras.Model):
@@ -154,8 +188,8 @@ for x in batches:
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.ctx.names.is_builtin(node.func, "print"):
-            return
+        if not self.ctx.names.is_builtin(node.func, "print") or self.ctx.intent.announces_tracing(node):
+            return  # a print that says it traces shows tracing on purpose
         traced = self.ctx.tf.traced_chain(node)
         if traced is None:
             return

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import libcst as cst
 
+from lintloop.analysis.syntax import keyword_arg, positional_args
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
+
+# How many same-file helpers deep a parameter is followed out to the loop that passes it a changing number.
+_HELPER_DEPTH = 3
 
 
 class PythonScalarRetrace(Rule):
@@ -19,7 +23,10 @@ class PythonScalarRetrace(Rule):
     summary = ("A same-file tf.function (any spelling or wrapper) without an `input_signature`, called inside "
                "a loop with a Python number that changes every iteration as an argument: the index of "
                "`for i in range(...)` / `enumerate(...)` / `itertools.count()` of an enclosing loop, a "
-               "counter `n += 1` in the loop, or simple arithmetic on one (`step + 1`).")
+               "counter `n += 1` in the loop, or simple arithmetic on one (`step + 1`); also a parameter of a "
+               "same-file helper passed on to the tf.function unchanged, where a call of the helper (up to "
+               f"{_HELPER_DEPTH} helpers out) passes such a number (`for i in range(64): render(i)` with `def "
+               "render(i): return step(image, i)`): the message names the chain of calls.")
     why = ("A tf.function's trace is keyed on the values of its Python arguments (tensors only by dtype and "
            "shape): each new Python number traces and builds a new graph (measured, TF 2.21: 30 values, 30 "
            "traces, about +113 KiB of memory each; `reduce_retracing=True` does not help, since it relaxes "
@@ -61,6 +68,32 @@ class Trainer:
             global_step += 1
             self.train_step(batch, global_step)
 """),
+        Example("""
+import tensorflow as tf
+@tf.function
+def augment(images, seed):
+    return tf.image.stateless_random_flip_left_right(images, seed=[seed, 0])
+def prepare(images, seed):
+    return augment(images, seed)
+for epoch in range(100):
+    batch = prepare(images, epoch)
+"""),
+        Example("""
+import tensorflow as tf
+class Collector:
+    @tf.function
+    def _rollout(self, state, episode):
+        return self.policy(state) * episode
+    def collect(self, state, episode, steps=10):
+        for _ in range(steps):
+            state = self._rollout(state, episode)
+        return state
+    def run(self, state):
+        episode = 0
+        while True:
+            episode += 1
+            state = self.collect(state, episode)
+"""),
     )
     not_flagged = (
         Example("""
@@ -96,19 +129,106 @@ def train_step(x, step):
 for step in tf.range(100):
     train_step(batch, step)
 """),
+        Example("""
+import tensorflow as tf
+@tf.function
+def decay_step(x, step):
+    return x * 0.99 ** tf.cast(step, tf.float32)
+def run(x, step):
+    step = tf.constant(step)
+    return decay_step(x, step)
+for step in range(1000):
+    x = run(x, step)
+"""),
+        Example("""
+import tensorflow as tf
+@tf.function
+def apply(x, scale):
+    return x * scale
+def forward(x, scale=2.0):
+    return apply(x, scale)
+for i in range(100):
+    forward(batches[i])
+    forward(batches[i], 0.5)
+"""),
+        Example("""
+import tensorflow as tf
+@tf.function
+def shift(x, offset):
+    return x + offset
+def shifted(x, offset):
+    return shift(x, offset)
+for i in range(100):
+    shifted(batches[i], tf.constant(i))
+"""),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        tf = self.ctx.tf
-        if not node.args or self.ctx.innermost_loop(node) is None:
+        ctx = self.ctx
+        if not node.args:
             return
-        callee = tf.compiled_callee(node)
+        in_loop = ctx.innermost_loop(node) is not None
+        if not in_loop and not any(self._parameter_passed_on(a.value, node) for a in node.args if not a.star):
+            return  # neither in a loop nor passing on a parameter: cheap exit before resolving the callee
+        callee = ctx.tf.compiled_callee(node)
         if callee is None or callee[1].input_signature:
             return
         for arg in node.args:
-            changing = self.ctx.loop_values.changing_number(arg.value, node) if not arg.star else None
+            if arg.star:
+                continue
+            changing = ctx.loop_values.changing_number(arg.value, node) if in_loop else None
+            if changing is None:
+                chain = self._changing_through_callers(arg.value, node, _HELPER_DEPTH)
+                changing = f"{chain}," if chain is not None else None
             if changing is not None:
                 self.report(arg, f"{changing} is a Python number that changes every iteration, passed to "
                                  f"the tf.function `{callee[0].name.value}`: each new value traces it again "
                                  "(one graph per value); pass `tf.constant(...)` or give it an `input_signature`")
                 return
+
+    def _changing_through_callers(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> str | None:
+        """Is `expr` a parameter of the (eager) function around `at`, passed on unchanged, that a call of
+        that function gives a number changing every iteration of a loop around the call (or, helpers out,
+        a parameter of its own function that is)? Returns how to name the chain in a message, else None."""
+        passed_on = self._parameter_passed_on(expr, at)
+        if passed_on is None or depth == 0 or self.ctx.tf.traced_function_of(at) is not None:
+            return None  # in a traced function, the caller's own call is the one that retraces
+        function, param = passed_on
+        for site in self.ctx.calls.call_sites.get(function, ()):
+            passed = _passed_for(site, function, param)
+            if passed is None:
+                continue
+            changing = self.ctx.loop_values.changing_number(passed, site) \
+                or self._changing_through_callers(passed, site, depth - 1)
+            if changing is not None:
+                return (f"the parameter `{param.name.value}` of `{function.name.value}`, called at line "
+                        f"{self.ctx.line_of(site)} with {changing}")
+        return None
+
+    def _parameter_passed_on(self, expr: cst.BaseExpression,
+                             at: cst.CSTNode) -> tuple[cst.FunctionDef, cst.Param] | None:
+        """The function around `at` and its parameter that `expr` names, when the function never re-binds it."""
+        function = self.ctx.scope_of(at)
+        if not isinstance(expr, cst.Name) or not isinstance(function, cst.FunctionDef):
+            return None
+        bindings = self.ctx.bindings_in(function, expr.value)
+        if not bindings or not all(isinstance(b.node, cst.Param) for b in bindings):
+            return None
+        return function, bindings[0].node  # type: ignore[return-value]
+
+
+def _passed_for(site: cst.Call, function: cst.FunctionDef, param: cst.Param) -> cst.BaseExpression | None:
+    """The argument `site` (a call of `function`) passes for `param`: by keyword, or by position (after the
+    implicit `self` of a method called as `obj.method(...)`); None when not passed or not knowable (`*args`)."""
+    name = param.name.value
+    by_keyword = keyword_arg(site, name)
+    if by_keyword is not None:
+        return by_keyword
+    positional = [*function.params.posonly_params, *function.params.params]
+    index = next((i for i, p in enumerate(positional) if p is param), None)
+    if index is None or any(a.star for a in site.args):
+        return None
+    if isinstance(site.func, cst.Attribute) and positional and positional[0].name.value == "self":
+        index -= 1
+    args = positional_args(site)
+    return args[index] if 0 <= index < len(args) else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from lintloop.analysis.intent import TRACE_READ_TOKENS
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 
@@ -14,18 +15,23 @@ class PythonSideEffectInTfFunction(Rule):
     frameworks = ("tf",)
     # `call:compile`: the unit that compiles a Keras model may say `run_eagerly=True` (no trace).
     # A tf.function (`tf.function`, `common.function`, `from tensorflow import function`: not the word in a
-    # docstring), or a Keras model with a step override (a def: text).
+    # docstring), or a Keras model with a step override (a def: text). `TRACE_READ_TOKENS`: the units that
+    # may read a trace counter (`print(len(traces))`), which decide whether it counts traces on purpose.
     needs = Needs(file=(("name:function", "name:Model"),
                         ("text:.function", "text:import function", "text:train_step", "text:test_step",
                          "text:predict_step")),
-                  statement=(("call:append", "call:extend", "augassign", "call:compile"),))
+                  statement=(("call:append", "call:extend", "augassign", "call:compile", *TRACE_READ_TOKENS),))
     probe = "trace"
     summary = ("Inside a tf.function (any spelling or wrapper, a Keras `train_step`/`test_step`/`predict_step` "
                "traced by `fit`, or a same-file helper called only from them): `.append`/`.extend` on a list, "
                "or `+=` on a list or a `global`/`nonlocal` variable, defined outside the function (a module "
                "or enclosing function's list, a `self.x` attribute initialised as a list). Appending a Python "
                "record written out in place (a list/tuple/dict display or comprehension, a string) is taken "
-               "as deliberate trace-time bookkeeping and not flagged.")
+               "as deliberate trace-time bookkeeping and not flagged; so is a trace counter or trace log "
+               "(`n += 1`, `traces.append(x)`) whose value is read to count traces: asserted (`assert n == 1`, "
+               "`self.assertEqual(len(traces), 2)`), or compared or printed as a trace count (the counter's "
+               "name or the text says trace/compile: `print(\"traces:\", n)`, `if trace_count > 1:`). A counter "
+               "never read, or read as data (a step for a schedule, losses averaged later), is still flagged.")
     why = ("TensorFlow runs a tf.function's Python body only while tracing it (the first call, and again for "
            "each new input signature); later calls run the graph, which holds no Python code. A list "
            "appended to, or a global counter incremented, changes once per trace, not once per call, and "
@@ -81,8 +87,74 @@ def make_step(model):
         return out
     return step, seen
 """),
+        Example("""
+import tensorflow as tf
+global_step = 0
+@tf.function
+def train_step(x, y):
+    global global_step
+    global_step += 1
+    return tf.reduce_mean((model(x) - y) ** 2)
+for x, y in dataset:
+    train_step(x, y)
+    if global_step > 1000:
+        optimizer.learning_rate = 1e-4
+print("steps:", global_step)
+"""),
+        Example("""
+import tensorflow as tf
+losses = []
+@tf.function
+def eval_step(x, y):
+    loss = tf.reduce_mean((model(x) - y) ** 2)
+    losses.append(loss)
+    return loss
+for x, y in val_data:
+    eval_step(x, y)
+print("eval batches:", len(losses), "mean loss:", sum(losses) / len(losses))
+"""),
     )
     not_flagged = (
+        Example("""
+import tensorflow as tf
+def test_square_traces_once_per_dtype():
+    traces = 0
+    @tf.function
+    def square(x):
+        nonlocal traces
+        traces += 1
+        return x * x
+    square(tf.constant(2.0))
+    square(tf.constant(3.0))
+    square(tf.constant(2))
+    assert traces == 2
+"""),
+        Example("""
+import tensorflow as tf
+traced_inputs = []
+@tf.function
+def normalize(x):
+    traced_inputs.append(x)
+    return x / tf.reduce_max(x)
+for batch in (tf.ones([2]), tf.ones([3]), tf.ones([3])):
+    normalize(batch)
+print("number of traces:", len(traced_inputs))
+"""),
+        Example("""
+import tensorflow as tf
+class StepTest(tf.test.TestCase):
+    def test_step_does_not_retrace(self):
+        trace_count = 0
+        @tf.function
+        def step(x):
+            nonlocal trace_count
+            trace_count += 1
+            return x + 1
+        for value in [1.0, 2.0, 3.0]:
+            step(tf.constant(value))
+        if trace_count > 1:
+            self.fail("step retraced")
+"""),
         Example("""
 import tensorflow as tf
 traced_with = []
@@ -163,8 +235,8 @@ def step(x):
             return
         tf = ctx.tf
         traced = tf.traced_chain(node)
-        if traced is None:
-            return
+        if traced is None or ctx.intent.counts_traces(node, target, traced[1]):
+            return  # a trace counter read to count traces counts them on purpose
         self.report(node, f"{action} inside {tf.where(node, traced)} changes {outside}: it runs only while "
                           "TensorFlow traces the function (first call and each retrace), not on every call; return the "
                           "value to the eager caller, or keep the state in a `tf.Variable` / `tf.TensorArray` "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from lintloop.analysis.intent import TRACE_READ_TOKENS
 from lintloop.analysis.jax import TRACING_FILE_NEEDS
 from lintloop.analysis.outer_state import declared
 from lintloop.rule import Example, Rule
@@ -14,8 +15,10 @@ class PythonSideEffectInJit(Rule):
     code = "LL902"
     name = "python-side-effect-in-jit"
     frameworks = ("jax",)
-    # A JAX import, something that traces, and a mutation in the unit.
-    needs = Needs(file=TRACING_FILE_NEEDS, statement=(("call:append", "call:extend", "augassign", "global"),))
+    # A JAX import, something that traces, and a mutation in the unit; `TRACE_READ_TOKENS`: the units that
+    # may read a trace counter (`print(len(traces))`), which decide whether it counts traces on purpose.
+    needs = Needs(file=TRACING_FILE_NEEDS,
+                  statement=(("call:append", "call:extend", "augassign", "global", *TRACE_READ_TOKENS),))
     probe = "trace"
     summary = ("Inside code JAX traces (as LL206: a `jax.jit` / `pmap` / `nnx.jit` function, a `lax.scan` / "
                "`fori_loop` / `while_loop` / `cond` body, or a same-file helper called only from them): "
@@ -23,7 +26,12 @@ class PythonSideEffectInJit(Rule):
                "enclosing function's list, a `self.x` attribute initialised as a list), or an assignment "
                "(`=`, `+=`, ...) to a `global`/`nonlocal` variable. Appending a record written out "
                "in place (a list/tuple/dict display or comprehension, a string, a constant such as `None`) is "
-               "taken as deliberate trace-time bookkeeping (counting traces) and not flagged.")
+               "taken as deliberate trace-time bookkeeping (counting traces) and not flagged; so is a trace "
+               "counter or trace log (`nonlocal n; n += 1`, `traces.append(x)`) whose value is read to count "
+               "traces: asserted (`assert n == 1`, `self.assertEqual(...)`, `np.testing.assert_equal(...)`), or "
+               "compared or printed as a trace count (the counter's name or the text says trace/compile: "
+               "`print(\"compiles:\", n)`, `if num_traces > 1:`). A counter never read, or read as data (a "
+               "step for a schedule, losses averaged later), is still flagged.")
     why = ("JAX runs a traced function's Python body only while tracing it (the first call, and again for each "
            "new input shape, dtype or static argument); later calls run the compiled program, which holds no "
            "Python. A list appended to, or a global counter incremented, changes once per trace, not once per "
@@ -87,8 +95,57 @@ def train_step(params, x):
     last_loss = loss
     return params - 0.1 * grads
 """),
+        Example("""
+import jax
+step = 0
+@jax.jit
+def train_step(params, x):
+    global step
+    step = step + 1
+    return params - 0.1 * jax.grad(loss_fn)(params, x)
+for x in batches:
+    params = train_step(params, x)
+    if step % 100 == 0:
+        print("step", step, "lr", schedule(step))
+"""),
     )
     not_flagged = (
+        Example("""
+import jax
+import numpy as np
+def test_update_compiles_once():
+    compiles = 0
+    @jax.jit
+    def update(params, grads):
+        nonlocal compiles
+        compiles += 1
+        return params - 0.1 * grads
+    for _ in range(3):
+        params = update(np.ones(2), np.ones(2))
+    np.testing.assert_equal(compiles, 1)
+"""),
+        Example("""
+import jax
+traced_shapes = []
+@jax.jit
+def loss(x):
+    traced_shapes.append(x.shape)
+    return (x ** 2).sum()
+def run(xs):
+    return [loss(x) for x in xs]
+run([jax.numpy.ones(3), jax.numpy.ones(4)])
+assert len(traced_shapes) == 2
+"""),
+        Example("""
+import jax
+n_traces = 0
+def body(carry, x):
+    global n_traces
+    n_traces += 1
+    return carry + x, carry
+total, _ = jax.lax.scan(body, 0.0, jax.numpy.arange(5.0))
+print(n_traces)
+"""),
         Example("""
 import jax
 @jax.jit
@@ -176,7 +233,7 @@ def f(x):
         function = self.ctx.outer_state.enclosing_function(node)
         kind = declared(function, name.value) if function is not None else None
         if kind is not None:
-            self._report(node, f"`{self.ctx.snippet(node)}`", f"the {kind} variable `{name.value}`")
+            self._report(node, name, f"`{self.ctx.snippet(node)}`", f"the {kind} variable `{name.value}`")
 
     def _check(self, node: cst.Call | cst.AugAssign) -> None:
         outer = self.ctx.outer_state
@@ -185,13 +242,13 @@ def f(x):
             target, action = mutation
             outside = outer.defined_outside(target, node)
             if outside is not None:
-                self._report(node, action, outside)
+                self._report(node, target, action, outside)
 
-    def _report(self, node: cst.CSTNode, action: str, outside: str) -> None:
+    def _report(self, node: cst.CSTNode, target: cst.BaseExpression, action: str, outside: str) -> None:
         jax = self.ctx.jax
         traced = jax.traced_chain(node)
-        if traced is None:
-            return
+        if traced is None or self.ctx.intent.counts_traces(node, target, traced[1]):
+            return  # a trace counter read to count traces counts them on purpose
         self.report(node, f"{action} inside {jax.where(node, traced)} changes {outside}: it runs only while JAX "
                           "traces the function (first call and each retrace), not on every call; return the "
                           "value to the caller, or carry it in the traced state")
