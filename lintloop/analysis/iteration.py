@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
-from lintloop.analysis.syntax import call_name, children, dotted, positional_args, receiver
+from lintloop.analysis.datasets import literal_int
+from lintloop.analysis.syntax import argument, call_name, children, dotted, positional_args, receiver, walk
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext
@@ -40,6 +41,12 @@ _SCALERS = {"torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.cpu.amp.
 _BACKWARD_OWNERS = {"accelerate.Accelerator": "accelerator", "lightning.fabric.Fabric": "fabric",
                     "lightning.Fabric": "fabric", "lightning_fabric.Fabric": "fabric"}
 _MAX_DEPTH = 4
+# `trange(n)`: a progress bar over `range(n)`.
+_RANGES = {"tqdm.trange", "tqdm.auto.trange", "tqdm.notebook.trange"}
+# Engines that call a step function once per iteration: `Engine(process_function)`.
+_ENGINES = {"ignite.engine.Engine", "ignite.engine.engine.Engine"}
+# In-place tensor methods that, given a gradient, update a parameter by hand: `p.data.add_(p.grad, alpha=-lr)`.
+_IN_PLACE_UPDATES = {"add_", "sub_", "copy_", "addcdiv_", "addcmul_"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,7 +55,8 @@ class Event:
 
     kind: str  # zero_grad | backward | step | scaler_step | scaler_update | unscale | scheduler_step
     #            | clip | train_mode | eval_mode | set_epoch | loss | forward (a module's)
-    #            | iterate (a `for` over `target`)
+    #            | iterate (a `for` over `target`) | update (a parameter changed by hand from its
+    #            gradient: `p -= lr * p.grad`, `p.data.add_(p.grad, alpha=-lr)`)
     node: cst.CSTNode  # the call (or `p.grad = None` assignment) in the source
     target: str | None  # the object acted on, in the iteration's own names: `opt`, `self.scaler`, `model`
     argument: str | None = None  # `scaler.step(opt)` / `unscale_(opt)`: `opt`; `set_epoch(e)`: `e`
@@ -72,8 +80,9 @@ class Event:
 
 @dataclass(frozen=True, eq=False)
 class Iteration:
-    loop: Loop
+    loop: Loop | cst.FunctionDef  # the loop; or the step function an engine runs once per iteration
     events: tuple[Event, ...]
+    engine: cst.Call | None = None  # for a step function: the engine it is given to, `Engine(update_fn)`
 
     def of(self, *kinds: str, nested: bool = True) -> list[Event]:
         return [e for e in self.events if e.kind in kinds and (nested or not e.loops)]
@@ -81,6 +90,12 @@ class Iteration:
     @property
     def trains(self) -> bool:
         return any(e.kind in ("backward", "step", "scaler_step") for e in self.events)
+
+    @property
+    def updates_parameters(self) -> bool:
+        """Does an iteration change the parameters: an optimizer step, or an update by hand? (A backward
+        alone only computes gradients, to look at them.)"""
+        return any(e.kind in ("step", "scaler_step", "update") for e in self.events)
 
 
 class Iterations(Analysis):
@@ -108,6 +123,48 @@ class Iterations(Analysis):
                 found.append(iteration)
         return sorted(found, key=lambda it: self.ctx.order[it.loop])
 
+    def engine_step(self, call: cst.Call) -> Iteration | None:
+        """One iteration of an engine `call` builds: pytorch-ignite's `Engine(update_fn)` calls
+        `update_fn(engine, batch)` once per batch, so the body of the same-file `update_fn` is the body of
+        a training loop the file does not spell."""
+        if self.ctx.names.callee(call) not in _ENGINES:
+            return None
+        step = argument(call, 0, "process_function")
+        functions = self.ctx.calls.local_functions(step) if step is not None else []
+        if len(functions) != 1:
+            return None
+        return Iteration(functions[0], self._events_of_body(functions[0]), engine=call)
+
+    def count(self, loop: Loop) -> int | None:
+        """How many times `loop` runs, where its text says: a `for` over `range(...)` with integer bounds
+        (literal, or a name assigned one), or over a literal list, tuple, set or dict (or a name assigned
+        one), also through `enumerate`, `zip`, `tqdm`, `.items()`. None for anything else (a loader, a
+        dataset, a `while`). (`ctx.loop_values.few_iterations` asks a narrower question: literal bounds only.)"""
+        return self._length(loop.iter, loop) if isinstance(loop, cst.For) else None
+
+    def _length(self, expr: cst.BaseExpression, at: cst.CSTNode) -> int | None:
+        value = self.ctx.flow.resolve_value(expr, at)
+        if isinstance(value, (cst.List, cst.Tuple, cst.Set, cst.Dict)):
+            starred = (cst.StarredElement, cst.StarredDictElement)
+            return None if any(isinstance(e, starred) for e in value.elements) else len(value.elements)
+        if not isinstance(value, cst.Call) or any(a.star for a in value.args):
+            return None
+        args = positional_args(value)
+        callee = self.ctx.names.callee(value) or ""
+        if callee in _RANGES or self.ctx.names.is_builtin(value.func, "range"):
+            bounds = [literal_int(self.ctx.flow.resolve_value(a, at)) for a in args]
+            known = 1 <= len(bounds) <= 3 and None not in bounds and bounds[2:] != [0]
+            return len(range(*bounds)) if known else None
+        if callee.rsplit(".", 1)[-1] == "tqdm" or any(self.ctx.names.is_builtin(value.func, name)
+                                                    for name in ("enumerate", "reversed", "sorted", "list", "tuple")):
+            return self._length(args[0], at) if args else None
+        if self.ctx.names.is_builtin(value.func, "zip") and args:
+            lengths = [self._length(a, at) for a in args]
+            return None if None in lengths else min(lengths)
+        if call_name(value) in ("items", "keys", "values") and receiver(value) is not None and not value.args:
+            return self._length(receiver(value), at)
+        return None
+
     def ends_iteration(self, event: Event, iteration: Iteration) -> bool:
         """Is `event` on a path that leaves the iteration: a block ending in `break`, `continue`, `raise`
         (or `return` in the loop's own function) between it and the loop, so nothing after it runs?"""
@@ -125,9 +182,12 @@ class Iterations(Analysis):
 
     # ----- building ----------------------------------------------------------------------------
     def _iteration(self, loop: Loop) -> Iteration:
+        return Iteration(loop, self._events_of_body(loop))
+
+    def _events_of_body(self, owner: Loop | cst.FunctionDef) -> tuple[Event, ...]:
         events: list[Event] = []
-        self._walk(loop.body, {}, (), (), 0, events)
-        return Iteration(loop, tuple(events))
+        self._walk(owner.body, {}, (), (), 0, events)
+        return tuple(events)
 
     def _events_of_function(self, fn: cst.FunctionDef, depth: int) -> tuple[Event, ...]:
         """The events of a call of `fn`, in its own names (memoised; a recursive call sees none)."""
@@ -178,6 +238,9 @@ class Iterations(Analysis):
             return
         if isinstance(node, cst.Assign) and self._clears_grad(node):
             out.append(Event("zero_grad", node, None, guards=guards, loops=loops))
+        elif isinstance(node, (cst.Assign, cst.AugAssign)) and _updates_from_gradient(node):
+            target = node.target if isinstance(node, cst.AugAssign) else node.targets[0].target
+            out.append(Event("update", node, _renamed(dotted(target), renames), guards=guards, loops=loops))
         for child in children(node):
             self._walk(child, renames, guards, loops, depth, out)
 
@@ -265,6 +328,9 @@ class Iterations(Analysis):
         target = dotted(_module_of_chain(owner))
         if name == "zero_grad" or name in ("zero_", "detach_") and target is not None and ".grad" in f"{target}.":
             return Event("zero_grad", call, target if name == "zero_grad" else None)
+        if name in _IN_PLACE_UPDATES and _without_data(dotted(owner)) in set().union(
+                *(_gradient_owners(arg.value) for arg in call.args)):
+            return Event("update", call, target)  # `p.data.add_(p.grad, alpha=-lr)`
         if name == "backward":
             return self._backward(call, owner, target)
         if name == "manual_backward" and target == "self":  # Lightning manual optimization
@@ -399,6 +465,25 @@ def _jumps(statement: cst.BaseStatement, own_scope: bool) -> bool:
         return False
     jumps = (cst.Break, cst.Continue, cst.Raise, cst.Return) if own_scope else (cst.Raise,)
     return any(isinstance(small, jumps) for small in statement.body)
+
+
+def _gradient_owners(expr: cst.CSTNode) -> set[str]:
+    """Whose `.grad` `expr` reads, without `.data`: `p` for `p.grad`, `p.data.grad` and `p.grad.data`."""
+    return {_without_data(dotted(node.value)) for node in walk(expr)
+            if isinstance(node, cst.Attribute) and node.attr.value == "grad" and dotted(node.value)}
+
+
+def _without_data(label: str | None) -> str | None:
+    return label[:-len(".data")] if label is not None and label.endswith(".data") else label
+
+
+def _updates_from_gradient(node: cst.Assign | cst.AugAssign) -> bool:
+    """`p -= lr * p.grad`, `w.data = w.data - lr * w.grad`: a parameter changed by hand from its gradient
+    (not the gradient itself, `p.grad += noise`, nor a copy of it, `g = p.grad.clone()`)."""
+    if isinstance(node, cst.AugAssign):
+        label = dotted(node.target)
+        return label is not None and ".grad." not in f"{label}." and bool(_gradient_owners(node.value))
+    return len(node.targets) == 1 and _without_data(dotted(node.targets[0].target)) in _gradient_owners(node.value)
 
 
 def _iterated(expr: cst.BaseExpression) -> str | None:

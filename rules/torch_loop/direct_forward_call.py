@@ -17,8 +17,11 @@ class DirectForwardCall(Rule):
     needs = Needs(file=(("text:.forward",),), statement=(("call:forward",),))
     summary = ("`model.forward(x)` on an `nn.Module` from outside its own class: the call skips the "
                "module's hooks. A receiver is a module when it is an instance of a class deriving from "
-               "`nn.Module`, built by torch or a known model library, a module attribute assigned in "
-               "`__init__`, or a parameter every same-file call site passes a module.")
+               "`nn.Module` (a LightningModule is one, however imported; an instance is also what "
+               "`Cls.load_from_checkpoint(...)` / `Cls.from_pretrained(...)` gives), built by torch or a known "
+               "model library, a module attribute assigned in `__init__`, a parameter every same-file call site "
+               "passes a module, or a module a same-file function returns (alone or in a tuple it is unpacked "
+               "from).")
     why = ("`nn.Module.__call__` runs the forward pre-hooks and hooks, and the backward hooks, around "
            "`forward`. Calling `forward` directly skips all of them: hooks registered by the user, and "
            "those that tools install (DistributedDataParallel's gradient synchronisation when called on "
@@ -65,8 +68,49 @@ def evaluate(model, loader):
     return [model.forward(x) for x, _ in loader]
 evaluate(nn.Linear(4, 2), val_loader)
 """),
+        Example("""
+import lightning as L
+import torch
+class Segmenter(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.head = torch.nn.Conv2d(3, 2, kernel_size=1)
+    def forward(self, x):
+        return self.head(x)
+
+segmenter = Segmenter.load_from_checkpoint("best.ckpt")
+masks = segmenter.forward(images)
+"""),
+        Example("""
+import pytorch_lightning as pl
+import torch
+class SetScorer(pl.LightningModule):
+    def forward(self, x, mask=None):
+        return x.sum(dim=1)
+
+def fit_scorer(**hparams):
+    model = SetScorer(**hparams)
+    trainer.fit(model, loaders)
+    model = model.to("cuda")
+    return model, trainer.test(model)
+
+scorer, metrics = fit_scorer(lr=1e-3)
+scores = scorer.forward(sets, mask=None)
+"""),
     )
     not_flagged = (
+        Example("""
+import torch
+class TextPipeline:
+    @classmethod
+    def from_pretrained(cls, path):
+        return cls()
+    def forward(self, text):
+        return text.lower()
+
+pipeline = TextPipeline.from_pretrained("tokenizer/")
+tokens = pipeline.forward("Hello")
+"""),
         Example("""
 import torch.nn as nn
 class Block(nn.Linear):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import libcst as cst
 
 from lintloop.analysis.iteration import loop_header
+from lintloop.analysis.loop_values import FEW_ITERATIONS
 from lintloop.analysis.pytorch import NO_GRAD_CALLS
-from lintloop.analysis.syntax import call_name, dotted, receiver
+from lintloop.analysis.syntax import call_name, dotted, names_in, receiver
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 
@@ -20,6 +23,33 @@ _PLAIN_DECORATORS = {"staticmethod", "classmethod", "property", "functools.wraps
                      "torch.jit.script", "torch.jit.unused", "torch.jit.ignore", "contextlib.contextmanager"}
 
 
+# Methods that keep what they are given beyond the iteration: a list, a set, a queue, a metric's state.
+_KEEPING_METHODS = {"append", "extend", "insert", "appendleft", "add", "update", "put", "setdefault"}
+# Tensor methods whose result holds no autograd graph.
+_GRAPH_FREE_METHODS = {"item", "tolist", "numpy", "detach", "argmax", "argmin"}
+
+
+def _graph_free(value: cst.BaseExpression) -> bool:
+    """A value that holds no graph, whatever it is computed from: `out.argmax(1).item()`,
+    `logits.detach().cpu()` (a chain of methods with one that drops the graph)."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        if value.func.attr.value in _GRAPH_FREE_METHODS:
+            return True
+        value = value.func.value
+    return False
+
+
+def _stores_beyond(target: cst.BaseExpression, read: set[str]) -> bool:
+    """Does assigning to `target` keep the value past the iteration: an item or attribute
+    (`preds[i] = out`, `self.last = out`), or a name the value reads (`outs = torch.cat([outs, out])`,
+    `x = model(x)`)?"""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_stores_beyond(e.value, read) for e in target.elements)
+    if isinstance(target, cst.StarredElement):
+        return _stores_beyond(target.value, read)
+    return isinstance(target, (cst.Subscript, cst.Attribute)) or isinstance(target, cst.Name) and target.value in read
+
+
 class EvalWithoutNoGrad(Rule):
     code = "LL703"
     name = "eval-without-no-grad"
@@ -30,7 +60,10 @@ class EvalWithoutNoGrad(Rule):
     summary = ("A loop after `model.eval()` calls the model (or a submodule of it the file shows, "
                "`model.decoder(x)`) without `torch.no_grad()` / `torch.inference_mode()` "
                "(as a context or a decorator) and without any backward: autograd records the graph of every "
-               "evaluation forward pass for nothing.")
+               "evaluation forward pass for nothing. Reported when the loop runs over a loader, a dataset or "
+               "anything of unknown length, or keeps its outputs across iterations (appended, accumulated, fed "
+               "back); a few calls over a small literal range or list whose output is rebound each iteration "
+               "hold one small graph at a time and are not reported. The message says which.")
     why = ("`eval()` only changes dropout and batch norm; it does not turn autograd off. Every forward pass still "
            "saves its activations for a backward that never comes: more memory and time per batch, and every "
            "output kept (predictions collected for a metric) keeps its whole graph alive.")
@@ -82,8 +115,32 @@ samples = []
 for z in latents:
     samples.append(net.decoder(z))
 """),
+        Example("""
+import torch
+classifier.eval()
+probabilities = []
+for sample in (cat_image, dog_image, bird_image):
+    probabilities.append(torch.softmax(classifier(sample), dim=-1))
+"""),
+        Example("""
+import torch
+generator.eval()
+frame = seed_frame
+for _ in range(8):
+    frame = generator(frame)
+    show(frame)
+"""),
     )
     not_flagged = (
+        Example("""
+import torch
+classifier.eval()
+shown = 6
+for i in range(shown):
+    image, label = test_set[i]
+    scores = classifier(image.unsqueeze(0))
+    draw(image, title=f"{label}: {scores.argmax(dim=1).item()}")
+"""),
         Example("""
 import torch
 from torch import nn
@@ -161,13 +218,68 @@ for x, y in loader:
                 return
             forward = next((c for c in self.ctx.calls.calls_in(loop) if self._runs(c, model)
                             and not self._grad_off(c)), None)
-            if forward is not None and id(loop) not in self._reported:
-                self._reported.add(id(loop))
-                self.report(forward, f"`{self.ctx.snippet(forward)}` in `{loop_header(self.ctx, loop)}` runs after "
-                                     f"`{self.ctx.snippet(node)}` with autograd on: every batch records a graph and "
-                                     "keeps its activations for a backward that never comes; wrap the loop in "
-                                     "`with torch.no_grad():` (or `torch.inference_mode()`)")
-                return
+            if forward is None or id(loop) in self._reported:
+                continue
+            kept = self._kept_output(loop, model)
+            count = self.ctx.iteration.count(loop)
+            runs = self._runs_per_pass(loop, forward)
+            if kept is None and count is not None and (runs is None or runs <= FEW_ITERATIONS):
+                # A few forwards, each graph dropped when its output is rebound: bounded and small. (A
+                # loop inside it whose length is unknown is reported on its own.)
+                continue
+            self._reported.add(id(loop))
+            if kept is not None:
+                growth = (f", and `{self.ctx.snippet(kept)}` keeps its output across iterations: the graph and "
+                          "activations of every iteration stay alive")
+            elif count is None:
+                growth = (f", once for every item of `{self.ctx.snippet(loop.iter, 40)}` (a loop of unknown length)"
+                          if isinstance(loop, cst.For) else ", on every pass of a loop of unknown length")
+                growth += ": every iteration records a graph and keeps its activations for a backward that never comes"
+            else:
+                growth = (f", {runs} times: every iteration records a graph and keeps its activations for a "
+                          "backward that never comes")
+            self.report(forward, f"`{self.ctx.snippet(forward)}` in `{loop_header(self.ctx, loop)}` runs after "
+                                 f"`{self.ctx.snippet(node)}` with autograd on{growth}; wrap the loop in "
+                                 "`with torch.no_grad():` (or `torch.inference_mode()`)")
+            return
+
+    def _runs_per_pass(self, loop: cst.For | cst.While, forward: cst.Call) -> int | None:
+        """How many times one pass over `loop` runs `forward` (through the loops between them), where
+        the file says."""
+        runs = 1
+        for outer in (loop, *(a for a in self.ctx.ancestors(forward) if isinstance(a, (cst.For, cst.While))
+                              and self.ctx.is_inside(a, loop) and a is not loop)):
+            count = self.ctx.iteration.count(outer)
+            if count is None:
+                return None
+            runs *= count
+        return runs
+
+    def _kept_output(self, loop: cst.For | cst.While, model: str) -> cst.CSTNode | None:
+        """Where an iteration keeps an output of the model beyond itself, with its graph: appended,
+        accumulated (`total += out`, `outs = torch.cat([outs, out])`), stored in a container or an
+        attribute, yielded, or fed back into the next iteration's input (`x = model(x)`)."""
+        outputs = [c for c in self.ctx.calls.calls_in(loop) if self._runs(c, model)]
+        for sink, value in self._sinks(loop):
+            if not _graph_free(value) and any(self.ctx.flow.flows_into(out, value, sink) for out in outputs):
+                return sink
+        return None
+
+    def _sinks(self, loop: cst.For | cst.While) -> Iterator[tuple[cst.CSTNode, cst.BaseExpression]]:
+        """(statement or call, value) for each value an iteration of `loop` stores beyond itself."""
+        ctx = self.ctx
+        for call in ctx.calls.calls_in(loop):
+            if call_name(call) in _KEEPING_METHODS and receiver(call) is not None:
+                yield from ((call, arg.value) for arg in call.args)
+        for aug in ctx.nodes_within(cst.AugAssign, loop):
+            yield aug, aug.value
+        for assign in ctx.nodes_within(cst.Assign, loop):
+            read = names_in(assign.value)
+            if any(_stores_beyond(t.target, read) for t in assign.targets):
+                yield assign, assign.value
+        for produced in ctx.nodes_within(cst.Yield, loop):
+            if isinstance(produced.value, cst.BaseExpression):
+                yield produced, produced.value
 
     def _runs(self, call: cst.Call, model: str) -> bool:
         """`call` runs the model (`model(x)`) or a submodule of it (`model.decoder(x)`, where the file shows

@@ -7,9 +7,19 @@ from functools import cached_property
 import libcst as cst
 
 from lintloop.analysis.iteration import Event, Iteration, loop_header
+from lintloop.analysis.modules import UNKNOWN_MODE_DEPENDENCE, ModeDependence
 from lintloop.analysis.syntax import call_name, dotted, receiver, walk
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
+
+
+# What evaluation mode does to each kind of mode-dependent part, for the message.
+_EVAL_EFFECTS = {
+    "dropout": "stays off",
+    "batch_norm": "normalises with its running statistics and stops updating them",
+    "random_activation": "stops sampling its random slopes",
+    "training_flag": "sees `self.training == False`",
+}
 
 
 class MissingTrainMode(Rule):
@@ -19,8 +29,11 @@ class MissingTrainMode(Rule):
     needs = Needs(file=(("call:eval",), ("call:backward", "call:manual_backward")), statement=(("loop",),))
     probe = "effect"
     summary = ("A training loop in which `model.eval()` runs (directly or in a same-file helper) and a later "
-               "training step can run before `model.train()`: validation inside the epoch loop with no `train()` "
-               "in it, or validation every N steps while `train()` is only called at the epoch's start.")
+               "training step (a backward and an optimizer step or update by hand) can run before `model.train()`: "
+               "validation inside the epoch loop with no `train()` in it, or validation every N steps while "
+               "`train()` is only called at the epoch's start. Not reported when the file shows the model has "
+               "nothing the mode changes (no Dropout, no BatchNorm or InstanceNorm with running statistics, no code "
+               "reading `self.training`); the message names the layer that the mode changes where it knows it.")
     why = ("`eval()` switches dropout off and makes batch norm use (and stop updating) its running statistics. "
            "Training steps after it, until `train()`, train a different network: no dropout regularisation, "
            "frozen batch-norm statistics.")
@@ -75,8 +88,123 @@ class Trainer:
                 self.optimizer.step()
             self.validate()
 """),
+        Example("""
+import torch
+from torch import nn
+class Regressor(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(8, width), nn.ReLU(), nn.Dropout(p=0.2))
+        self.out = nn.Linear(width, 1)
+    def forward(self, x):
+        return self.out(self.body(x))
+
+net = Regressor(width=32)
+opt = torch.optim.Adam(net.parameters())
+for epoch in range(20):
+    pred = net(x_train)
+    loss = nn.functional.mse_loss(pred, y_train)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    net.eval()
+    with torch.inference_mode():
+        val = nn.functional.mse_loss(net(x_val), y_val)
+"""),
+        Example("""
+import torch
+import torch.nn.functional as F
+class Tagger(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(16, 4)
+    def forward(self, x):
+        return self.proj(F.dropout(x, p=0.3, training=self.training))
+
+def check(model, batch):
+    model.eval()
+    with torch.no_grad():
+        return model(batch).argmax(-1)
+
+tagger = Tagger()
+tagger.train()
+for step, (x, y) in enumerate(loader):
+    loss = F.cross_entropy(tagger(x), y)
+    loss.backward()
+    with torch.no_grad():
+        for p in tagger.parameters():
+            p -= 0.01 * p.grad
+            p.grad = None
+    if step % 100 == 0:
+        check(tagger, x)
+"""),
     )
     not_flagged = (
+        Example("""
+import torch
+from torch import nn
+class TwoLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.hidden = nn.Linear(2, 16)
+        self.act = nn.ReLU()
+        self.out = nn.Linear(16, 1)
+    def forward(self, x):
+        return self.out(self.act(self.hidden(x)))
+
+clf = TwoLayer().to(device)
+opt = torch.optim.SGD(clf.parameters(), lr=0.1)
+for epoch in range(100):
+    loss = nn.functional.binary_cross_entropy_with_logits(clf(features).squeeze(), labels)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    clf.eval()
+    with torch.inference_mode():
+        held_out = clf(test_features)
+"""),
+        Example("""
+import torch
+from torch import nn
+class SmallCNN(nn.Module):
+    def __init__(self, channels, classes):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(1, channels, 3), nn.ReLU(), nn.MaxPool2d(2))
+        self.head = nn.Sequential(nn.Flatten(), nn.LazyLinear(classes))
+    def forward(self, x):
+        return self.head(self.features(x))
+
+def fit_epoch(model, loader, optimizer):
+    for x, y in loader:
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+
+def score(model, loader):
+    model.eval()
+    with torch.no_grad():
+        return sum((model(x).argmax(1) == y).sum().item() for x, y in loader)
+
+cnn = SmallCNN(channels=8, classes=10)
+optimizer = torch.optim.Adam(cnn.parameters())
+for epoch in range(5):
+    fit_epoch(model=cnn, loader=train_loader, optimizer=optimizer)
+    score(model=cnn, loader=test_loader)
+"""),
+        Example("""
+import torch
+import torch.nn.functional as F
+def plot_gradients(net, batch):
+    net.eval()
+    net.zero_grad()
+    F.cross_entropy(net(batch[0]), batch[1]).backward()
+    return {name: p.grad.norm().item() for name, p in net.named_parameters()}
+
+for name, activation in activations.items():
+    net = build_network(activation)
+    net.train()
+    show(plot_gradients(net, sample_batch))
+"""),
         Example("""
 import torch
 for epoch in range(epochs):
@@ -149,21 +277,32 @@ for epoch in range(epochs):
     def _check(self, iteration: Iteration) -> None:
         events = iteration.events
         modes = [e for e in events if e.kind in ("train_mode", "eval_mode")]
-        if not any(e.kind == "eval_mode" for e in modes) or not any(e.kind == "backward" for e in events):
+        if not any(e.kind == "eval_mode" for e in modes) or not any(e.kind == "backward" for e in events) \
+                or not iteration.updates_parameters:  # a backward only to look at gradients trains nothing
             return
         trained = self._trained_models
         # Two passes: the second is the next iteration, which starts in the mode the first left.
-        in_eval: dict[str, Event] = {}
+        in_eval: dict[str, tuple[Event, ModeDependence]] = {}
         for event in (*events, *events):
             if event.kind in ("train_mode", "eval_mode") and event.target in trained:
                 if event.kind == "train_mode" or self._paired(event, modes):
                     in_eval.pop(event.target, None)
-                else:
-                    in_eval[event.target] = event
+                    continue
+                mode = self._mode_dependence(event)
+                if mode.differs is not False:  # eval() cannot change a model with no Dropout or BatchNorm
+                    in_eval[event.target] = (event, mode)
             elif event.kind == "backward" and in_eval:
-                target, evaluation = next(iter(in_eval.items()))
-                self._report(evaluation, event, target, iteration)
+                target, (evaluation, mode) = next(iter(in_eval.items()))
+                self._report(evaluation, event, target, mode, iteration)
                 return
+
+    def _mode_dependence(self, evaluation: Event) -> ModeDependence:
+        """How the model `eval()` switches behaves in the two modes, seen from the loop's own call."""
+        try:
+            model = cst.parse_expression(evaluation.target)
+        except cst.ParserSyntaxError:
+            return UNKNOWN_MODE_DEPENDENCE
+        return self.ctx.modules.mode_dependence(model, evaluation.site)
 
     def _paired(self, event: Event, modes: list[Event]) -> bool:
         """`if phase == "train": model.train() else: model.eval()`: the mode follows a condition."""
@@ -186,15 +325,20 @@ for epoch in range(epochs):
         found.discard(None)
         return found
 
-    def _report(self, evaluation: Event, backward: Event, target: str, iteration: Iteration) -> None:
+    def _report(self, evaluation: Event, backward: Event, target: str, mode: ModeDependence,
+                iteration: Iteration) -> None:
         site = evaluation.site  # the call in this loop that leads to `eval()`
         if id(site) in self._reported:
             return
         self._reported.add(id(site))
         through = f" (through `{self.ctx.snippet(evaluation.node)}`)" if site is not evaluation.node else ""
+        if mode.differs and mode.part is not None:
+            effect = (f"`{self.ctx.snippet(mode.part)}` at line {self.ctx.line_of(mode.part)} "
+                      f"{_EVAL_EFFECTS[mode.kind]}")
+        else:
+            effect = "dropout stays off and batch norm stops updating its statistics"
         self.report(site, f"`{self.ctx.snippet(site)}`{through} leaves `{target}` in eval mode, and the "
                                      f"next training step (`{self.ctx.snippet(backward.node)}`) in "
                                      f"`{loop_header(self.ctx, iteration.loop)}` can run before any `{target}.train()`: "
-                                     "dropout stays off and batch norm stops updating its statistics; call "
-                                     f"`{target}.train()` after evaluating")
+                                     f"{effect}; call `{target}.train()` after evaluating")
 

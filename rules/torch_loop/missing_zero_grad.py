@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from lintloop.analysis.iteration import loop_header
+from lintloop.analysis.iteration import Iteration, loop_header
 from lintloop.analysis.syntax import dotted
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
+
+
+# Library calls given the optimizer that leave its gradients as they are: apex's loss scaling context.
+_KEEP_GRADIENTS = {"apex.amp.scale_loss", "apex.amp.handle.scale_loss"}
 
 
 class MissingZeroGrad(Rule):
@@ -19,7 +23,8 @@ class MissingZeroGrad(Rule):
     probe = "effect"
     summary = ("A training loop calls `.backward()` and `optimizer.step()` but never `zero_grad()` (on the "
                "optimizer or the model) nor `p.grad = None` in the loop: every step applies the sum of all "
-               "gradients computed so far.")
+               "gradients computed so far. A step function given to pytorch-ignite's `Engine(update_fn)` is the "
+               "body of such a loop (the engine calls it once per batch).")
     why = ("`backward()` adds into `.grad`; only `zero_grad()` (or setting the gradients to None) resets them. "
            "Without it, step n uses the gradients of steps 1..n together, so updates grow with every step.")
     symptom = ("LL701_bad.py (one fixed batch): the gradients applied at step 1 are still in `.grad` "
@@ -80,8 +85,50 @@ for x, y in loader:
     scaler.step(optimizer)
     scaler.update()
 """),
+        Example("""
+import torch
+from ignite.engine import Engine
+
+def train_step(engine, batch):
+    classifier.train()
+    images, labels = batch
+    loss = loss_fn(classifier(images), labels)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+trainer = Engine(train_step)
+trainer.run(train_loader, max_epochs=5)
+"""),
+        Example("""
+import ignite
+import torch
+from apex import amp
+
+def update(engine, batch):
+    x, y = batch
+    loss = criterion(net(x), y)
+    with amp.scale_loss(loss, opt) as scaled:
+        scaled.backward()
+    opt.step()
+
+ignite.engine.Engine(process_function=update).run(loader)
+"""),
     )
     not_flagged = (
+        Example("""
+import torch
+from ignite.engine import Engine
+
+def train_step(engine, batch):
+    classifier.train()
+    optimizer.zero_grad()
+    images, labels = batch
+    loss_fn(classifier(images), labels).backward()
+    optimizer.step()
+
+Engine(train_step).run(train_loader, max_epochs=5)
+"""),
         Example("""
 import torch
 for step, (x, y) in enumerate(loader):
@@ -143,33 +190,42 @@ for batch in loader:
         self._reported: set[int] = set()
 
     def visit_For(self, node: cst.For) -> None:
-        self._check(node)
+        self._check(self.ctx.iteration.of(node))
 
     def visit_While(self, node: cst.While) -> None:
-        self._check(node)
+        self._check(self.ctx.iteration.of(node))
 
-    def _check(self, loop: cst.For | cst.While) -> None:
-        iteration = self.ctx.iteration.of(loop)
+    def visit_Call(self, node: cst.Call) -> None:
+        step_function = self.ctx.iteration.engine_step(node)  # `Engine(update_fn)`: runs it every iteration
+        if step_function is not None:
+            self._check(step_function)
+
+    def _check(self, iteration: Iteration) -> None:
         steps = iteration.of("step", "scaler_step", nested=False)
         if not steps or not iteration.of("backward") or iteration.of("zero_grad"):
             return
         step = steps[0]
         optimizer = step.argument if step.kind == "scaler_step" else step.target
-        if optimizer is None or self._escapes(loop, optimizer, {id(e.node) for e in iteration.events}) \
+        if optimizer is None or self._escapes(iteration.loop, optimizer, {id(e.node) for e in iteration.events}) \
                 or id(step.node) in self._reported:
             return
         self._reported.add(id(step.node))
         backward = iteration.of("backward")[0]
-        self.report(step.node, f"`{self.ctx.snippet(step.node)}` in the loop `{loop_header(self.ctx, loop)}` applies "
-                               f"gradients that `{self.ctx.snippet(backward.node)}` keeps adding to: nothing in the "
-                               f"loop calls `{optimizer}.zero_grad()` (or the model's `zero_grad()`, or sets "
+        if iteration.engine is not None:
+            where, body = (f"`{iteration.loop.name.value}`, which `{self.ctx.snippet(iteration.engine)}` runs once "
+                           "per iteration,"), "it"
+        else:
+            where, body = f"the loop `{loop_header(self.ctx, iteration.loop)}`", "the loop"
+        self.report(step.node, f"`{self.ctx.snippet(step.node)}` in {where} applies "
+                               f"gradients that `{self.ctx.snippet(backward.node)}` keeps adding to: nothing in "
+                               f"{body} calls `{optimizer}.zero_grad()` (or the model's `zero_grad()`, or sets "
                                "`p.grad = None`), so every step uses the sum of all gradients so far; zero the "
                                "gradients once per iteration")
 
-    def _escapes(self, loop: cst.For | cst.While, optimizer: str, events: set[int]) -> bool:
+    def _escapes(self, body: cst.For | cst.While | cst.FunctionDef, optimizer: str, events: set[int]) -> bool:
         """Is the optimizer handed to a call this file cannot see into (which may zero it)?"""
-        for call in self.ctx.calls.calls_in(loop):
-            if id(call) in events or self.ctx.calls.targets(call):
+        for call in self.ctx.calls.calls_in(body):
+            if id(call) in events or self.ctx.calls.targets(call) or self.ctx.names.callee(call) in _KEEP_GRADIENTS:
                 continue
             if any(dotted(arg.value) == optimizer for arg in call.args):
                 return True
