@@ -43,7 +43,9 @@ class RetainGraphInLoop(Rule):
     needs = Needs(file=(("text:retain_graph",),), statement=(("call:backward", "call:grad"),))
     probe = "mem"
     summary = ("`.backward(retain_graph=True)` (or `torch.autograd.backward` / `torch.autograd.grad` with "
-               "`retain_graph=True`) in a training loop — or a train-step function called from one — where no "
+               "`retain_graph=True`) in a training loop (one that updates parameters: an optimizer step or an update "
+               "by hand; a `.backward()` only to look at gradients is not training) — or a train-step function "
+               "called from one — where no "
                "second backward through the same graph follows in the iteration. Not flagged: any later "
                "backward / `autograd.grad` in the iteration (also through a same-file call), `create_graph=True` "
                "(higher-order gradients), a non-literal `retain_graph=` (`retain_graph=i < n - 1`), and graphs "
@@ -124,6 +126,17 @@ for x, y in loader:
     not_flagged = (
         Example("""
 import torch
+image = torch.zeros(1, 3, 32, 32, requires_grad=True)
+features = image
+maps = []
+for block in net.blocks:
+    features = block(features)
+    features[0, :, 16, 16].sum().backward(retain_graph=True)
+    maps.append(image.grad.abs().sum(1))
+    image.grad = None
+"""),
+        Example("""
+import torch
 for x, y in loader:
     optimizer.zero_grad()
     out1, out2 = model(x)
@@ -191,7 +204,10 @@ for real in loader:
         differentiated = self._retaining(node)
         if differentiated is None:
             return
-        sites = self.ctx.flow.training_steps(node)
+        # A loop that updates parameters: a `.backward()` alone (gradients looked at, a saliency map) trains
+        # nothing; `torch.autograd.grad` returns gradients for the code to apply.
+        sites = [site for site in self.ctx.flow.training_steps(node)
+                 if call_name(node) != "backward" or self.ctx.iteration.of(site.loop).updates_parameters]
         region = self.ctx.innermost_loop(node) or self.ctx.scope_of(node)
         if not sites or any(self._later_backward(node, site) for site in sites) \
                 or self._from_earlier(differentiated, region, node):
