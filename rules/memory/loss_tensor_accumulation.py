@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from lintloop.analysis.syntax import call_name, dotted, positional_args, receiver
+from lintloop.analysis.syntax import call_name, dotted, keyword_arg, positional_args, receiver
 from lintloop.rule import Example, FixSpec, Replacement, Rule
 from lintloop.screen import Needs
 
@@ -14,6 +14,11 @@ _CONVERTING_METHODS = {"item", "detach", "numpy", "tolist", "detach_"}
 
 
 _CONVERTING_BUILTINS = ("float", "int")
+# A model the file shows whole with at most this many torch layers, none of these kinds, keeps a few KiB of
+# graph per step: a pass of them (an accumulator re-created every epoch) is bounded and small.
+_SMALL_MODEL_LAYERS = 16
+_LARGE_LAYERS = ("RNN", "LSTM", "GRU", "Transformer", "Attention", "Embedding", "Conv3d")
+_CONTAINERS = ("Sequential", "ModuleList", "ModuleDict")  # hold layers, add none
 
 
 def _framework(call: cst.Call) -> str:
@@ -44,7 +49,10 @@ class LossTensorAccumulation(Rule):
                "gradient is taken of, or the result of a train-step function returning it, also as an element of a "
                "returned tuple: `loss, logits = train_step(...)`) is appended to a list "
                "or `+=`-accumulated into a variable, container entry or attribute (`total`, `history[\"loss\"]`, "
-               "`self.losses`) that outlives the iteration, without `.item()`, `.detach()`, `.numpy()` or `float()`.")
+               "`self.losses`) that outlives the iteration, without `.item()`, `.detach()`, `.numpy()` or `float()`. Not flagged when the accumulator is re-created for every pass over the data (in the epoch loop, or "
+               "a local of a function called once per epoch) and what it holds is bounded and small: TensorFlow eager "
+               "scalars, or the graphs of a small model the file shows whole (at most 16 torch layers, none "
+               "recurrent or attention); for another model the message says the bound.")
     why = ("PyTorch: each loss tensor references the autograd graph of its step, so every step's graph "
            "stays alive as long as the accumulator does. TensorFlow: each eager loss tensor stays alive "
            "(on a GPU, in device memory).")
@@ -162,6 +170,7 @@ for epoch in range(epochs):
 """),
         Example("""
 import torch
+import torchvision
 def train_one_epoch(model, loader, optimizer, criterion):
     model.train()
     running = 0
@@ -172,11 +181,34 @@ def train_one_epoch(model, loader, optimizer, criterion):
         optimizer.step()
         running += loss
     return running / len(loader)
+model = torchvision.models.resnet50(num_classes=100)
 for epoch in range(epochs):
-    print(epoch, train_one_epoch(model, train_loader, optimizer, criterion))
+    print(epoch, train_one_epoch(model, train_loader, optimizer, torch.nn.CrossEntropyLoss()))
 """),
     )
     not_flagged = (
+        Example("""
+import torch
+from torch import nn
+class SmallNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10))
+    def forward(self, x):
+        return self.layers(x)
+def train_one_epoch(model, loader, optimizer, criterion):
+    running = 0
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        running += loss
+    return running / len(loader)
+net = SmallNet()
+for epoch in range(epochs):
+    print(epoch, train_one_epoch(net, train_loader, optimizer, nn.CrossEntropyLoss()))
+"""),
         Example("""
 import tensorflow as tf
 for epoch in range(epochs):
@@ -312,8 +344,10 @@ class Trainer:
             return
         held, framework = found
         per_epoch = self._reset_each_pass(root, node)
-        if per_epoch and framework == "tf":
-            return  # a pass's eager scalars, about 0.6 KiB each, freed when it is re-created: bounded and small
+        if per_epoch and (framework == "tf" or self._small_models(region)):
+            # A pass of eager scalars (about 0.6 KiB each), or of a small model's graphs (a few KiB each),
+            # freed when the accumulator is re-created: bounded and small.
+            return
         code = self.ctx.snippet(held)
         if framework == "pt":
             cost = "keeps each step's autograd graph alive (about 10 KiB per step, more for bigger graphs)"
@@ -438,6 +472,82 @@ class Trainer:
             return False
         bindings = self.ctx.flow.scope_bindings_within(scope, name, scope)
         return bool(bindings) and not any(isinstance(b.node, cst.Param) for b in bindings)
+
+    def _small_models(self, region: cst.CSTNode) -> bool:
+        """Are the models the step runs all small ones the file shows whole: same-file classes or
+        `nn.Sequential(...)` of at most `_SMALL_MODEL_LAYERS` torch layers, none recurrent or attention
+        (measured: about 5 KiB of graph per step for a two-layer MLP, against 460 KiB for a 12-layer
+        Transformer encoder)?"""
+        models = []
+        for call in self.ctx.calls.calls_in(region):
+            model = self.ctx.modules.forward_of(call)
+            if model is not None and model.kind == "unknown" and isinstance(model.origin, cst.Param):
+                passed = self._passed_models(call, region)
+                models += passed if passed else [model]
+            elif model is not None:
+                models.append(model)
+        models = [m.unwrapped() for m in models if not m.unwrapped().parameterless]  # a loss adds a few nodes
+        return bool(models) and all(
+            (self._layer_count(m.cls or m.origin, frozenset()) or _SMALL_MODEL_LAYERS + 1) <= _SMALL_MODEL_LAYERS
+            for m in models)
+
+    def _passed_models(self, call: cst.Call, region: cst.CSTNode) -> list:
+        """`model(x)` on a parameter of the step function that its call sites give different models (one
+        `train_step` for each model of a notebook): each model given, where every call site gives one."""
+        ctx = self.ctx
+        fn = ctx.scope_of(region) if not isinstance(region, cst.FunctionDef) else region
+        if not isinstance(call.func, cst.Name) or not isinstance(fn, cst.FunctionDef):
+            return []
+        params = [*fn.params.posonly_params, *fn.params.params]
+        names = [p.name.value for p in params]
+        if call.func.value not in names:
+            return []
+        given = []
+        for site in ctx.calls.call_sites.get(fn, []):
+            arg = keyword_arg(site, call.func.value)
+            positional = positional_args(site)
+            index = names.index(call.func.value)
+            if arg is None and index < len(positional):
+                arg = positional[index]
+            model = ctx.modules.value(arg, site) if arg is not None else None
+            if model is None:
+                return []
+            given.append(model)
+        return given
+
+    def _layer_count(self, node: cst.CSTNode, seen: frozenset) -> int | None:
+        """The torch layers a same-file module class (its bases included) or a constructor call builds,
+        through the same-file module classes it builds; None where something is unknown or large."""
+        ctx = self.ctx
+        if isinstance(node, cst.ClassDef):
+            if node in seen:
+                return None
+            seen |= {node}
+            count = 0
+            for base in node.bases:
+                local = ctx.calls.local_class(base.value)
+                inner = self._layer_count(local, seen) if local is not None else (
+                    0 if ctx.names.qualname(base.value) == "torch.nn.Module" else None)
+                if inner is None:
+                    return None
+                count += inner
+        elif isinstance(node, cst.Call) and (ctx.names.callee(node) or "").startswith("torch.nn."):
+            count = 0
+        else:
+            return None
+        for call in ctx.nodes_within(cst.Call, node):
+            qualname = ctx.names.callee(call) or ""
+            local = ctx.calls.local_class(call.func)
+            if local is not None and local is not node:
+                inner = self._layer_count(local, seen)
+                if inner is None:
+                    return None
+                count += inner
+            elif qualname.startswith("torch.nn.") and qualname.rsplit(".", 1)[-1][:1].isupper():
+                if any(large in qualname for large in _LARGE_LAYERS):
+                    return None
+                count += qualname.rsplit(".", 1)[-1] not in _CONTAINERS
+        return count
 
     def _declared_outer(self, fn: cst.FunctionDef) -> set[str]:
         """Names `fn` declares `global` or `nonlocal`: bound there, they live on after a call."""
