@@ -46,6 +46,10 @@ class Job:
     cache_dir: str | None = None
     explicit: bool = True  # named, not found in a directory (lintloop.discovery.SourceFile)
     modified_ns: int = 0  # the file's st_mtime_ns when found: the most recent is the likeliest cache miss
+    # For a file found in a directory whose rules are all switched off for it (the test-code policy,
+    # per-file-ignores): the framework names that still make it deep-learning code, checked for syntax
+    # (LL001 is never switched off by them).
+    syntax_check_names: tuple[bytes, ...] = ()
 
 
 @dataclass
@@ -65,6 +69,7 @@ class JobResult:
 # would cost more in inter-process traffic than the linting), yet small enough that results stream
 # back for the progress display and the last tasks balance across the workers.
 NOT_ANALYSED = "LL004"
+SYNTAX_ERROR = "LL001"
 
 MAX_CHUNK = 64
 CHUNKS_PER_WORKER = 16
@@ -132,7 +137,7 @@ def answered_here(job: Job) -> JobResult | None:
 def _answered_without_engine(job: Job, data: bytes) -> JobResult | None:
     """A check's result without libcst or a rule: a file found in a directory that names no framework
     is passed over (before its bytes are hashed), then the result cache is asked; None: a miss."""
-    if not job.explicit and names_nothing(data, _framework_names(job.codes)):
+    if not job.explicit and names_nothing(data, _framework_names(job.codes) or job.syntax_check_names):
         return JobResult(job.display, passed_over=True)
     if job.cache_dir is None:
         return None
@@ -282,7 +287,9 @@ def _checked(job: Job, data: bytes) -> JobResult:
         return answered
     from lintloop.linter import lint_bytes
 
-    lint = lint_bytes(job.display, data, _ruleset(job), path=job.path, explicit=job.explicit)
+    # A file checked for syntax alone names a framework (the screen above): parsed as if named.
+    explicit = job.explicit or bool(job.syntax_check_names)
+    lint = lint_bytes(job.display, data, _ruleset(job), path=job.path, explicit=explicit)
     result = JobResult(job.display, lint.findings, lint.errors, passed_over=lint.passed_over)
     if job.cache_dir is not None and not lint.errors:  # a crashed rule is reported again next time, not cached away
         cache, key = _cache_entry(job, data)  # the key again: a hash of the file, next to its analysis
@@ -294,9 +301,12 @@ def make_jobs(files: list[SourceFile], codes: tuple[str, ...], rule_options: dic
               per_file_ignores, unsafe_fixes: bool, cache_dir: str | None) -> list[Job]:
     jobs = []
     options = json.dumps(rule_options, sort_keys=True)
+    checked = _framework_names(codes)
     for file in files:
         ignored = per_file_ignores(file)
         file_codes = tuple(code for code in codes if code not in ignored) if ignored else codes
+        syntax_check = checked if (not file.explicit and SYNTAX_ERROR in file_codes
+                                   and not _framework_names(file_codes)) else ()
         jobs.append(Job(str(file.path), file.display, file_codes, options, mode, unsafe_fixes, cache_dir,
-                        file.explicit, file.modified_ns))
+                        file.explicit, file.modified_ns, syntax_check))
     return jobs

@@ -97,11 +97,13 @@ def test_an_empty_list_lints_no_rule_in_tests_but_the_engine_codes_still_report(
     place(tmp_path, "tests/train.py")
     place(tmp_path, "tests/broken.py", "import torch\nx = (\n")
     place(tmp_path, "tests/suppressed.py", "import torch\nx = torch.ones(3)  # lintloop: ignore[LL999]\n")  # LL002
-    # broken.py, found in a directory, can hold no finding of a rule that runs there: passed over unparsed
-    # (DESIGN.md "What is parsed"); named, it is parsed, and its syntax error reported.
-    assert codes_by_file(run_cli, tmp_path) == {"train.py": EVERY_KIND, "tests/suppressed.py": {"LL002"}}
-    code, out, _ = run_cli("check", "tests/broken.py", "--format", "concise", "--no-cache", cwd=tmp_path)
-    assert code == 1 and out.startswith("tests/broken.py:2:6: LL001 syntax error")
+    place(tmp_path, "tests/helpers.py", "x = (\n")  # no deep-learning code: passed over, as anywhere
+    # A test module with deep-learning code is still checked for syntax: LL001 is not a rule of a kind.
+    assert codes_by_file(run_cli, tmp_path) == {"train.py": EVERY_KIND, "tests/suppressed.py": {"LL002"},
+                                                "tests/broken.py": {"LL001"}}
+    _, _, err = run_cli("check", ".", "--no-cache", "--verbose", cwd=tmp_path)
+    assert "not parsed (no deep-learning code): tests/helpers.py" in err
+    assert "tests/train.py" not in err and "tests/suppressed.py" not in err
 
 
 @pytest.mark.parametrize("config,table", [("lintloop.toml", ""), ("pyproject.toml", "[tool.lintloop]\n")])
@@ -167,11 +169,11 @@ def test_a_warm_run_after_the_policy_changed_gives_the_new_result(run_cli, tmp_p
     entries = lambda: len(ResultCache(tmp_path / ".lintloop_cache").entries())
     expected = {"train.py": EVERY_KIND}
     assert codes_by_file(run_cli, tmp_path, cache=True) == expected
-    assert entries() == 1  # the test module, in which no rule runs, is passed over without an entry
-    assert codes_by_file(run_cli, tmp_path, cache=True) == expected and entries() == 1  # answered from the cache
+    assert entries() == 2  # the test module's: checked for syntax only
+    assert codes_by_file(run_cli, tmp_path, cache=True) == expected and entries() == 2  # answered from the cache
     config.write_text('test-code-kinds = ["bug", "perf", "hygiene"]\n')
     assert codes_by_file(run_cli, tmp_path, cache=True) == {"train.py": EVERY_KIND, "tests/train.py": EVERY_KIND}
-    assert entries() == 2, "a new entry for the test module alone: the other file's rules are the same"
+    assert entries() == 3, "a new entry for the test module alone: the other file's rules are the same"
     config.write_text("")
     assert codes_by_file(run_cli, tmp_path, cache=True) == expected
     assert codes_by_file(run_cli, tmp_path, "--test-code-kinds", "hygiene", cache=True)["tests/train.py"] == {HYGIENE}
