@@ -29,10 +29,40 @@ def framework_names(frameworks: frozenset[str]) -> tuple[bytes, ...]:
         needed, key=lambda root: (_ROOT_ORDER.index(root) if root in _ROOT_ORDER else len(_ROOT_ORDER), root)))
 
 
-def names_nothing(data: bytes, names: Iterable[bytes]) -> bool:
-    """A file's bytes name none of `names` (framework names) and hold no word a lintloop comment
-    starts with (`lintloop`, `noqa`, in any case): it can hold no finding."""
-    if any(name in data for name in names):
+# A framework's training shape, for a module that never imports it (a training loop given its model,
+# optimizer and loader by the caller): each group's words all in the text. PyTorch: `loss.backward()`
+# and `optimizer.step()` (TensorFlow and JAX spell training through their imports: `GradientTape`, `jax.grad`).
+FRAMEWORK_EVIDENCE = {"pt": ((".backward(", ".step("),)}
+# Other frameworks with the same shape (MXNet's `trainer.step`, tinygrad, ...): a text that names one is
+# not taken for PyTorch by its shape (MXNet overwrites gradients: no `zero_grad` is missing there).
+_SAME_SHAPE_ELSEWHERE = ("mxnet", "tinygrad", "paddle", "mindspore", "oneflow", "jittor", "chainer", "mlx",
+                         "micrograd", "tensorflow", "keras", "jax", "autograd", "theano", "dynet")
+
+
+def shows_framework(text: str, framework: str) -> bool:
+    """Does `text` have `framework`'s training shape (`FRAMEWORK_EVIDENCE`), imports aside, and name no
+    other framework of that shape?"""
+    return any(all(word in text for word in group) for group in FRAMEWORK_EVIDENCE.get(framework, ())) \
+        and not any(other in text for other in _SAME_SHAPE_ELSEWHERE)
+
+
+def evidenced_frameworks(text: str) -> frozenset[str]:
+    """The frameworks whose training shape `text` has."""
+    return frozenset(framework for framework in FRAMEWORK_EVIDENCE if shows_framework(text, framework))
+
+
+@functools.cache
+def framework_evidence(frameworks: frozenset[str]) -> tuple[tuple[bytes, ...], ...]:
+    """`FRAMEWORK_EVIDENCE` of these frameworks, as bytes to search a file for."""
+    return tuple(tuple(word.encode() for word in group) for framework in sorted(frameworks)
+                 for group in FRAMEWORK_EVIDENCE.get(framework, ()))
+
+
+def names_nothing(data: bytes, names: Iterable[bytes], evidence: Iterable[tuple[bytes, ...]] = ()) -> bool:
+    """A file's bytes name none of `names` (framework names), have no group of `evidence` (a framework's
+    training shape; a loose test: `shows_framework` decides) and hold no word a lintloop comment starts
+    with (`lintloop`, `noqa`, in any case): it can hold no finding."""
+    if any(name in data for name in names) or any(all(word in data for word in group) for group in evidence):
         return False
     lowered = data.lower()
     return b"lintloop" not in lowered and b"noqa" not in lowered

@@ -15,7 +15,7 @@ from lintloop.analysis.context import LINE_REF
 from lintloop.analysis.names import Names
 from lintloop.analysis.project import LintedFile
 from lintloop.finding import Edit, Finding, Fix, engine_finding
-from lintloop.frameworks import names_nothing
+from lintloop.frameworks import evidenced_frameworks, names_nothing
 from lintloop.isolation import deep_recursion, with_big_stack
 from lintloop.notebook import Notebook, NotebookError, NotebookModule, exercise_blank, is_notebook
 from lintloop.rule import Report, Rule, RuleSet
@@ -51,7 +51,7 @@ def without_framework_names(data: bytes, ruleset: RuleSet) -> bool:
     """A file's bytes name no framework an enabled rule needs and hold no word a suppression comment
     starts with: it can hold no finding (what `can_hold_findings` would say of its text, decided
     before decoding, hashing or parsing it)."""
-    return names_nothing(data, ruleset.framework_roots)
+    return names_nothing(data, ruleset.framework_roots, ruleset.framework_evidence)
 
 
 def can_hold_findings(source: SourceScreen, ruleset: RuleSet) -> bool:
@@ -227,9 +227,11 @@ def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: Rule
     if syntax.error is not None:
         return [syntax.error]
     with timer.stage("screen"):
+        evidenced = evidenced_frameworks(text)
         facts = FileFacts(syntax.tree) if ruleset.screen and syntax.tree is not None else None
         selected: set[int] | None = None
         if facts is not None:
+            facts.names.evidenced = evidenced
             rules, seeds = _seeded(facts, rules, text)
             if not rules:
                 return []
@@ -258,7 +260,7 @@ def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: Rule
         return [libcst_syntax_finding(display, source, exc)]
     with deep_recursion():
         findings = _run_rules(display, source, module, tree, rules, ruleset, result, timer,
-                              facts.names if facts is not None else None, line_map, file, line_label)
+                              facts.names if facts is not None else None, line_map, file, line_label, evidenced)
     return [_without_fix_over(finding, masked) for finding in findings] if masked else findings
 
 
@@ -298,10 +300,12 @@ def _seeded(facts: FileFacts, rules: list[type[Rule]], text: str) -> tuple[list[
 
 def _run_rules(display: str, text: str, module: cst.Module, tree: ast.Module | None, rules: list[type[Rule]],
                ruleset: RuleSet, result: FileResult, timer: StageTimer, names: Names | None,
-               line_map: list[int] | None, file: LintedFile | None, line_label: LineLabel) -> list[Finding]:
+               line_map: list[int] | None, file: LintedFile | None, line_label: LineLabel,
+               evidenced: frozenset[str]) -> list[Finding]:
     """Run `rules` on `module` (the file's `text`, or only the statements the screen selected: then
-    `line_map` gives each line's number in the file, and `names` the whole file's imports)."""
-    ctx = FileContext(module, timer, names, file)
+    `line_map` gives each line's number in the file, and `names` the whole file's imports; `evidenced`:
+    the frameworks the whole file shows by its training shape)."""
+    ctx = FileContext(module, timer, names, file, evidenced)
     errors = result.errors
     reports: list[tuple[type[Rule], Report]] = []
     for rule in rules:

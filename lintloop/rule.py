@@ -11,7 +11,7 @@ import libcst as cst
 
 from lintloop.analysis import FileContext
 from lintloop.finding import Applicability
-from lintloop.frameworks import FRAMEWORK_LABELS, FRAMEWORK_ROOTS, framework_names
+from lintloop.frameworks import FRAMEWORK_LABELS, FRAMEWORK_ROOTS, framework_evidence, framework_names, shows_framework
 from lintloop.rule_examples import example_names
 from lintloop.rules.index import KINDS
 from lintloop.screen import Needs, SourceScreen
@@ -100,7 +100,8 @@ class Rule:
     @classmethod
     def may_fire(cls, source: SourceScreen) -> bool:
         """Cheap text test: False when this rule cannot fire on a file (so it needs no parse)."""
-        if not any(source.contains(root) for fw in cls.frameworks for root in FRAMEWORK_ROOTS[fw]):
+        if not any(source.contains(root) for fw in cls.frameworks for root in FRAMEWORK_ROOTS[fw]) and \
+                not any(shows_framework(source.text, fw) for fw in cls.frameworks):
             return False
         return cls.needs.possible_in(source)
 
@@ -183,6 +184,11 @@ class RuleSet:
     def framework_roots(self) -> tuple[bytes, ...]:
         """The framework names (`torch`, `tensorflow`, ...) some enabled rule needs in a file's text."""
         return _framework_roots(tuple(self.rules))
+
+    @property
+    def framework_evidence(self) -> tuple[tuple[bytes, ...], ...]:
+        """The training shapes that stand for those frameworks in a file that does not name them."""
+        return framework_evidence(frozenset(fw for rule in self.rules if rule.has_visitor() for fw in rule.frameworks))
 
 
 @functools.cache

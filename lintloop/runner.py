@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from lintloop.cache import ResultCache
 from lintloop.discovery import SourceFile
 from lintloop.finding import Finding
-from lintloop.frameworks import framework_names, names_nothing
+from lintloop.frameworks import framework_evidence, framework_names, names_nothing
 from lintloop.isolation import AnalysisError, AnalysisFailed, Limits, WorkerPool, uninterruptible
 from lintloop.notebook import is_notebook
 from lintloop.rules.index import ENTRIES
@@ -137,7 +137,8 @@ def answered_here(job: Job) -> JobResult | None:
 def _answered_without_engine(job: Job, data: bytes) -> JobResult | None:
     """A check's result without libcst or a rule: a file found in a directory that names no framework
     is passed over (before its bytes are hashed), then the result cache is asked; None: a miss."""
-    if not job.explicit and names_nothing(data, _framework_names(job.codes) or job.syntax_check_names):
+    if not job.explicit and names_nothing(data, _framework_names(job.codes) or job.syntax_check_names,
+                                          _framework_evidence(job.codes)):
         return JobResult(job.display, passed_over=True)
     if job.cache_dir is None:
         return None
@@ -276,8 +277,17 @@ def _ruleset(job: Job) -> RuleSet:
 @functools.cache
 def _framework_names(codes: tuple[str, ...]) -> tuple[bytes, ...]:
     """What `RuleSet.framework_roots` gives for these codes, from the rule index."""
-    return framework_names(frozenset(framework for entry in ENTRIES if entry.code in codes
-                                     for framework in entry.frameworks))
+    return framework_names(_frameworks(codes))
+
+
+@functools.cache
+def _framework_evidence(codes: tuple[str, ...]) -> tuple[tuple[bytes, ...], ...]:
+    """What `RuleSet.framework_evidence` gives for these codes, from the rule index."""
+    return framework_evidence(_frameworks(codes))
+
+
+def _frameworks(codes: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(framework for entry in ENTRIES if entry.code in codes for framework in entry.frameworks)
 
 
 def _checked(job: Job, data: bytes) -> JobResult:

@@ -76,9 +76,10 @@ class FileContext:
     """
 
     def __init__(self, module: cst.Module, timer: StageTimer | None = None, names: Names | None = None,
-                 file: LintedFile | None = None) -> None:
+                 file: LintedFile | None = None, evidenced: frozenset[str] = frozenset()) -> None:
         """`names`: the whole file's imports and bound names, when `module` holds only part of the file;
-        `file`: where the file is on disk and its whole text (None for text without a file)."""
+        `file`: where the file is on disk and its whole text (None for text without a file); `evidenced`:
+        the frameworks the whole file shows by its training shape (`Names.evidenced`)."""
         self.module = module
         self.file = file
         self.timer = timer or NO_TIMER
@@ -89,7 +90,7 @@ class FileContext:
         self.subtree_end = index.subtree_end
         self.by_type = index.by_type
         self.bindings = index.bindings
-        self.names = names or Names(index.imports, index.bound_names)
+        self.names = names or Names(index.imports, index.bound_names, evidenced)
         self.line_refs: list[cst.CSTNode] = []
         self._merged: dict[tuple[type, ...], list[cst.CSTNode]] = {}
         self._in_order: dict[NodeKinds, SourceOrdered] = {}

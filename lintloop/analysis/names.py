@@ -37,9 +37,13 @@ def canonical(qualname: str) -> str:
 class Names:
     """Qualified names through the file's imports (every import of the file, at any depth)."""
 
-    def __init__(self, imports: dict[str, str], bound_names: set[str]) -> None:
+    def __init__(self, imports: dict[str, str], bound_names: set[str],
+                 evidenced: frozenset[str] = frozenset()) -> None:
         self.imports = imports
         self.bound_names = bound_names
+        # Frameworks the file's code shows by its training shape though it never imports them
+        # (lintloop.frameworks.FRAMEWORK_EVIDENCE): analysed as that framework's code.
+        self.evidenced = evidenced
 
     def raw_qualname(self, expr: cst.BaseExpression) -> str | None:
         """Like `qualname`, without merging spellings (`tf_keras.X` stays `tf_keras.X`)."""
@@ -66,7 +70,7 @@ class Names:
 
     def uses_framework(self, framework: str) -> bool:
         roots = FRAMEWORK_ROOTS[framework]
-        return any(q.split(".")[0] in roots for q in self.imports.values())
+        return framework in self.evidenced or any(q.split(".")[0] in roots for q in self.imports.values())
 
     def alias_of(self, qualname: str) -> str | None:
         """A local name the file imports `qualname` as (`tf` for `tensorflow`)."""
