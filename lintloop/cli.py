@@ -338,7 +338,7 @@ def _lint(args: argparse.Namespace) -> int:
 def _skipped(settings: Settings) -> Callable[[SourceFile], set[str]]:
     """The codes a configuration switches off for each file (per-file-ignores, the test-code policy):
     decided here, before the jobs are made, so that a job's codes (and its cache key) are the file's own."""
-    return lambda file: settings.skipped_for(file.path)
+    return lambda file: settings.skipped_for(file.path, resolved=not file.explicit)
 
 
 def _record_verdicts(cache_dir: Path, findings: list[Finding], paths: dict[str, Path]) -> None:

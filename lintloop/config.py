@@ -85,25 +85,26 @@ class Settings:
         skipped = self.skipped_for(path) if path is not None else set()
         return tuple(code for code in codes if code not in skipped) if skipped else codes
 
-    def skipped_for(self, path: Path) -> set[str]:
+    def skipped_for(self, path: Path, resolved: bool = False) -> set[str]:
         """The codes switched off for one file: those its per-file-ignores name, and in a test module
-        those of the kinds `test-code-kinds` leaves out."""
+        those of the kinds `test-code-kinds` leaves out. `resolved`: the path's folder is known to be
+        its real one (a file found by walking a directory, whose symbolic links are not followed)."""
         skipped: set[str] = set()
         if self.per_file_ignores:  # else no path to resolve (~50 µs a file)
             try:
                 skipped |= self.ignored_for(os.path.relpath(path.resolve(), self.root))
             except ValueError:  # another drive (Windows): no pattern can match
                 pass
-        if self.is_test_module(path):
+        if self.is_test_module(path, resolved):
             skipped |= _skipped_in_tests(frozenset(self.test_code_kinds))
         return skipped
 
-    def is_test_module(self, path: Path) -> bool:
+    def is_test_module(self, path: Path, resolved: bool = False) -> bool:
         """`test_*.py`, `*_test.py`, `conftest.py` (or `.ipynb`), or a file below a `tests` or `test`
         folder of this configuration's directory (its folder's resolved path relative to it, as
-        per-file-ignores match paths)."""
+        per-file-ignores match paths; `resolved`: as for `skipped_for`)."""
         return _TEST_FILE_NAME.fullmatch(path.name) is not None \
-            or _in_test_folder(os.path.abspath(os.path.dirname(path)), str(self.root))
+            or _in_test_folder(os.path.abspath(os.path.dirname(path)), str(self.root), resolved)
 
     def ruleset(self) -> RuleSet:
         return self.ruleset_for(None)
@@ -145,12 +146,12 @@ class Settings:
 
 
 @functools.lru_cache(maxsize=4096)
-def _in_test_folder(directory: str, root: str) -> bool:
+def _in_test_folder(directory: str, root: str, resolved: bool) -> bool:
     """Whether the folder `directory` (absolute) is or is below a folder named `tests` or `test`, in its
-    resolved path relative to `root`. Once per folder, not per file: resolving a path costs a system call
-    per part, and a run asks for every file."""
+    resolved path relative to `root` (`resolved`: `directory` is already). Once per folder, not per file:
+    resolving a path costs a system call per part, and a run asks for every file."""
     try:
-        relative = os.path.relpath(os.path.realpath(directory), root)
+        relative = os.path.relpath(directory if resolved else os.path.realpath(directory), root)
     except ValueError:  # another drive (Windows): not below the root
         return False
     return not _TEST_FOLDERS.isdisjoint(Path(relative).parts)
