@@ -71,6 +71,18 @@ def _texts_of(expr: cst.BaseExpression) -> list[str]:
 
 
 class Intent(Analysis):
+    def only_shown(self, call: cst.Call) -> bool:
+        """Is `call`'s result only shown: a bare expression statement (a notebook displays it) or an
+        argument of the builtin `print`? A guide cell that shows a None gradient shows it on purpose, and
+        the None is there for its reader to see; a gradient used (applied, returned) is not this."""
+        parent = self.ctx.parents.get(call)
+        if isinstance(parent, cst.Expr):
+            return True
+        if isinstance(parent, cst.Arg):
+            printing = self.ctx.parents.get(parent)
+            return isinstance(printing, cst.Call) and self.ctx.names.is_builtin(printing.func, "print")
+        return False
+
     def announces_tracing(self, call: cst.Call) -> bool:
         """A call (a `print`) whose literal text says it traces, retraces or compiles: the documented way
         to watch tracing (`print("Tracing with", x)`, `print(f"compiling step for {x.shape}")`)."""

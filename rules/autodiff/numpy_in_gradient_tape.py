@@ -54,7 +54,8 @@ class NumpyInGradientTape(Rule):
                "`t.gradient(...)` goes through `.numpy()`, a NumPy function, `float()`/`int()`/`bool()` "
                "of a tensor, or `tf.make_ndarray` — in the tape's block, or in a helper called there with "
                "a tensor of the tape and returning the converted value (a function of the same file, "
-               "followed two helpers deep, or one imported from another module of the project).")
+               "followed two helpers deep, or one imported from another module of the project). Not a gradient only shown (printed, or displayed as a notebook expression): a guide showing "
+               "its None on purpose, where the reader sees it.")
     why = ("The tape records TensorFlow operations only. A NumPy array or Python number is a constant to "
            "it, so everything computed before the conversion is cut off from the loss and its gradient "
            "is None.")
@@ -129,6 +130,13 @@ class Trainer:
 """),
     )
     not_flagged = (
+        Example("""
+import tensorflow as tf
+with tf.GradientTape() as tape:
+    pred = model(x)
+    loss = tf.reduce_mean((y - pred.numpy()) ** 2)
+print("the gradients are None:", tape.gradient(loss, model.trainable_variables))
+"""),
         Example("""
 import tensorflow as tf
 import numpy as np
@@ -326,11 +334,13 @@ grads = tape.gradient(loss, params)
         return names
 
     def _gradient_reached(self, node: cst.Call, tapes: list[WithContext]) -> WithContext | None:
-        """The tape (of those open around `node`) whose `gradient(...)` target `node`'s value reaches."""
+        """The tape (of those open around `node`) whose `gradient(...)` target `node`'s value reaches
+        (not a gradient only shown: a guide showing its None on purpose)."""
         flow = self.ctx.flow
         for call, tape in self.ctx.tf.gradient_calls_of(tapes):
             target = argument(call, 0, "target")
-            if target is not None and flow.reaches(node, flow.uses([(target, call)])):
+            if target is not None and not self.ctx.intent.only_shown(call) \
+                    and flow.reaches(node, flow.uses([(target, call)])):
                 return tape
         return None
 

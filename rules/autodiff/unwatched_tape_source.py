@@ -41,7 +41,8 @@ class UnwatchedTapeSource(Rule):
     probe = "grad"
     summary = ("`t.gradient(target, sources)` where a source is a constant or tensor (`tf.constant`, "
                "`tf.convert_to_tensor`, an op result) or a `tf.Variable(..., trainable=False)` that is "
-               "never passed to `t.watch(...)` inside the tape.")
+               "never passed to `t.watch(...)` inside the tape. Not a gradient only shown (printed, or displayed as a notebook expression): a guide showing "
+               "its None on purpose, where the reader sees it.")
     why = ("A tape records operations on trainable variables automatically — they never need "
            "`watch` — but not on tensors or non-trainable variables. Without `t.watch(x)` the tape has "
            "no path from the target to `x`.")
@@ -76,6 +77,13 @@ saliency = tape.gradient(loss, images)
     not_flagged = (
         Example("""
 import tensorflow as tf
+c = tf.constant(2.0)
+with tf.GradientTape() as tape:
+    y = c * c
+print("gradient of a constant:", tape.gradient(y, c))
+"""),
+        Example("""
+import tensorflow as tf
 x = tf.constant(3.0)
 with tf.GradientTape() as tape:
     tape.watch(x)
@@ -101,8 +109,8 @@ grads = tape.gradient(loss, variables)
     def visit_Call(self, node: cst.Call) -> None:
         tape = self.ctx.tf.tape_of_gradient(node)
         sources = argument(node, 1, "sources")
-        if tape is None or sources is None:
-            return
+        if tape is None or sources is None or self.ctx.intent.only_shown(node):
+            return  # a gradient only shown: a guide showing its None on purpose
         elements = ([e.value for e in sources.elements] if isinstance(sources, (cst.List, cst.Tuple))
                     else [sources])
         watches_all = self._watches_accessed_variables(tape)
