@@ -13,7 +13,6 @@ from lintloop.analysis import FileContext
 from lintloop.finding import Applicability
 from lintloop.frameworks import FRAMEWORK_LABELS, FRAMEWORK_ROOTS, framework_evidence, framework_names, shows_framework
 from lintloop.rule_examples import example_names
-from lintloop.rules.index import KINDS
 from lintloop.screen import Needs, SourceScreen
 
 
