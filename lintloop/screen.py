@@ -245,6 +245,10 @@ class FileFacts:
         shell.empty_alone = len(shell.starts) == 1
         if not any(isinstance(c, _FUNCTIONS) and c.name in ("forward", "call", "__call__") for c in node.body):
             shell.call_path = []
+        if any(isinstance(c, _FUNCTIONS) and c.name == "__call__" for c in node.body):
+            # Its instances are called like functions (`ds.map(Augment(0.1))`): a name bound from a call
+            # reading it is followed to its readers, as one bound from a function (`Unit.aliases`).
+            shell.functions.add(node.name)
         called[0][1].update(self._walk(shell, own, imports))
         return called
 

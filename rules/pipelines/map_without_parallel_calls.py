@@ -85,6 +85,17 @@ class SpeckleNoise:
 train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(SpeckleNoise(0.1)).batch(32)
 model.fit(train_ds, epochs=5)
 """),
+        Example("""
+import tensorflow as tf
+class RandomNoise:
+    def __init__(self, stddev):
+        self.stddev = stddev
+    def __call__(self, image, label):
+        return image + tf.random.normal(tf.shape(image), stddev=self.stddev), label
+train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(RandomNoise(0.1)).batch(32)
+def train(model):
+    model.fit(train_ds, epochs=5)
+"""),
     )
     not_flagged = (
         Example("""
