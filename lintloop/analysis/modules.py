@@ -508,10 +508,10 @@ class TorchModules(Analysis):
         return found
 
     def _argument_value(self, site: cst.Call, fn: cst.FunctionDef, param: cst.Param) -> ModuleValue | None:
-        argument = self._argument(site, fn, param)
+        argument = self.argument_for(site, fn, param)
         return self.value(argument, site) if argument is not None else None
 
-    def _argument(self, site: cst.Call, fn: cst.FunctionDef, param: cst.Param) -> cst.BaseExpression | None:
+    def argument_for(self, site: cst.Call, fn: cst.FunctionDef, param: cst.Param) -> cst.BaseExpression | None:
         """What `site` passes `fn`'s `param` (None when not passed, or hidden in `*args` / `**kwargs`)."""
         name = param.name.value
         for arg in site.args:
@@ -626,7 +626,7 @@ class TorchModules(Analysis):
         """A parameter holds what each call giving it a value passes (unknown without such calls)."""
         fn = self._function_of(param)
         sites = self._calls_giving_parameters(fn) if fn is not None else None
-        passed = [(self._argument(site, fn, param), site) for site in sites or ()]
+        passed = [(self.argument_for(site, fn, param), site) for site in sites or ()]
         if not passed or any(argument is None for argument, _ in passed):
             return UNKNOWN_MODE_DEPENDENCE
         return _combined(self.mode_dependence(argument, site) for argument, site in passed)
@@ -947,7 +947,7 @@ class TorchModules(Analysis):
 
     def _plain_argument(self, site: cst.Call, fn: cst.FunctionDef, param: cst.Param) -> bool:
         """Does `site` pass `param` plain data (or leave it at a plain default)?"""
-        passed = self._argument(site, fn, param)
+        passed = self.argument_for(site, fn, param)
         if passed is not None:
             return self._plain_data(passed, site)
         return param.default is not None and not any(a.star for a in site.args) and \

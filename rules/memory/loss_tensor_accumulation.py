@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from lintloop.analysis.syntax import call_name, dotted, keyword_arg, positional_args, receiver
+from lintloop.analysis.syntax import call_name, dotted, positional_args, receiver
 from lintloop.rule import Example, FixSpec, Replacement, Rule
 from lintloop.screen import Needs
 
@@ -498,17 +498,13 @@ class Trainer:
         fn = ctx.scope_of(region) if not isinstance(region, cst.FunctionDef) else region
         if not isinstance(call.func, cst.Name) or not isinstance(fn, cst.FunctionDef):
             return []
-        params = [*fn.params.posonly_params, *fn.params.params]
-        names = [p.name.value for p in params]
-        if call.func.value not in names:
+        param = next((p for p in (*fn.params.posonly_params, *fn.params.params) if p.name.value == call.func.value),
+                     None)
+        if param is None:
             return []
         given = []
         for site in ctx.calls.call_sites.get(fn, []):
-            arg = keyword_arg(site, call.func.value)
-            positional = positional_args(site)
-            index = names.index(call.func.value)
-            if arg is None and index < len(positional):
-                arg = positional[index]
+            arg = ctx.modules.argument_for(site, fn, param)
             model = ctx.modules.value(arg, site) if arg is not None else None
             if model is None:
                 return []
