@@ -207,7 +207,7 @@ class ResultCache:
     def entry_path(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json"
 
-    def get(self, key: str, display: str) -> CachedLint | None:
+    def get(self, key: str) -> CachedLint | None:
         """The cached result, or None for a miss (absent, unreadable or invalid entry)."""
         with self._shard(key[:2]) as shard_fd:
             opened = None if shard_fd is None else _open_regular(f"{key}.json", MAX_ENTRY_BYTES, dir_fd=shard_fd)
@@ -219,7 +219,7 @@ class ResultCache:
                     raw = stream.read(MAX_ENTRY_BYTES + 1)
                 except OSError:
                     return None
-                cached = decode_entry(raw, key, display)
+                cached = decode_entry(raw, key)
                 if cached is not None and time.time() - st.st_mtime > TOUCH_AFTER_S:
                     try:
                         os.utime(stream.fileno())  # the file read, whatever its name points to now
@@ -344,7 +344,7 @@ def encode_entry(key: str, findings: list[Finding], dependencies: dict[str, str]
                        "passed_over": passed_over}, separators=(",", ":")).encode("ascii")
 
 
-def decode_entry(raw: bytes, key: str, display: str) -> CachedLint | None:
+def decode_entry(raw: bytes, key: str) -> CachedLint | None:
     """What a valid entry for `key` holds, or None: any defect is a miss, never an error."""
     try:
         entry = json.loads(raw)
@@ -368,7 +368,7 @@ def decode_entry(raw: bytes, key: str, display: str) -> CachedLint | None:
         return None  # a module the findings depend on changed
     findings = []
     for item in payload:
-        finding = _finding_from_json(item, display)
+        finding = _finding_from_json(item)
         if finding is None:
             return None
         findings.append(finding)
@@ -379,8 +379,9 @@ def _is_int(value: object) -> bool:
     return type(value) is int  # not bool
 
 
-def _finding_from_json(data: object, display: str) -> Finding | None:
-    if not isinstance(data, dict) or data.get("path") != display or not _FINDING_KEYS >= data.keys():
+def _finding_from_json(data: object) -> Finding | None:
+    # A finding is on the linted file, or (lintloop.project_view) on another module of its project.
+    if not isinstance(data, dict) or not isinstance(data.get("path"), str) or not _FINDING_KEYS >= data.keys():
         return None
     if not all(_is_int(data.get(k)) for k in _INT_FIELDS) or not all(isinstance(data.get(k), str) for k in _STR_FIELDS):
         return None
@@ -412,7 +413,7 @@ def _finding_from_json(data: object, display: str) -> Finding | None:
         fix = Fix(raw_fix["applicability"], tuple(parsed), description)
     if not _is_cell(data.get("cell")):
         return None
-    return Finding(display, *(data[k] for k in _INT_FIELDS), *(data[k] for k in _STR_FIELDS),
+    return Finding(data["path"], *(data[k] for k in _INT_FIELDS), *(data[k] for k in _STR_FIELDS),
                    fix=fix, probe=probe, suppression_lines=tuple(lines), cell=data.get("cell"))
 
 
@@ -543,6 +544,26 @@ def _open_regular(path: str | os.PathLike[str], max_bytes: int | None = None, fo
     return None
 
 
+def read_module(path: str, max_bytes: int) -> bytes | None:
+    """The content of the regular file at `path` (through symbolic links), never blocking on a FIFO
+    or reading a device; None where there is none, or it is over `max_bytes`."""
+    opened = _open_regular(path, max_bytes, follow_symlinks=True)
+    if opened is None:
+        return None
+    stream, _ = opened
+    with stream:
+        try:
+            return stream.read(max_bytes + 1)
+        except OSError:
+            return None
+
+
+def dependency_digest(path: str) -> str:
+    """What a cache entry records for a file or directory its findings depend on (read without
+    blocking): compared with the same on every read of the entry."""
+    return _dependency_digest(path)
+
+
 def read_regular(directory_fd: int, name: str, max_bytes: int) -> bytes | None:
     """The content of the regular file `name` in the directory open as `directory_fd`, never through
     a symbolic link nor blocking; None where there is no such file or it is over `max_bytes`."""
@@ -558,18 +579,31 @@ def read_regular(directory_fd: int, name: str, max_bytes: int) -> bytes | None:
     return raw if len(raw) <= max_bytes else None
 
 
+def listing_digest(directory: str) -> str:
+    """What a directory's Python modules are (their names): a finding that depends on which modules
+    sit beside a file (lintloop.project_view.importers) records it, so that a module added there
+    invalidates it."""
+    try:
+        names = sorted(name for name in os.listdir(directory) if name.endswith(".py"))
+    except OSError:
+        return ABSENT
+    return "listing:" + hashlib.sha256("\0".join(names).encode("utf-8", "surrogateescape")).hexdigest()
+
+
 def _dependency_digest(path: str) -> str:
     """What `file_digest(path)` gives for what a real entry depends on: a module file's sha256, or
-    `ABSENT` for a path looked for and not there (or a directory). Anything else that a hostile entry
-    might name (a FIFO, a device) matches no recorded digest, and is never read."""
+    `ABSENT` for a path looked for and not there; for a directory, its `listing_digest`. Anything else
+    that a hostile entry might name (a FIFO, a device) matches no recorded digest, and is never read."""
     opened = _open_regular(path, follow_symlinks=True)
     if opened is None:
         try:
             mode = os.stat(path).st_mode
         except OSError:
             return ABSENT
-        # A directory or an unreadable file: what file_digest cannot open; a FIFO or device: no match.
-        return ABSENT if stat.S_ISDIR(mode) or stat.S_ISREG(mode) else "not a regular file"
+        if stat.S_ISDIR(mode):
+            return listing_digest(path)
+        # An unreadable file: what file_digest cannot open; a FIFO or device: no match.
+        return ABSENT if stat.S_ISREG(mode) else "not a regular file"
     stream, _ = opened
     digest = hashlib.sha256()
     try:

@@ -23,7 +23,7 @@ from lintloop.entry import EXIT_INTERRUPTED
 from lintloop.cache import ResultCache
 from lintloop.config import ConfigError, Overrides, Settings, SettingsResolver
 from lintloop.discovery import SourceFile, discover
-from lintloop.finding import Finding
+from lintloop.finding import Finding, unique
 from lintloop.isolation import DEFAULT_MEMORY_MIB, DEFAULT_SECONDS, Limits
 from lintloop.notebook import Notebook, NotebookError, is_notebook
 from lintloop.progress import progress_bar
@@ -308,7 +308,7 @@ def _lint(args: argparse.Namespace) -> int:
             bar.close()
     if cache is not None and any(r.cache_written for r in results):
         cache.prune()  # once, here in the parent: bounds the cache to its size
-    findings = sorted((f for r in results for f in r.findings), key=Finding.sort_key)
+    findings = unique(sorted((f for r in results for f in r.findings), key=Finding.sort_key))
     errors = [e for r in results for e in r.errors]
     if getattr(args, "probe", False):
         from lintloop.runtime_probe.correlate import ProbeOptions, attach_verdicts

@@ -88,6 +88,19 @@ class Finding:
         return data
 
 
+def unique(findings: list[Finding]) -> list[Finding]:
+    """`findings` (sorted) without repeats: a finding in a module of the project is found by the lint
+    of each module that imports what it is in (lintloop.project_view), and reported once."""
+    seen: set[tuple] = set()
+    kept = []
+    for finding in findings:
+        key = (finding.path, finding.cell, finding.line, finding.column, finding.end_line, finding.end_column, finding.code)
+        if key not in seen:
+            seen.add(key)
+            kept.append(finding)
+    return kept
+
+
 def engine_finding(display: str, rule: type[Rule], message: str, line: int = 1, column: int = 1,
                    end_line: int | None = None, end_column: int | None = None) -> Finding:
     """A finding the engine itself reports (LL0xx): about the input, not about a rule's visit."""

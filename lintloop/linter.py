@@ -13,11 +13,13 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from lintloop.analysis import FileContext
 from lintloop.analysis.context import LINE_REF
 from lintloop.analysis.names import Names
-from lintloop.analysis.project import LintedFile
+from lintloop.analysis.project import LintedFile, file_digest
+from lintloop.cache import listing_digest
 from lintloop.finding import Edit, Finding, Fix, engine_finding
 from lintloop.frameworks import evidenced_frameworks, names_nothing
 from lintloop.isolation import deep_recursion, with_big_stack
 from lintloop.notebook import Notebook, NotebookError, NotebookModule, exercise_blank, is_notebook
+from lintloop.project_view import ProjectView, decides, imported_definitions, importers, project_view
 from lintloop.rule import Report, Rule, RuleSet
 from lintloop.rules import BY_CODE, lookup
 from lintloop.screen import FileFacts, SourceScreen
@@ -57,7 +59,11 @@ def without_framework_names(data: bytes, ruleset: RuleSet) -> bool:
 def can_hold_findings(source: SourceScreen, ruleset: RuleSet) -> bool:
     """Whether some enabled rule may fire in the text (the screen), or a suppression comment may be
     reported by itself (LL002, LL003)."""
-    return any(r.has_visitor() and r.may_fire(source) for r in ruleset.rules) or Suppressions.may_report(source.text)
+    return _may_fire(source, ruleset) or Suppressions.may_report(source.text)
+
+
+def _may_fire(source: SourceScreen, ruleset: RuleSet) -> bool:
+    return any(r.has_visitor() and r.may_fire(source) for r in ruleset.rules)
 
 
 def not_analysed_finding(display: str, cause: str, unchanged: bool = False) -> Finding:
@@ -122,7 +128,8 @@ def _lint_modules(display: str, programs: list[NotebookModule], broken: list[Fin
         # A written module that does not parse is its own LL001 (a broken script is a bug of the
         # script); the notebook's other modules are linted all the same.
         linted = lint_text(display, module.text, ruleset, timer, module.file_path(path), module.line_label)
-        result.findings.extend(in_cells(f, module) for f in linted.findings)
+        # A finding in another module of the project (lintloop.project_view) is given by its own lines.
+        result.findings.extend(in_cells(f, module) if f.path == display else f for f in linted.findings)
         result.errors.extend(linted.errors)
         result.dependencies.update(linted.dependencies)
     result.findings.sort(key=Finding.sort_key)
@@ -182,10 +189,92 @@ def lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | Non
 def _lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | None,
                path: str | os.PathLike[str] | None, line_label: LineLabel, explicit: bool) -> FileResult:
     timer = timer or NO_TIMER
-    file = LintedFile(os.path.abspath(path), text) if path is not None else None
-    result = FileResult()
+    if path is None:
+        return _lint_module(display, text, ruleset, timer, None, line_label, explicit)
+    file = LintedFile(os.path.abspath(path), text)
     with timer.stage("screen"):
         source = SourceScreen(text)
+    view, syntax = None, None
+    # The definitions a module imports from its project are read for a module some rule may fire on,
+    # by itself or, for a program, with them (decided on the whole text, not through the rules'
+    # screen, so that the screen changes no result).
+    may_fire = _may_fire(source, ruleset)
+    if not may_fire:
+        with timer.stage("project"):
+            program = imported_definitions(text, file.path)
+        may_fire = program is not None and _may_fire(SourceScreen(program), ruleset)
+    if may_fire:
+        with timer.stage("syntax"):
+            syntax = ModuleSyntax.read(display, text)
+        if syntax.tree is not None:
+            with timer.stage("project"):
+                view = project_view(text, file.path, syntax.tree)
+    result = _lint_in_project(display, file, view, ruleset, timer, line_label, explicit, (source, syntax))
+    if any(f.path == display and f.code >= "LL100" for f in result.findings) and not is_notebook(file.path):
+        with timer.stage("project"):
+            _as_importers_see_it(display, file, result, ruleset, timer)
+    return result
+
+
+def _lint_in_project(display: str, file: LintedFile, view: ProjectView | None, ruleset: RuleSet,
+                     timer: StageTimer, line_label: LineLabel, explicit: bool,
+                     read: tuple[SourceScreen, ModuleSyntax | None] | None = None) -> FileResult:
+    """Lint the module `file` with the definitions it imports from its project brought in (`view`,
+    lintloop.project_view), its findings where they are; `read`: the module's screen and syntax, where
+    they were computed already."""
+    if view is None:
+        return _lint_module(display, file.text, ruleset, timer, file, line_label, explicit, read)
+    result = _lint_module(display, view.text, ruleset, timer, LintedFile(file.path, view.text), view.label, explicit)
+    if any(f.code == "LL001" for f in result.findings):
+        # The module with the definitions brought in does not parse (a `from __future__` import
+        # among them, say): the module as written is linted.
+        return _lint_module(display, file.text, ruleset, timer, file, line_label, explicit)
+    located = (view.located(f, display, file.path, line_label) for f in result.findings)
+    result.findings = sorted((f for f in located if f is not None), key=Finding.sort_key)
+    result.dependencies.update(view.dependencies)
+    return result
+
+
+def _as_importers_see_it(display: str, file: LintedFile, result: FileResult, ruleset: RuleSet,
+                         timer: StageTimer) -> None:
+    """Decide the findings in this module's functions that other modules import and call as those
+    callers see them: a function's parameters are what its callers pass (the scaler they built
+    disabled, the stateless optimizer), which this module alone cannot see. A finding that some
+    importer's view holds with all its contexts (`decides`) is kept where one such view reports it too."""
+    callers = importers(file.path)
+    directory = os.path.dirname(file.path)
+    result.dependencies[directory] = listing_digest(directory)  # a caller added beside it changes the answer
+    if not callers:
+        return
+    try:
+        tree = ast.parse(file.text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return  # newer syntax than this host reads (libcst did): its findings stand as they are
+    seen: dict[str, set[tuple[int, int, str]]] = {}
+    for caller in callers:
+        result.dependencies[caller.path] = file_digest(caller.path)
+        result.dependencies.update(caller.view.dependencies)
+        found = _lint_in_project(caller.path, LintedFile(caller.path, caller.text), caller.view, ruleset, timer, str,
+                                 explicit=True)
+        seen[caller.path] = {(f.line, f.column, f.code) for f in found.findings if f.path == file.path}
+
+    def kept(finding: Finding) -> bool:
+        deciding = [c for c in callers if decides(c, tree, finding.line)]
+        return (finding.path != display or finding.code < "LL100" or not deciding
+                or any((finding.line, finding.column, finding.code) in seen[c.path] for c in deciding))
+
+    result.findings = [f for f in result.findings if kept(f)]
+
+
+def _lint_module(display: str, text: str, ruleset: RuleSet, timer: StageTimer, file: LintedFile | None,
+                 line_label: LineLabel, explicit: bool,
+                 read: tuple[SourceScreen, ModuleSyntax | None] | None = None) -> FileResult:
+    """Lint the module `text` (the linted file's, or its project view); `read`: its screen and syntax,
+    where they were computed already."""
+    result = FileResult()
+    source, syntax = read or (None, None)
+    with timer.stage("screen"):
+        source = source or SourceScreen(text)
         if not explicit and not can_hold_findings(source, ruleset):
             return FileResult(passed_over=True)
         rules = [r for r in ruleset.rules if r.has_visitor() and (not ruleset.screen or r.may_fire(source))]
@@ -196,7 +285,7 @@ def _lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | No
         if error is not None:
             return _enabled_result(result, [error], ruleset)
     else:
-        findings = _lint_parsed(display, text, rules, ruleset, timer, result, file, line_label)
+        findings = _lint_parsed(display, text, rules, ruleset, timer, result, file, line_label, syntax)
         if any(f.code == "LL001" for f in findings):
             return _enabled_result(result, findings, ruleset)
         result.findings.extend(findings)
@@ -219,11 +308,14 @@ def _enabled_result(result: FileResult, syntax_errors: list[Finding], ruleset: R
 
 
 def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: RuleSet, timer: StageTimer,
-                 result: FileResult, file: LintedFile | None, line_label: LineLabel) -> list[Finding]:
-    """Decide the file's syntax, screen it with CPython's tree where this host reads it, build a CST
-    of what the screen selects (statements too deep to analyse masked), run the rules."""
-    with timer.stage("syntax"):
-        syntax = ModuleSyntax.read(display, text)
+                 result: FileResult, file: LintedFile | None, line_label: LineLabel,
+                 syntax: ModuleSyntax | None = None) -> list[Finding]:
+    """Decide the file's syntax (`syntax`, where read already), screen it with CPython's tree where this
+    host reads it, build a CST of what the screen selects (statements too deep to analyse masked), run
+    the rules."""
+    if syntax is None:
+        with timer.stage("syntax"):
+            syntax = ModuleSyntax.read(display, text)
     if syntax.error is not None:
         return [syntax.error]
     with timer.stage("screen"):

@@ -143,7 +143,7 @@ def _answered_without_engine(job: Job, data: bytes) -> JobResult | None:
     if job.cache_dir is None:
         return None
     cache, key = _cache_entry(job, data)
-    cached = cache.get(key, job.display)
+    cached = cache.get(key)
     return None if cached is None else JobResult(job.display, cached.findings, passed_over=cached.passed_over)
 
 

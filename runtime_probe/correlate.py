@@ -104,7 +104,9 @@ def attach_verdicts(findings: list[Finding], paths: dict[str, Path], options: Pr
     frameworks = _FrameworkCheck(options.python)
     by_file: dict[str, list[Finding]] = {}
     for finding in findings:
-        if probeable(finding):
+        # A finding in a module not linted itself (found through a script that imports it) has no
+        # program of its own to run.
+        if probeable(finding) and finding.path in paths:
             by_file.setdefault(finding.path, []).append(finding)
     for display, file_findings in by_file.items():
         path = paths[display]

@@ -115,13 +115,13 @@ def test_entry_round_trips_every_field():
     finding = Finding("a.ipynb", 7, 5, 7, 18, "LL301", "name", "message ✓", "bug", "error", fix,
                       {"verdict": "confirmed"}, (6, 7, 8), cell=3)
     assert set(finding_to_json(finding)) == {f.name for f in dataclasses.fields(Finding)}
-    (back,) = decode_entry(encode_entry("k", [finding]), "k", "a.ipynb").findings
+    (back,) = decode_entry(encode_entry("k", [finding]), "k").findings
     assert back == finding and back.suppression_lines == (6, 7, 8) and back.fix.description == "use .item()"
     assert back.cell == 3 and [e.cell for e in back.fix.edits] == [2, 3]
-    assert decode_entry(encode_entry("k", [finding]), "other-key", "a.ipynb") is None
-    assert decode_entry(encode_entry("k", [], passed_over=True), "k", "a.py").passed_over
+    assert decode_entry(encode_entry("k", [finding]), "other-key") is None
+    assert decode_entry(encode_entry("k", [], passed_over=True), "k").passed_over
     plain = dataclasses.replace(finding, path="a.py", cell=None, fix=Fix("safe", (Edit(1, 2, 3, 4, "x"),)))
-    (back,) = decode_entry(encode_entry("k", [plain]), "k", "a.py").findings
+    (back,) = decode_entry(encode_entry("k", [plain]), "k").findings
     assert back == plain and back.cell is None and back.fix.edits[0].cell is None
 
 
@@ -188,7 +188,7 @@ def test_pruning_keeps_the_total_under_the_bound_oldest_first(tmp_path):
     assert left and left == set(keys[-len(left):])  # the newest survive
     # A hit refreshes an entry, so it survives the next pruning
     oldest = min(left)
-    assert cache.get(oldest, "a.py") is not None
+    assert cache.get(oldest) is not None
     cache.max_bytes = sizes[cache.entry_path(oldest)] * 3 // 2  # room for one entry
     cache.prune()
     assert [path.stem for _, _, path in cache.entries()] == [oldest]
@@ -336,7 +336,7 @@ def test_a_symlinked_shard_dir_is_neither_written_read_nor_pruned(tmp_path):
     key = "00" + "e" * 62
     finding = Finding("a.py", 1, 1, 1, 2, "LL301", "n", "m", "bug", "error")
     assert cache.put(key, [finding]) is False  # not written through the link
-    assert cache.get(key, "a.py") is None  # nor read through it
+    assert cache.get(key) is None  # nor read through it
     assert cache.put("01" + "0" * 62, [finding])  # other shards work
     assert [path.parent.name for _, _, path in cache.entries()] == ["01"]
     cache.max_bytes = 0

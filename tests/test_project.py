@@ -175,7 +175,9 @@ def lint_package(root: Path, screen: bool = True) -> list[tuple[str, int, str]]:
 
 
 def test_cross_module_findings_with_and_without_the_screen() -> None:
-    expected = [("train_numpy_bad.py", 31, "LL101"), ("train_scope_bad.py", 31, "LL401")]
+    # The `.numpy()` is reported where it is, in losses.py, found through train_numpy_bad.py's call
+    # under the tape (lintloop.project_view); the model is built outside the scope in the script.
+    expected = [("losses.py", 8, "LL101"), ("train_scope_bad.py", 31, "LL401")]
     assert lint_package(CROSS) == expected
     assert lint_package(CROSS, screen=False) == expected
 

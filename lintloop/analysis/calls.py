@@ -118,6 +118,38 @@ class CallGraph(Analysis):
                         work.append(fn)
         return found
 
+    def argument_for(self, site: cst.Call, fn: cst.FunctionDef, param: cst.Param) -> cst.BaseExpression | None:
+        """What `site` passes `fn`'s `param` (None when not passed, or hidden in `*args` / `**kwargs`)."""
+        name = param.name.value
+        for arg in site.args:
+            if arg.keyword is not None and arg.keyword.value == name:
+                return arg.value
+        params = list(fn.params.posonly_params) + list(fn.params.params)
+        index = next((i for i, p in enumerate(params) if p is param), None)
+        if index is None:
+            return None
+        in_class = any(isinstance(a, cst.ClassDef) for a in self.ctx.ancestors(fn))
+        bound_method = in_class and params and params[0].name.value in ("self", "cls")
+        if bound_method and (isinstance(site.func, cst.Attribute) or fn.name.value == "__init__"):
+            index -= 1  # `self.step(model)`, `Trainer(model)`: the first parameter is bound
+        positional = positional_args(site)
+        if any(a.star for a in site.args) or not 0 <= index < len(positional):
+            return None
+        return positional[index]
+
+    @computed
+    def direct_calls(self) -> dict[str, list[cst.Call]]:
+        """The calls naming a function directly (`train(...)`, `self.train(...)`), by that name: the
+        call sites a question about a parameter follows without resolving names (which asks it)."""
+        found: dict[str, list[cst.Call]] = defaultdict(list)
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            if isinstance(func, cst.Name):
+                found[func.value].append(call)
+            elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+                found[func.attr.value].append(call)
+        return found
+
     @computed
     def call_sites(self) -> dict[cst.FunctionDef, list[cst.Call]]:
         """For each same-file function, the calls that name it directly.

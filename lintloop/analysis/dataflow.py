@@ -266,13 +266,54 @@ class DataFlow(Analysis):
         for _ in range(8):
             if isinstance(expr, cst.Attribute) and (dotted(expr) or "").startswith("self."):
                 return self._attribute_value(dotted(expr)) or expr
+            if isinstance(expr, cst.Call):
+                returned = self._factory_return(expr)
+                if returned is None:
+                    return expr
+                at, expr = returned
+                continue
             if not isinstance(expr, cst.Name):
                 return expr
             binding = self.last_binding(expr.value, at)
+            if binding is not None and isinstance(binding.node, cst.Param):
+                passed = self._passed(binding.node)
+                if passed is None:
+                    return expr
+                at, expr = passed
+                continue
             if binding is None or binding.value is None or binding.augmented:
                 return expr
             at, expr = binding.node, binding.value
         return expr
+
+    def _passed(self, param: cst.Param) -> tuple[cst.Call, cst.BaseExpression] | None:
+        """For a parameter of a function of this file called once, by name: that call and what it
+        passes (`train(model, loader)` → the caller's `model`). The helper's argument is the caller's
+        value, however the program was split into functions."""
+        parameters = self.ctx.parents.get(param)
+        fn = self.ctx.parents.get(parameters) if isinstance(parameters, cst.Parameters) else None
+        if not isinstance(fn, cst.FunctionDef) or len(self.ctx.calls.functions.get(fn.name.value, [])) != 1:
+            return None
+        sites = self.ctx.calls.direct_calls.get(fn.name.value, [])
+        if len(sites) != 1 or self.ctx.is_inside(sites[0], fn):
+            return None
+        passed = self.ctx.calls.argument_for(sites[0], fn, param)
+        return None if passed is None else (sites[0], passed)
+
+    def _factory_return(self, call: cst.Call) -> tuple[cst.Return, cst.BaseExpression] | None:
+        """For a call of a function of this file (the only one of its name) that returns one value
+        (`def build_model(): ...; return model`): that return and its value, where a name it returns is
+        then followed. The value made by a factory is the value its caller holds, however the program
+        was split into functions."""
+        if not isinstance(call.func, cst.Name):
+            return None
+        functions = self.ctx.calls.functions.get(call.func.value, [])
+        if len(functions) != 1:
+            return None
+        returns = self.ctx.returns_of(functions[0])
+        if len(returns) != 1 or returns[0].value is None:
+            return None
+        return returns[0], returns[0].value
 
     def _attribute_value(self, name: str) -> cst.BaseExpression | None:
         """The value assigned to `self.x` in this file, when every assignment agrees on what it calls."""

@@ -508,26 +508,8 @@ class TorchModules(Analysis):
         return found
 
     def _argument_value(self, site: cst.Call, fn: cst.FunctionDef, param: cst.Param) -> ModuleValue | None:
-        argument = self.argument_for(site, fn, param)
+        argument = self.ctx.calls.argument_for(site, fn, param)
         return self.value(argument, site) if argument is not None else None
-
-    def argument_for(self, site: cst.Call, fn: cst.FunctionDef, param: cst.Param) -> cst.BaseExpression | None:
-        """What `site` passes `fn`'s `param` (None when not passed, or hidden in `*args` / `**kwargs`)."""
-        name = param.name.value
-        for arg in site.args:
-            if arg.keyword is not None and arg.keyword.value == name:
-                return arg.value
-        params = list(fn.params.posonly_params) + list(fn.params.params)
-        index = next((i for i, p in enumerate(params) if p is param), None)
-        if index is None:
-            return None
-        bound_method = self.enclosing_class(fn) is not None and params and params[0].name.value in ("self", "cls")
-        if bound_method and (isinstance(site.func, cst.Attribute) or fn.name.value == "__init__"):
-            index -= 1  # `self.step(model)`, `Trainer(model)`: the first parameter is bound
-        positional = positional_args(site)
-        if any(a.star for a in site.args) or not 0 <= index < len(positional):
-            return None
-        return positional[index]
 
     # ----- forward calls ---------------------------------------------------------------------
     def forward_of(self, call: cst.Call) -> ModuleValue | None:
@@ -626,7 +608,7 @@ class TorchModules(Analysis):
         """A parameter holds what each call giving it a value passes (unknown without such calls)."""
         fn = self._function_of(param)
         sites = self._calls_giving_parameters(fn) if fn is not None else None
-        passed = [(self.argument_for(site, fn, param), site) for site in sites or ()]
+        passed = [(self.ctx.calls.argument_for(site, fn, param), site) for site in sites or ()]
         if not passed or any(argument is None for argument, _ in passed):
             return UNKNOWN_MODE_DEPENDENCE
         return _combined(self.mode_dependence(argument, site) for argument, site in passed)
@@ -947,7 +929,7 @@ class TorchModules(Analysis):
 
     def _plain_argument(self, site: cst.Call, fn: cst.FunctionDef, param: cst.Param) -> bool:
         """Does `site` pass `param` plain data (or leave it at a plain default)?"""
-        passed = self.argument_for(site, fn, param)
+        passed = self.ctx.calls.argument_for(site, fn, param)
         if passed is not None:
             return self._plain_data(passed, site)
         return param.default is not None and not any(a.star for a in site.args) and \

@@ -120,7 +120,7 @@ def project_root(path: str) -> tuple[str, list[str]]:
     return directory, parts
 
 
-def _imports_of(tree: ast.Module | nodes.Module, package: list[str]) -> dict[str, str]:
+def imports_of(tree: ast.Module | nodes.Module, package: list[str]) -> dict[str, str]:
     """Local name -> qualified name, for every import in the module; relative ones resolved against
     `package` (the importing module's package parts); those reaching above the root are left out."""
     table: dict[str, str] = {}
@@ -266,7 +266,7 @@ class Project(Analysis):
                 tree = ast.parse("\n".join(statements))
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 tree = ast.Module(body=[], type_ignores=[])  # a continuation line we cannot cut out: left unresolved
-            self._own_imports.update(_imports_of(tree, self.package))
+            self._own_imports.update(imports_of(tree, self.package))
         return self._own_imports
 
     def _is_project_name(self, qualified: str) -> bool:
@@ -355,7 +355,7 @@ def _parse(path: str, data: bytes, package: list[str], name: str) -> ProjectModu
         return None
     finally:
         AstroidManager().astroid_cache.pop("", None)  # astroid caches an unnamed module under "": keep ours only
-    return ProjectModule(path, name, tree, _imports_of(tree, package))
+    return ProjectModule(path, name, tree, imports_of(tree, package))
 
 
 # ----- questions on one astroid function -----------------------------------------------------------

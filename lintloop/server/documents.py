@@ -135,8 +135,12 @@ def lint_analysis(analysis: Analysis) -> FileResult:
 
     snapshot = analysis.snapshot
     if snapshot.cells is not None:
-        return lint_notebook(snapshot.display, snapshot.text, analysis.ruleset(), path=snapshot.path)
-    result = lint_text(snapshot.display, snapshot.text, analysis.ruleset(), path=snapshot.path)
+        result = lint_notebook(snapshot.display, snapshot.text, analysis.ruleset(), path=snapshot.path)
+    else:
+        result = lint_text(snapshot.display, snapshot.text, analysis.ruleset(), path=snapshot.path)
+    # A finding the document's imports bring to light in another module (lintloop.project_view) is
+    # that module's to show; the editor shows this document's own.
+    result.findings = [f for f in result.findings if f.path == snapshot.display]
     if analysis.verdicts_dir is not None:
         _attach_verdicts(result.findings, analysis.verdicts_dir, snapshot)
     return result

@@ -504,7 +504,7 @@ class Trainer:
             return []
         given = []
         for site in ctx.calls.call_sites.get(fn, []):
-            arg = ctx.modules.argument_for(site, fn, param)
+            arg = ctx.calls.argument_for(site, fn, param)
             model = ctx.modules.value(arg, site) if arg is not None else None
             if model is None:
                 return []

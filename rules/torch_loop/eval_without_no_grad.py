@@ -74,6 +74,21 @@ class EvalWithoutNoGrad(Rule):
     flagged = (
         Example("""
 import torch
+def predict(net, loader):
+    return [net(x).argmax(1) for x in loader] + [net(x) for x in loader]
+
+def score(net, loader):
+    total = 0.0
+    for x, y in loader:
+        total += criterion(net(x), y).item()
+    return total
+
+model.eval()
+for loader in (val_loader, test_loader):
+    print(score(model, loader))
+"""),
+        Example("""
+import torch
 def evaluate(model, loader):
     model.eval()
     correct = 0
@@ -160,6 +175,23 @@ for name, param in net.named_parameters():
 """),
         Example("""
 import torch
+def score(net, loader):
+    return sum(criterion(net(x), y).item() for x, y in loader)
+
+def score_loop(net, loader):
+    net.train()
+    for x, y in loader:
+        net(x)
+
+model.eval()
+with torch.no_grad():
+    print(score(model, val_loader))
+model.train()
+for x, y in loader:
+    print(score_loop(model, loader))
+"""),
+        Example("""
+import torch
 @torch.no_grad()
 def evaluate(model, loader):
     model.eval()
@@ -213,14 +245,14 @@ for x, y in loader:
         if model is None or self._grad_off(node) or (
                 isinstance(scope, cst.FunctionDef) and self._only_called_without_grad(scope)):
             return
-        for loop in self.ctx.nodes_in_scope((cst.For, cst.While), scope).after(node):
-            if self._switched_back(model, node, loop) or self.ctx.iteration.of(loop).of("backward"):
+        for loop, inner, reached in self._loops_after(node, model, scope):
+            if self._switched_back(model, node, reached) or self.ctx.iteration.of(loop).of("backward"):
                 return
-            forward = next((c for c in self.ctx.calls.calls_in(loop) if self._runs(c, model)
+            forward = next((c for c, name in self._calls_per_iteration(loop, inner) if self._runs(c, name)
                             and not self._grad_off(c)), None)
             if forward is None or id(loop) in self._reported:
                 continue
-            kept = self._kept_output(loop, model)
+            kept = self._kept_output(loop, inner)
             count = self.ctx.iteration.count(loop)
             runs = self._runs_per_pass(loop, forward)
             if kept is None and count is not None and (runs is None or runs <= FEW_ITERATIONS):
@@ -242,6 +274,39 @@ for x, y in loader:
                                  f"`{self.ctx.snippet(node)}` with autograd on{growth}; wrap the loop in "
                                  "`with torch.no_grad():` (or `torch.inference_mode()`)")
             return
+
+    def _loops_after(self, evaluation: cst.Call, model: str, scope: cst.CSTNode
+                     ) -> Iterator[tuple[cst.For | cst.While, str, cst.CSTNode]]:
+        """The loops that run after `evaluation` (`model.eval()`), each with the model's name there and
+        what runs it in the scope of the `eval()`: those of its scope, in order (the loop itself), then
+        those of a function of this file called after it with the model as an argument
+        (`evaluate(model, loader)`: its parameter's name, and the call)."""
+        yield from ((loop, model, loop) for loop in self.ctx.nodes_in_scope((cst.For, cst.While), scope).after(evaluation))
+        for call in self.ctx.nodes_in_scope(cst.Call, scope).after(evaluation):
+            for fn in self.ctx.calls.targets(call):
+                for param in [*fn.params.posonly_params, *fn.params.params]:
+                    passed = self.ctx.calls.argument_for(call, fn, param)
+                    inner = param.name.value
+                    if passed is None or dotted(passed) != model or self._grad_off(call) or any(
+                            dotted(receiver(c)) == inner for c in self.ctx.calls.named("train").within(fn)
+                            if receiver(c) is not None):
+                        continue  # not given the model, or run without grad, or switches it back itself
+                    yield from ((loop, inner, call) for loop in self.ctx.nodes_in_scope((cst.For, cst.While), fn).nodes)
+
+    def _calls_per_iteration(self, loop: cst.For | cst.While, model: str) -> Iterator[tuple[cst.Call, str]]:
+        """The calls an iteration of `loop` makes, each with the model's name where it is: those of the
+        loop's body, then those of a function of this file the body calls (`step(model, batch)`), where
+        the model is its parameter's name or the name it reads from around it."""
+        calls = list(self.ctx.calls.calls_in(loop))
+        yield from ((c, model) for c in calls)
+        for call in calls:
+            for fn in self.ctx.calls.targets(call):
+                params = [*fn.params.posonly_params, *fn.params.params]
+                passed = next((p.name.value for p in params
+                               if dotted(self.ctx.calls.argument_for(call, fn, p) or cst.Name("_")) == model), None)
+                name = passed or (model if model not in {p.name.value for p in params} else None)
+                if name is not None and not self._grad_off(call):
+                    yield from ((c, name) for c in self.ctx.calls.calls_in(fn))
 
     def _runs_per_pass(self, loop: cst.For | cst.While, forward: cst.Call) -> int | None:
         """How many times one pass over `loop` runs `forward` (through the loops between them), where
@@ -319,8 +384,8 @@ for x, y in loader:
         loop = self.ctx.parents.get(site)
         return isinstance(loop, cst.For) and loop.iter is site and self._grad_off(loop)
 
-    def _switched_back(self, model: str, evaluation: cst.Call, loop: cst.CSTNode) -> bool:
-        """`model.train()` between the `eval()` and the loop, or inside the loop."""
+    def _switched_back(self, model: str, evaluation: cst.Call, reached: cst.CSTNode) -> bool:
+        """`model.train()` between the `eval()` and the loop (or the call running it), or inside it."""
         # From the `eval()` to the loop's end: the calls between them, and those inside the loop.
         return any(receiver(c) is not None and dotted(receiver(c)) == model
-                   for c in self.ctx.calls.named("train").between(self.ctx.order[evaluation], self.ctx.subtree_end[loop]))
+                   for c in self.ctx.calls.named("train").between(self.ctx.order[evaluation], self.ctx.subtree_end[reached]))

@@ -1,0 +1,287 @@
+"""The project view (lintloop.project_view): a module linted with the definitions it imports from
+its project written in, so that its findings do not depend on how the program was split into
+modules; a finding on a definition brought in is reported in its own module, once."""
+
+from __future__ import annotations
+
+import ast
+import json
+import textwrap
+from pathlib import Path
+
+from lintloop.cli import main
+from lintloop.linter import lint_text
+from lintloop.project_view import project_view
+from lintloop.rule import RuleSet
+from lintloop.rules import BY_CODE
+
+LOSSES = """
+    import tensorflow as tf
+
+    def compute_loss(labels, predictions):
+        return tf.reduce_mean(tf.square(labels - predictions.numpy()))
+"""
+MODEL = """
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(784, 10)
+
+        def forward(self, x):
+            return F.softmax(self.fc(x), dim=1)
+"""
+LOOP = """
+    import torch.nn as nn
+
+    def train(model, loader, optimizer):
+        criterion = nn.CrossEntropyLoss()
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+"""
+SCRIPT = """
+    import torch
+    from models import Net
+    from loop import train
+
+    model = Net()
+    train(model, loader, torch.optim.SGD(model.parameters(), lr=0.1))
+"""
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).write_text(textwrap.dedent(text).lstrip())
+
+
+def view_of(path: Path):
+    text = path.read_text()
+    return project_view(text, str(path), ast.parse(text))
+
+
+def lint(path: Path, *codes: str) -> list[tuple[str, int, str]]:
+    result = lint_text(path.name, path.read_text(), RuleSet([BY_CODE[c] for c in codes]), path=path)
+    assert not result.errors
+    return [(f.path, f.line, f.code) for f in result.findings]
+
+
+def test_a_model_class_from_another_module_is_the_model_the_loop_trains(tmp_path):
+    write(tmp_path, {"models.py": """
+        from torch import nn
+
+        class SmallNet(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10))
+
+            def forward(self, x):
+                return self.layers(x)
+    """, "train.py": """
+        import torch
+        from torch import nn
+        from models import SmallNet
+
+        def train_one_epoch(model, loader, optimizer, criterion):
+            running = 0
+            for x, y in loader:
+                optimizer.zero_grad()
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                running += loss
+            return running / len(loader)
+
+        net = SmallNet()
+        for epoch in range(epochs):
+            print(epoch, train_one_epoch(net, train_loader, optimizer, nn.CrossEntropyLoss()))
+    """})
+    # The model the loop trains is a small one its project shows whole (models.py): the graph each
+    # accumulated loss keeps is a few KiB, as when the class is in the script (LL301's magnitude rule).
+    assert lint(tmp_path / "train.py", "LL301") == []
+    write(tmp_path, {"models.py": MODEL_OF_UNKNOWN_SIZE})
+    assert lint(tmp_path / "train.py", "LL301") == [("train.py", 12, "LL301")]
+
+
+MODEL_OF_UNKNOWN_SIZE = """
+    from torch import nn
+
+    def SmallNet():
+        return build_backbone("resnet50")
+"""
+
+
+def test_the_view_keeps_each_line_where_it_came_from(tmp_path):
+    write(tmp_path, {"models.py": MODEL, "loop.py": LOOP, "main.py": SCRIPT})
+    text = (tmp_path / "main.py").read_text()
+    view = project_view(text, str(tmp_path / "main.py"), ast.parse(text))
+    assert view is not None and set(view.dependencies) == {str(tmp_path / "models.py"), str(tmp_path / "loop.py")}
+    lines = view.text.splitlines()
+    for number, line in enumerate(lines, 1):
+        path, origin = view.origin(number)
+        source = text if path is None else Path(path).read_text()
+        # The imports of what was brought in are left blank (their definitions now bind the names).
+        assert line == source.splitlines()[origin - 1] or (path is None and line == "" and "import" in source.splitlines()[origin - 1])
+    # What was brought in: the class and the function, with the imports they read; nothing else.
+    assert "class Net(nn.Module):" in view.text and "def train(model, loader, optimizer):" in view.text
+
+
+def test_a_finding_in_another_module_names_the_calling_file_and_carries_no_fix(tmp_path):
+    write(tmp_path, {
+        "losses.py": LOSSES,
+        "train.py": """
+            import tensorflow as tf
+            from losses import compute_loss
+
+            for x, y in dataset:
+                with tf.GradientTape() as tape:
+                    loss = compute_loss(y, model(x))
+                grads = tape.gradient(loss, model.trainable_variables)
+        """,
+    })
+    result = lint_text("src/train.py", (tmp_path / "train.py").read_text(), RuleSet([BY_CODE["LL101"]]),
+                       path=tmp_path / "train.py")
+    [finding] = result.findings
+    assert (finding.path, finding.line, finding.fix) == ("src/losses.py", 4, None)
+    assert "at line 6 of train.py" in finding.message  # the call under the tape
+    assert str(tmp_path / "losses.py") in result.dependencies
+
+
+def test_a_suppression_comment_in_the_other_module_applies(tmp_path):
+    write(tmp_path, {"models.py": MODEL, "main.py": SCRIPT,
+                     "loop.py": LOOP.replace("loss = criterion(model(x), y)",
+                                             "loss = criterion(model(x), y)  # lintloop: ignore[LL708]")})
+    assert lint(tmp_path / "main.py", "LL708") == []
+
+
+def test_a_fix_on_the_linted_module_keeps_its_own_lines(tmp_path):
+    write(tmp_path, {
+        "helpers.py": """
+            import torch
+
+            def log_every(step, loss):
+                if step % 100 == 0:
+                    print(step, float(loss))
+        """,
+        "main.py": """
+            import torch
+            from helpers import log_every
+
+            with torch.cuda.amp.autocast():
+                out = model(x)
+        """,
+    })
+    result = lint_text("main.py", (tmp_path / "main.py").read_text(), RuleSet([BY_CODE["LL603"]]),
+                       path=tmp_path / "main.py")
+    [finding] = result.findings
+    assert (finding.path, finding.line) == ("main.py", 4) and finding.fix is not None
+    assert {(e.line, e.end_line) for e in finding.fix.edits} == {(4, 4)}
+
+
+def test_no_view_where_a_name_brought_in_would_change_the_module(tmp_path):
+    write(tmp_path, {
+        "helpers.py": """
+            import torch
+            scale = 2.0
+
+            def train(model, loader):
+                for x in loader:
+                    (model(x).sum() * scale).backward()
+        """,
+        "main.py": """
+            from helpers import train
+            scale = "the script's own"
+            train(model, loader)
+        """,
+    })
+    assert view_of(tmp_path / "main.py") is None
+    write(tmp_path, {"main.py": "from helpers import train\ntrain(model, loader)\n"})
+    view = view_of(tmp_path / "main.py")
+    assert view is not None and "scale = 2.0" in view.text
+
+
+def test_a_finding_two_scripts_bring_to_light_is_reported_once(tmp_path, capsys):
+    script = """
+        import tensorflow as tf
+        from losses import compute_loss
+
+        for x, y in dataset:
+            with tf.GradientTape() as tape:
+                loss = compute_loss(y, model(x))
+            grads = tape.gradient(loss, model.trainable_variables)
+    """
+    write(tmp_path, {"losses.py": LOSSES, "train.py": script, "finetune.py": script.replace("dataset", "small")})
+    main(["check", "--no-cache", "--select", "LL101", "--format", "json", str(tmp_path)])
+    found = [(Path(f["path"]).name, f["line"]) for f in json.loads(capsys.readouterr().out)]
+    assert found == [("losses.py", 4)]
+
+
+def test_a_function_imported_and_called_elsewhere_is_judged_with_its_callers_arguments(tmp_path):
+    loop = """
+        def train_loop(model, loader, optimizer, scaler):
+            for x, y in loader:
+                optimizer.zero_grad()
+                scaler.scale(model(x).sum()).backward()
+                optimizer.step()
+    """
+    write(tmp_path, {"loop.py": loop, "main.py": """
+        import torch
+        from loop import train_loop
+        scaler = torch.amp.GradScaler("cuda", enabled=False)
+        train_loop(model, loader, optimizer, scaler)
+    """})
+    # Alone, `scaler` could be any scaler; the only caller passes a disabled one, which scales nothing.
+    assert lint(tmp_path / "loop.py", "LL604") == [] and lint(tmp_path / "main.py", "LL604") == []
+    write(tmp_path, {"main.py": """
+        import torch
+        from loop import train_loop
+        train_loop(model, loader, optimizer, torch.amp.GradScaler("cuda"))
+    """})
+    # An enabled scaler: the caller's view confirms the finding (the script's own text holds no scaler
+    # step, so no rule of this run may fire on it: it is not read with its imports).
+    assert lint(tmp_path / "loop.py", "LL604") == [("loop.py", 5, "LL604")]
+    # A caller added beside it is a module the cached answer depends on.
+    result = lint_text("loop.py", (tmp_path / "loop.py").read_text(), RuleSet([BY_CODE["LL604"]]),
+                       path=tmp_path / "loop.py")
+    assert str(tmp_path) in result.dependencies and str(tmp_path / "main.py") in result.dependencies
+
+
+def test_a_module_in_a_folder_not_made_yet_has_no_callers(tmp_path):
+    # A notebook's `%%writefile going_modular/engine.py`: linted at a path whose folder does not exist.
+    text = "import torch\n\ndef train(model, loader):\n    for x in loader:\n        model(x).sum().backward()\n"
+    result = lint_text("nb.ipynb", text, RuleSet([BY_CODE["LL702"]]), path=tmp_path / "missing" / "engine.py")
+    assert not result.errors
+
+
+def test_a_helper_its_module_calls_is_judged_with_every_caller_the_importer_brings(tmp_path):
+    write(tmp_path, {"helpers.py": """
+        import tensorflow as tf
+
+        def log_metrics(loss):
+            print("loss", loss)
+
+        @tf.function
+        def train_step(x):
+            loss = tf.reduce_mean(x)
+            log_metrics(loss)
+            return loss
+    """, "main.py": """
+        import tensorflow as tf
+        from helpers import log_metrics, train_step
+        for x in batches:
+            log_metrics(train_step(x))
+    """})
+    # helpers.py alone sees `log_metrics` called only while tracing; the script also calls it eagerly
+    # every step, where its print is meant: the print is not flagged, from either module.
+    assert lint(tmp_path / "main.py", "LL201") == [] and lint(tmp_path / "helpers.py", "LL201") == []
+    write(tmp_path, {"main.py": """
+        import tensorflow as tf
+        from helpers import train_step
+        for x in batches:
+            train_step(x)
+    """})
+    assert lint(tmp_path / "helpers.py", "LL201") == [("helpers.py", 4, "LL201")]
