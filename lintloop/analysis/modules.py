@@ -388,6 +388,12 @@ class TorchModules(Analysis):
     def _attribute_value(self, expr: cst.Attribute, at: cst.CSTNode) -> ModuleValue | None:
         if self.ctx.names.qualname(expr) is not None:
             return None  # `nn.Linear`, `torch.compile`: an imported thing
+        if isinstance(expr.value, cst.Name) and expr.value.value == "self":
+            cls = self.enclosing_class(at)
+            if cls is not None and cls not in self.module_classes:
+                # `self.model` of a class that holds modules without being one (a trainer): what its
+                # methods assign it.
+                return self._class_attribute(cls, expr.attr.value)
         owner = self.value(expr.value, at)
         if owner is None:
             return None

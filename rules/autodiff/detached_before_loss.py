@@ -75,6 +75,21 @@ class DetachedBeforeLoss(Rule):
         Example("""
 import torch
 import torch.nn.functional as F
+class Trainer:
+    def __init__(self, loader):
+        self.model = torch.nn.Linear(10, 3)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+        self.loader = loader
+    def fit(self):
+        for x, y in self.loader:
+            loss = F.cross_entropy(self.model(x).detach(), y)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+"""),
+        Example("""
+import torch
+import torch.nn.functional as F
 model = torch.nn.Linear(10, 3)
 for x, y in loader:
     out = model(x).detach()

@@ -313,6 +313,20 @@ def run_customized_training_loop(strategy, model, optimizer, train_iterator, ste
     )
     not_flagged = (
         Example("""
+import tensorflow as tf
+def make_checkpoint():
+    return tf.train.Checkpoint()
+optimizer = tf.keras.optimizers.Adam(1e-3)
+ckpt = make_checkpoint()
+ckpt.model = model
+ckpt.optimizer = optimizer
+for x, y in dataset:
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    ckpt.write("ckpt")
+"""),
+        Example("""
 import torch
 model = build_model()
 model.load_state_dict(torch.load("trained.pt"))
@@ -619,10 +633,15 @@ class OptimizerTest(tf.test.TestCase):
             return None
         items = [arg.value for arg in checkpoint.args]
         bound = self.ctx.parents.get(checkpoint)
-        if isinstance(bound, cst.Assign):
-            names = {dotted(t.target) for t in bound.targets} - {None}
-            items += [a.value for a in self.ctx.nodes(cst.Assign) for t in a.targets
-                      if isinstance(t.target, cst.Attribute) and dotted(t.target.value) in names]
+        # Bound where it is built, or where a factory of this file returning it is called
+        # (`ckpt = make_checkpoint()`).
+        binders = [bound] if isinstance(bound, cst.Assign) else []
+        scope = self.ctx.scope_of(checkpoint)
+        if isinstance(bound, cst.Return) and isinstance(scope, cst.FunctionDef):
+            binders += [self.ctx.parents.get(site) for site in self.ctx.calls.call_sites.get(scope, [])]
+        names = {dotted(t.target) for b in binders if isinstance(b, cst.Assign) for t in b.targets} - {None}
+        items += [a.value for a in self.ctx.nodes(cst.Assign) for t in a.targets
+                  if isinstance(t.target, cst.Attribute) and dotted(t.target.value) in names]
         return items
 
     def _holds_all(self, checkpoint: cst.Call, trained: list[cst.Call]) -> bool:

@@ -82,6 +82,18 @@ class Trainer:
     not_flagged = (
         Example("""
 import torch
+def average_grad(p):
+    p.grad /= accum
+for i, (x, y) in enumerate(loader):
+    criterion(model(x), y).backward()
+    if (i + 1) % accum == 0:
+        for p in model.parameters():
+            average_grad(p)
+        optimizer.step()
+        optimizer.zero_grad()
+"""),
+        Example("""
+import torch
 for i, (x, y) in enumerate(loader):
     loss = criterion(model(x), y) / accumulation_steps
     loss.backward()
@@ -202,9 +214,12 @@ for idx, batch in enumerate(dataloader):
         return False
 
     def _grads_divided(self, iteration: Iteration) -> bool:
-        """`p.grad /= k`, `p.grad.div_(k)`, `p.grad.data.mul_(1 / k)` in the iteration, or a call this file
-        cannot see into that says it scales gradients (`training.scale_grads(model, 1 / num_tokens)`)."""
-        for node in walk(iteration.loop.body):
+        """`p.grad /= k`, `p.grad.div_(k)`, `p.grad.data.mul_(1 / k)` in the iteration or in a function of
+        this file it calls (`scale_grads(p)`), or a call this file cannot see into that says it scales
+        gradients (`training.scale_grads(model, 1 / num_tokens)`)."""
+        body = list(walk(iteration.loop.body))
+        called = {fn for node in body if isinstance(node, cst.Call) for fn in self.ctx.calls.targets(node)}
+        for node in body + [n for fn in called for n in walk(fn.body)]:
             if isinstance(node, cst.Call) and not self.ctx.calls.targets(node) \
                     and "grad" in (call_name(node) or "") and any(w in (call_name(node) or "") for w in ("scale", "div")):
                 return True
