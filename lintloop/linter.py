@@ -199,7 +199,7 @@ def _lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | No
     # by itself or, for a program, with them (decided on the whole text, not through the rules'
     # screen, so that the screen changes no result).
     may_fire = _may_fire(source, ruleset)
-    if not may_fire:
+    if not may_fire and any(r.has_visitor() for r in ruleset.rules):  # a test module may run no rule at all
         with timer.stage("project"):
             program = imported_definitions(text, file.path)
         may_fire = program is not None and _may_fire(SourceScreen(program), ruleset)
