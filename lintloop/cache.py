@@ -364,7 +364,7 @@ def decode_entry(raw: bytes, key: str) -> CachedLint | None:
             return None
     except (ValueError, RecursionError):
         return None
-    if any(_dependency_digest(path) != digest for path, digest in depends):
+    if any(dependency_digest(path) != digest for path, digest in depends):
         return None  # a module the findings depend on changed
     findings = []
     for item in payload:
@@ -558,12 +558,6 @@ def read_module(path: str, max_bytes: int) -> bytes | None:
             return None
 
 
-def dependency_digest(path: str) -> str:
-    """What a cache entry records for a file or directory its findings depend on (read without
-    blocking): compared with the same on every read of the entry."""
-    return _dependency_digest(path)
-
-
 def read_regular(directory_fd: int, name: str, max_bytes: int) -> bytes | None:
     """The content of the regular file `name` in the directory open as `directory_fd`, never through
     a symbolic link nor blocking; None where there is no such file or it is over `max_bytes`."""
@@ -590,7 +584,7 @@ def listing_digest(directory: str) -> str:
     return "listing:" + hashlib.sha256("\0".join(names).encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def _dependency_digest(path: str) -> str:
+def dependency_digest(path: str) -> str:
     """What `file_digest(path)` gives for what a real entry depends on: a module file's sha256, or
     `ABSENT` for a path looked for and not there; for a directory, its `listing_digest`. Anything else
     that a hostile entry might name (a FIFO, a device) matches no recorded digest, and is never read."""

@@ -303,7 +303,8 @@ for x, y in loader:
             for fn in self.ctx.calls.targets(call):
                 params = [*fn.params.posonly_params, *fn.params.params]
                 passed = next((p.name.value for p in params
-                               if dotted(self.ctx.calls.argument_for(call, fn, p) or cst.Name("_")) == model), None)
+                               if (given := self.ctx.calls.argument_for(call, fn, p)) is not None and dotted(given) == model),
+                              None)
                 name = passed or (model if model not in {p.name.value for p in params} else None)
                 if name is not None and not self._grad_off(call):
                     yield from ((c, name) for c in self.ctx.calls.calls_in(fn))
