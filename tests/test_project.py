@@ -222,3 +222,16 @@ def test_cached_finding_is_recomputed_when_the_other_module_changes(tmp_path: Pa
     assert run() == ["LL101"]
     losses.unlink()
     assert run() == []  # the module is gone
+
+
+def test_a_project_module_is_parsed_without_astroid_importing_other_modules(tmp_path: Path) -> None:
+    import astroid
+
+    from lintloop.analysis.project import _parse
+
+    data = b"import json\njson.decoder.scanstring = None\n\ndef helper(x):\n    return x\n"
+    module = _parse(str(tmp_path / "m.py"), data, [], "m")
+    assert module is not None and module.tree.body[-1].name == "helper"
+    # astroid's own `json.decoder.x = ...` resolution would have built the json package.
+    assert "json.decoder" not in astroid.MANAGER.astroid_cache
+    assert astroid.MANAGER.module_denylist == set()  # restored for any other user of astroid

@@ -348,14 +348,31 @@ def _parse(path: str, data: bytes, package: list[str], name: str) -> ProjectModu
     from astroid.manager import AstroidManager
 
     nodes = astroid_nodes
+    brain = AstroidManager.brain
+    denied = brain["module_denylist"]
+    brain["module_denylist"] = _EVERY_MODULE
     try:
         text = data.decode("utf-8-sig")
         tree = astroid.parse(text, apply_transforms=False)
     except Exception:  # noqa: BLE001 - astroid raises its own errors for bad input; a module we cannot read is not ours to judge
         return None
     finally:
+        brain["module_denylist"] = denied
         AstroidManager().astroid_cache.pop("", None)  # astroid caches an unnamed module under "": keep ours only
     return ProjectModule(path, name, tree, imports_of(tree, package))
+
+
+class _EveryModule(frozenset):
+    """astroid's `module_denylist` while it parses a project module: it imports none. Building a tree
+    resolves `torch.backends.cudnn.benchmark = True` by importing torch, whose package (with an
+    installed framework) astroid then builds: seconds and tens of MiB for nothing lintloop asks; it
+    reads the project's modules itself (`Project._module`)."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
+_EVERY_MODULE = _EveryModule()
 
 
 # ----- questions on one astroid function -----------------------------------------------------------
