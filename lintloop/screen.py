@@ -9,6 +9,8 @@ Each rule declares its `Needs` in tokens this module understands:
                (`from tensorflow.distribute import MirroredStrategy` gives `distribute`)
 - `loop`, `augassign`, `return`, `global`: a `for`/`while` loop, an augmented assignment, a return
                statement, a `global`/`nonlocal` declaration
+- `repeated`   a function called in a loop's body (or by such a function), which may run once per
+               iteration: for the rules that ask `LoopValues.iteration_unit`
 - `text:TEXT`  TEXT appears anywhere in the file (file needs only: a loose, cheap pre-condition)
 
 `Needs.file` groups must each be matched somewhere in the file; `Needs.statement` groups must all
@@ -17,7 +19,8 @@ module's other statements together (they share one scope). Those units are the s
 built only of the seeds and what the analyses may consult about them: the units that define a
 name a selected unit reads (functions it calls, values it uses, `self.x` it reads), those that
 refer to a function defined in a selected unit (its call sites, `tf.function(f)`) or to a name bound
-to a call of one (`step = jax.jit(train_step)`: its call sites), a selected
+to a call of one (`step = jax.jit(train_step)`: its call sites), those that read an attribute a
+seed assigns (`model.evaluate(self.test_ds)` for `self.test_ds = ...`), a selected
 method's class, and a selected callable class's `__init__`, `build`, `forward`/`call` and `__call__`
 (a torch module, a Keras model, any class with `__call__`: calling an instance, `net(x)` or a
 `dataset.map(Preprocess())`, runs them without naming them). The file's
@@ -33,9 +36,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
+from lintloop.analysis.calls import REPEAT_DEPTH
 from lintloop.analysis.names import Names
 
-STRUCTURAL_TOKENS = frozenset({"loop", "augassign", "return", "global"})
+STRUCTURAL_TOKENS = frozenset({"loop", "repeated", "augassign", "return", "global"})
 # Statements holding a fact about the whole file that the analyses may need wherever a rule reports:
 # the Keras version (TF_USE_LEGACY_KERAS) and a global mixed-precision policy (set at module level,
 # or by a setup function, while the training step is elsewhere).
@@ -60,6 +64,7 @@ class Needs:
 # What the source text of each structural token must contain.
 _STRUCTURAL_TEXT = {
     "loop": re.compile(r"\b(?:for|while)\b"),
+    "repeated": re.compile(r"\b(?:for|while)\b"),  # a function called in a loop: the file holds a loop
     "augassign": re.compile(r"(?:[-+*/%&|^@]|//|\*\*|>>|<<)="),
     "return": re.compile(r"\breturn\b"),
     "global": re.compile(r"\b(?:global|nonlocal)\b"),
@@ -145,6 +150,8 @@ class Unit:
     tokens: set[str] = field(default_factory=set)
     reads: set[str] = field(default_factory=set)  # names and attribute names it mentions
     defines: set[str] = field(default_factory=set)  # names, attributes, functions and classes it binds
+    attributes: set[str] = field(default_factory=set)  # the attributes it assigns (`self.test_ds = ...`)
+    loop_calls: set[str] = field(default_factory=set)  # the last names of what it calls in a loop's body
     functions: set[str] = field(default_factory=set)  # functions defined in it, at any depth
     # Names bound to a call's result, with the names that call reads: `step = jax.jit(train_step)`,
     # `self.step = jax.jit(self._step)` (calling `step` runs `train_step`, like calling it by name).
@@ -167,6 +174,8 @@ class Unit:
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
+# Where `FileFacts._walk` is: in a function's body, in a loop's body (flags).
+_IN_FUNCTION, _IN_LOOP = 1, 2
 _TRY_STAR = getattr(ast, "TryStar", ast.Try)  # `try: ... except* E:` (Python 3.11+)
 # Fields that never hold a node worth visiting; per type, the rest (computed once).
 _LEAF_FIELDS = {"ctx", "type_comment", "kind", "id", "attr", "arg", "module", "level", "asname", "conversion"}
@@ -210,9 +219,26 @@ class FileFacts:
             for name in plain_calls & self.imports.keys():
                 tokens.add("call:" + self.imports[name].rsplit(".", 1)[-1])
             tokens.update("name:" + name for name in unit.reads)
+        self._mark_repeated()
         self.names = Names(self.imports, self.bound_names)
         self.tokens = set().union(*(s.tokens for s in self.units)) if self.units else set()
         self._starts = sorted(start for s in self.units for start in s.starts)
+
+    def _mark_repeated(self) -> None:
+        """A function called by name in a loop's body may run once per iteration of it (a step function the
+        training loop calls): it gets the `repeated` token, as the analyses' iteration units see it
+        (LoopValues.iteration_unit), and so do the functions it calls, `REPEAT_DEPTH` deep."""
+        by_function: dict[str, list[Unit]] = defaultdict(list)
+        for unit in self.units:
+            if unit.definition:
+                for name in unit.functions:
+                    by_function[name].append(unit)
+        called = set().union(*(unit.loop_calls for unit in self.units))
+        for _ in range(REPEAT_DEPTH):
+            repeated = [unit for name in called for unit in by_function.get(name, ()) if "repeated" not in unit.tokens]
+            for unit in repeated:
+                unit.tokens.add("repeated")
+            called = {token[5:] for unit in repeated for token in unit.tokens if token.startswith("call:")}
 
     def _unit(self, first_line: int) -> Unit:
         unit = Unit([first_line])
@@ -257,9 +283,12 @@ class FileFacts:
         calls as plain names."""
         tokens, reads, defines, bound = unit.tokens, unit.reads, unit.defines, self.bound_names
         plain_calls: set[str] = set()
-        stack: list[tuple[ast.AST, bool]] = [(root, False) for root in roots]  # (node, in a function's body)
+        loop_calls = unit.loop_calls
+        # (node, where: _IN_FUNCTION (in a function's body) | _IN_LOOP (in a loop's body))
+        stack: list[tuple[ast.AST, int]] = [(root, 0) for root in roots]
         while stack:
-            node, in_function = stack.pop()
+            node, where = stack.pop()
+            in_function = where & _IN_FUNCTION
             kind = type(node)
             if kind is ast.Name:
                 reads.add(node.id)
@@ -274,11 +303,15 @@ class FileFacts:
                         tokens.add("call:" + func.attr)
                     if func.attr in _FILE_FACT_CALLS:
                         unit.always = True
+                    if where & _IN_LOOP:
+                        loop_calls.add(func.attr)
                 elif type(func) is ast.Name:
                     tokens.add("call:" + func.id)
                     plain_calls.add(func.id)
                     if func.id in _FILE_FACT_CALLS:
                         unit.always = True
+                    if where & _IN_LOOP:
+                        loop_calls.add(func.id)
             elif kind is ast.Constant:
                 if node.value in _FILE_FACT_STRINGS:
                     unit.always = True
@@ -288,7 +321,7 @@ class FileFacts:
                 if not in_function:
                     defines.add(node.arg)  # a lambda's parameters bind in the enclosing scope, as in the index
             elif kind is ast.Assign:
-                self._bind(node.targets, defines, in_function)
+                self._bind(node.targets, unit, in_function)
                 if type(node.value) is ast.Call and len(node.targets) == 1:
                     target = node.targets[0]
                     alias = target.attr if type(target) is ast.Attribute else \
@@ -296,16 +329,24 @@ class FileFacts:
                     if alias is not None:
                         unit.aliases[alias] = {n.id if type(n) is ast.Name else n.attr for n in ast.walk(node.value)
                                                if type(n) is ast.Name or type(n) is ast.Attribute}
-            elif kind in (ast.AnnAssign, ast.AugAssign, ast.NamedExpr) or kind in _LOOPS:
+            elif kind in _LOOPS:
+                tokens.add("loop")
+                if kind is ast.While:
+                    stack.append((node.test, where | _IN_LOOP))  # evaluated on every iteration
+                else:
+                    self._bind([node.target], unit, in_function)
+                    stack.append((node.target, where))
+                    stack.append((node.iter, where))
+                stack.extend((child, where | _IN_LOOP) for child in node.body)
+                stack.extend((child, where) for child in node.orelse)
+                continue
+            elif kind in (ast.AnnAssign, ast.AugAssign, ast.NamedExpr):
                 if kind is ast.AugAssign:
                     tokens.add("augassign")
-                elif kind in _LOOPS:
-                    tokens.add("loop")
-                if kind is not ast.While:
-                    self._bind([node.target], defines, in_function)
+                self._bind([node.target], unit, in_function)
             elif kind is ast.withitem:
                 if node.optional_vars is not None:
-                    self._bind([node.optional_vars], defines, in_function)
+                    self._bind([node.optional_vars], unit, in_function)
             elif kind is ast.Return:
                 tokens.add("return")
             elif kind is ast.Global or kind is ast.Nonlocal:
@@ -317,8 +358,8 @@ class FileFacts:
                 if kind is not ast.ClassDef:
                     unit.functions.add(node.name)
                     if not in_function:  # its name and decorators belong to the enclosing scope
-                        stack.extend((d, False) for d in node.decorator_list)
-                        stack.extend((child, True) for f in ("args", "body", "returns")
+                        stack.extend((d, where) for d in node.decorator_list)
+                        stack.extend((child, _IN_FUNCTION) for f in ("args", "body", "returns")
                                      for child in _as_list(getattr(node, f)))
                         continue
             elif kind is ast.Import or kind is ast.ImportFrom:
@@ -330,9 +371,9 @@ class FileFacts:
             for name in _child_fields(kind):
                 value = getattr(node, name)
                 if type(value) is list:
-                    stack.extend((child, in_function) for child in value if isinstance(child, ast.AST))
+                    stack.extend((child, where) for child in value if isinstance(child, ast.AST))
                 elif isinstance(value, ast.AST):
-                    stack.append((value, in_function))
+                    stack.append((value, where))
         return plain_calls
 
     def _record_import(self, node: ast.Import | ast.ImportFrom) -> None:
@@ -350,12 +391,13 @@ class FileFacts:
             if not (fallback and local in self.imports):
                 self.imports[local] = full
 
-    def _bind(self, targets: list[ast.AST], defines: set[str], in_function: bool) -> None:
+    def _bind(self, targets: list[ast.AST], unit: Unit, in_function: bool) -> None:
         """Names bound by an assignment's targets, as the CST index binds them
-        (lintloop.analysis.index.TreeIndex). `defines` gets what another statement may look up:
-        module-scope names (a function's locals are invisible outside it; class bodies and lambdas
+        (lintloop.analysis.index.TreeIndex). The unit's `defines` gets what another statement may look
+        up: module-scope names (a function's locals are invisible outside it; class bodies and lambdas
         bind in the enclosing scope, as in the index) and attributes (`self.x` is looked up across
-        the file). The targets are still walked as any node (their reads)."""
+        the file), also kept apart in `attributes`. The targets are still walked as any node (their reads)."""
+        defines = unit.defines
         targets = list(targets)
         while targets:
             target = targets.pop()
@@ -370,6 +412,7 @@ class FileFacts:
                 targets.append(target.value)
             elif kind is ast.Attribute:
                 defines.add(target.attr)
+                unit.attributes.add(target.attr)
 
     # ----- selection ---------------------------------------------------------------------------
     def seeds(self, needs: Needs, text: str) -> list[int]:
@@ -400,7 +443,8 @@ class FileFacts:
         with a method, its class (header and other statements).
 
         Selected in rounds: each adds the units that define a name a selected unit reads, or read a
-        function (or an alias of one) a selected unit defines. A round looks only at what the one
+        function (or an alias of one) a selected unit defines; and first, the units that read an attribute
+        a seed assigns. A round looks only at what the one
         before it added, through indexes by name: a chain of 5,000 helpers takes 5,000 short rounds."""
         units = self.units
         definers, readers, alias_users = self._by_name
@@ -410,6 +454,9 @@ class FileFacts:
         unseen_aliases: set[str] = set()  # aliases the last round added, not yet looked up by an alias
         shells: set[int] = set()  # selected classes of only methods (each parses only with one of them)
         fresh = set(seeds) | {i for i, s in enumerate(units) if s.always}
+        # `self.test_ds = ...batch().shuffle()` in `__init__`, `model.evaluate(self.test_ds)` in `fit`: what
+        # reads an attribute a seed assigns may decide (an evaluation pipeline). One hop, from the seeds.
+        fresh |= {i for name in set().union(*(units[i].attributes for i in seeds)) for i in readers.get(name, ())}
         while fresh:
             fresh |= {units[i].shell for i in fresh if units[i].shell is not None} - selected
             fresh |= {m for i in fresh for m in units[i].call_path} - selected

@@ -154,6 +154,26 @@ def test_a_selected_keras_model_class_brings_build_and_call():
     assert sorted(facts.units[i].first_line for i in selected) == [3, 4, 7, 13]  # not `summary_text`
 
 
+def test_a_selected_unit_brings_the_readers_of_the_attributes_it_assigns():
+    import ast
+    code = ("import tensorflow as tf\n\nclass Trainer:\n    def __init__(self):\n"
+            "        self.test_ds = make(x).batch(32).shuffle(100)\n\n    def fit(self):\n"
+            "        model.evaluate(self.test_ds)\n\n    def other(self):\n        return 1\n")
+    facts = FileFacts(ast.parse(code))
+    selected = facts.closure({next(i for i, u in enumerate(facts.units) if u.first_line == 4)})
+    assert sorted(facts.units[i].first_line for i in selected) == [3, 4, 7]  # the class, `fit`; not `other`
+    assert lint_text("m.py", code, RuleSet(list(VISITOR_RULES))).findings == []  # an evaluation pipeline
+
+
+def test_a_function_called_in_a_loop_is_repeated_and_so_are_the_functions_it_calls():
+    import ast
+    code = ("import jax\n\ndef inner(f):\n    return jax.jit(f)(1)\n\ndef step(f):\n    return inner(f)\n\n"
+            "def once(f):\n    return f\n\nfor f in fns:\n    step(f)\nonce(g)\n")
+    facts = FileFacts(ast.parse(code))
+    repeated = sorted(u.first_line for u in facts.units if "repeated" in u.tokens)
+    assert repeated == [3, 6]  # the step the loop calls, the helper the step calls; not `once`
+
+
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="the host parses PEP 695 itself")
 def test_syntax_newer_than_the_host_is_not_a_syntax_error():
     code = "import torch\ntype Vector = list[float]\n\ndef first[T](xs: list[T]) -> T:\n    return xs[0]\n"

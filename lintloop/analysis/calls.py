@@ -19,6 +19,9 @@ FUNCTION_WRAPPERS = {"tensorflow.function"}
 # How far `through_callers` follows callers of callers: deep enough for helper-of-helper code,
 # shallow enough that a question never walks a whole file's call graph.
 CALLER_DEPTH = 4
+# How far a function is taken to run once per iteration of a loop in its callers (a step function the
+# loop calls, and a helper the step calls): the screen gives those units the `loop` token as deep.
+REPEAT_DEPTH = 2
 
 # The nodes whose calls `calls_in` gives.
 _CONTAINERS = (cst.For, cst.While, cst.FunctionDef, cst.With)
@@ -169,15 +172,15 @@ class CallGraph(Analysis):
         return sites
 
     def through_callers(self, node: cst.CSTNode, holds: Callable[[cst.CSTNode], bool],
-                        every: bool = True) -> CallChain | None:
+                        every: bool = True, depth: int = CALLER_DEPTH) -> CallChain | None:
         """Does `holds` hold at `node` itself, or at the call sites of the same-file function that
-        contains it (transitively: callers of callers, `CALLER_DEPTH` deep, cycles cut)?
+        contains it (transitively: callers of callers, `depth` deep, cycles cut)?
 
         `every`: at every call site (a helper "called only from" a tf.function, only inside a
         strategy scope); else at one. Returns `()` when `holds(node)`, the call sites through which
         it holds (innermost first, the shortest such chain), or None — also for a function with
         no call site in the file, whose callers cannot be seen."""
-        return self._through_callers(node, holds, every, CALLER_DEPTH, frozenset())
+        return self._through_callers(node, holds, every, depth, frozenset())
 
     def _through_callers(self, node: cst.CSTNode, holds: Callable[[cst.CSTNode], bool], every: bool,
                          depth: int, seen: frozenset[cst.FunctionDef]) -> CallChain | None:

@@ -108,8 +108,9 @@ class Intent(Analysis):
             home = self._home_scope(root.value, function) if function is not None else None
             if home is None:
                 return False
-            reads: list[cst.CSTNode] = [n for n in self._reads_by_name.get(root.value, ())
-                                        if self._refers_to(n, root.value, home)]
+            name, home = self._passed_in(root.value, home)
+            reads: list[cst.CSTNode] = [n for n in self._reads_by_name.get(name, ())
+                                        if self._refers_to(n, name, home)]
         elif isinstance(root, cst.Attribute):
             reads = list(self._attribute_reads.get(root.attr.value, ()))
         else:
@@ -137,6 +138,20 @@ class Intent(Analysis):
             elif kind != "nonlocal":
                 return scope
         return None
+
+    def _passed_in(self, name: str, home: Scope) -> tuple[str, Scope]:
+        """Where a factory's parameter comes from: the variable its one caller passes (`make_step(log)`
+        passes the module's `log`), whose reads count; else `name` in `home` itself."""
+        ctx = self.ctx
+        bindings = ctx.bindings_in(home, name)
+        if not isinstance(home, cst.FunctionDef) or not bindings or not isinstance(bindings[0].node, cst.Param):
+            return name, home
+        sites = ctx.calls.call_sites.get(home, [])
+        passed = ctx.calls.argument_for(sites[0], home, bindings[0].node) if len(sites) == 1 else None
+        if not isinstance(passed, cst.Name):
+            return name, home
+        outer = next((scope for scope in ctx.enclosing_scopes(passed) if ctx.bindings_in(scope, passed.value)), None)
+        return (passed.value, outer) if outer is not None else (name, home)
 
     def _refers_to(self, read: cst.Name, name: str, home: Scope) -> bool:
         """Does `read` see the `name` of `home` (not a local of a function between them)?"""

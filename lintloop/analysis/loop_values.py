@@ -6,10 +6,20 @@ Python value traces or compiles once per iteration.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from lintloop.analysis.base import Analysis
+from lintloop.analysis.calls import CALLER_DEPTH, REPEAT_DEPTH
+from lintloop.analysis.iteration import loop_header
 from lintloop.analysis.syntax import call_name
+
+if TYPE_CHECKING:
+    from lintloop.analysis.context import FileContext
+
+# A loop, or a function that runs once per iteration of loops in its callers (`iteration_unit`).
+IterationUnit = cst.For | cst.While | cst.FunctionDef
 
 # Iterables wrapped by progress bars: `for i in tqdm(range(n))` counts like `range(n)`.
 _PROGRESS_BARS = {"tqdm", "trange"}
@@ -27,6 +37,58 @@ _COLLECTIONS = (cst.List, cst.Tuple, cst.Set, cst.Dict)
 
 
 class LoopValues(Analysis):
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._repeated: dict[cst.FunctionDef, cst.For | cst.While | None] = {}
+
+    def iteration_unit(self, node: cst.CSTNode) -> IterationUnit | None:
+        """The code that runs once per iteration around `node`: the innermost loop whose body holds it
+        within its function, else that function when it runs once per iteration of loops in its callers
+        (a step function the training loop calls, `for batch in data: train_step(batch)`, however the
+        program was split into functions). None at module level and for a function with no call here."""
+        loop = self.ctx.innermost_loop(node)
+        if loop is not None:
+            return loop
+        for ancestor in self.ctx.ancestors(node):
+            if isinstance(ancestor, (cst.ClassDef, cst.Lambda)):
+                return None
+            if isinstance(ancestor, cst.FunctionDef):
+                return ancestor if self.calling_loop(ancestor) is not None else None
+        return None
+
+    def calling_loop(self, unit: IterationUnit) -> cst.For | cst.While | None:
+        """The loop that repeats `unit`: the loop itself, or for a function, the loop around its (first)
+        call site, through callers: every same-file call of it runs in a loop body, or in a function that
+        does, `REPEAT_DEPTH` deep. Never a traced function (a tf.function or a jitted function runs its
+        Python body once per trace, not per call) nor a call site in one."""
+        if not isinstance(unit, cst.FunctionDef):
+            return unit
+        if unit not in self._repeated:
+            ctx = self.ctx
+            chain = None
+            if not self._traced(unit):
+                chain = ctx.calls.through_callers(
+                    unit.body, lambda n: not isinstance(n, cst.BaseSuite) and ctx.innermost_loop(n) is not None
+                    and not self._traced_around(n), depth=REPEAT_DEPTH)
+            self._repeated[unit] = ctx.innermost_loop(chain[-1]) if chain else None
+        return self._repeated[unit]
+
+    def inside(self, unit: IterationUnit) -> str:
+        """How a message says where code in `unit` is: "inside a loop", or "in `train_step`, which
+        `for x, y in dataset` calls on every iteration"."""
+        if not isinstance(unit, cst.FunctionDef):
+            return "inside a loop"
+        loop = self.calling_loop(unit)
+        return f"in `{unit.name.value}`, which `{loop_header(self.ctx, loop)}` calls on every iteration"
+
+    def _traced(self, fn: cst.FunctionDef) -> bool:
+        jax = self.ctx.jax
+        return fn in self.ctx.tf.compiled_functions or fn in jax.compiled_functions or fn in jax.traced_bodies
+
+    def _traced_around(self, node: cst.CSTNode) -> bool:
+        return any(self._traced(scope) for scope in self.ctx.enclosing_scopes(node)
+                   if isinstance(scope, cst.FunctionDef))
+
     def loops_around(self, node: cst.CSTNode) -> list[cst.For | cst.While]:
         """The `for` / `while` loops whose body holds `node`, innermost first, within its function."""
         loops = []
@@ -36,6 +98,24 @@ class LoopValues(Analysis):
             if isinstance(ancestor, (cst.For, cst.While)) and self.ctx.is_inside(node, ancestor.body):
                 loops.append(ancestor)
         return loops
+
+    def repeating_loops(self, node: cst.CSTNode) -> list[cst.For | cst.While]:
+        """The loops around `node` in its function (`loops_around`), else the loop that calls the function
+        holding it on every iteration (`iteration_unit`)."""
+        loops = self.loops_around(node)
+        if loops:
+            return loops
+        unit = self.iteration_unit(node)
+        loop = self.calling_loop(unit) if unit is not None else None
+        return [loop] if loop is not None else []
+
+    def bound_each_iteration(self, binding: cst.CSTNode, at: cst.CSTNode) -> bool:
+        """Is `binding` (of a name read at `at`) in the body of a loop around `at`, or in the function
+        holding `at` when that function runs once per iteration (`iteration_unit`): a new value each time?"""
+        if any(self.ctx.is_inside(binding, loop.body) for loop in self.loops_around(at)):
+            return True
+        unit = self.iteration_unit(at)
+        return isinstance(unit, cst.FunctionDef) and self.ctx.scope_of(binding) is unit
 
     def few_iterations(self, loop: cst.For | cst.While) -> bool:
         """A `for` over a literal collection (`for dtype in (jnp.float32, jnp.bfloat16)`, also its
@@ -101,7 +181,39 @@ class LoopValues(Analysis):
                 and not expr.args[0].star and self._keeps_number(expr):
             return self.per_iteration_number(expr.args[0].value, at, depth + 1)
         if isinstance(expr, cst.Name):
-            return self._assigned_in_loop(expr, at, depth)
+            return self._assigned_in_loop(expr, at, depth) or self.changing_through_callers(expr, at)
+        return None
+
+    def parameter_of(self, expr: cst.BaseExpression, at: cst.CSTNode) -> tuple[cst.FunctionDef, cst.Param] | None:
+        """The function around `at` and its parameter that `expr` names, when the function never re-binds it."""
+        function = self.ctx.scope_of(at)
+        if not isinstance(expr, cst.Name) or not isinstance(function, cst.FunctionDef):
+            return None
+        bindings = self.ctx.bindings_in(function, expr.value)
+        if not bindings or not all(isinstance(b.node, cst.Param) for b in bindings):
+            return None
+        return function, bindings[0].node  # type: ignore[return-value]
+
+    def changing_through_callers(self, expr: cst.BaseExpression, at: cst.CSTNode,
+                                 depth: int = CALLER_DEPTH) -> str | None:
+        """Is `expr` a parameter of the (eager) function around `at`, never re-bound there, that a call of
+        that function gives a number changing every iteration of a loop around the call (`changing_number`;
+        or, helpers out, a parameter of its own function that is)? A step function the loop calls with its
+        index. Returns how to name the chain in a message, else None."""
+        ctx = self.ctx
+        passed_on = self.parameter_of(expr, at)
+        if passed_on is None or depth == 0 or ctx.tf.traced_function_of(at) is not None \
+                or ctx.jax.traced_chain(at) is not None:
+            return None  # in a traced function, the caller's own call is the one that retraces
+        function, param = passed_on
+        for site in ctx.calls.call_sites.get(function, ()):
+            passed = ctx.calls.argument_for(site, function, param)
+            if passed is None:
+                continue
+            changing = self.changing_number(passed, site) or self.changing_through_callers(passed, site, depth - 1)
+            if changing is not None:
+                return (f"the parameter `{param.name.value}` of `{function.name.value}`, called at line "
+                        f"{ctx.line_of(site)} with {changing}")
         return None
 
     def _assigned_in_loop(self, name: cst.Name, at: cst.CSTNode, depth: int) -> str | None:
@@ -109,8 +221,7 @@ class LoopValues(Analysis):
         binding = self.ctx.flow.last_binding(name.value, at)
         if binding is None or binding.value is None or binding.augmented:
             return None
-        loops = self.loops_around(at)
-        if not any(self.ctx.is_inside(binding.node, loop.body) for loop in loops):
+        if not self.bound_each_iteration(binding.node, at):
             return None
         inner = self.per_iteration_number(binding.value, binding.node, depth + 1)
         if inner is None:

@@ -22,7 +22,8 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.calls import CallChain
-from lintloop.analysis.syntax import argument, call_name, dotted, keyword_arg, positional_args, receiver
+from lintloop.analysis.syntax import (argument, call_name, dotted, keyword_arg, parameter_names, positional_args,
+                                      receiver)
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext, SourceOrdered
@@ -282,23 +283,26 @@ class OptimizerStates(Analysis):
         if repeated is None:
             return None
         chain, loop = repeated
-        if not chain and any(self._made_each_iteration(e, loop, fed) for e in (fed, receiver(call)) if e is not None):
+        repeated_body = self._function_of(call) if chain else loop  # the step function a loop calls, or the loop
+        if any(self._made_each_iteration(e, repeated_body, fed) for e in (fed, receiver(call)) if e is not None):
             return None
         return LostResult(call, what, how, chain, loop, certain=True)
 
-    def _made_each_iteration(self, expr: cst.BaseExpression, loop: cst.CSTNode, fed: cst.BaseExpression) -> bool:
-        """Is the state an update reads, or its optimizer, built afresh each iteration (`state = opt.init(p)`,
-        `clipper = optax.clip(c)`, the loop's own target: one optimizer per item), so that nothing carried
-        over is lost?"""
+    def _made_each_iteration(self, expr: cst.BaseExpression, repeated: cst.CSTNode | None,
+                             fed: cst.BaseExpression) -> bool:
+        """Is the state an update reads, or its optimizer, built afresh each iteration of the loop (or call
+        of the step function) `repeated` (`state = opt.init(p)`, `clipper = optax.clip(c)`, the loop's own
+        target: one optimizer per item), so that nothing carried over is lost?"""
         head = (dotted(expr) or "").split(".", 1)[0]
-        if not head or not isinstance(loop, (cst.For, cst.While)):
+        if not head or not isinstance(repeated, (cst.For, cst.While, cst.FunctionDef)):
             return False
+        scope = repeated if isinstance(repeated, cst.FunctionDef) else self.ctx.scope_of(repeated.body)
         # Only a binding by the loop itself or in its body counts: those made inside the loop.
-        for binding in self.ctx.flow.scope_bindings_within(self.ctx.scope_of(loop.body), head, loop):
-            if isinstance(loop, cst.For) and binding.node is loop:
+        for binding in self.ctx.flow.scope_bindings_within(scope, head, repeated):
+            if isinstance(repeated, cst.For) and binding.node is repeated:
                 return True
             value = self.ctx.flow.source_value(binding)
-            if self.ctx.is_inside(binding.node, loop.body) and isinstance(value, cst.Call) \
+            if self.ctx.is_inside(binding.node, repeated.body) and isinstance(value, cst.Call) \
                     and (call_name(value) == "init" or expr is not fed):
                 return True
         return False
@@ -420,7 +424,7 @@ class OptimizerStates(Analysis):
                           for b in ctx.bindings_in(scope, head))
             return True if rebound else ((), loop, head)
         function = self._function_of(at)
-        if function is None or depth >= _DEPTH or head not in _parameter_names(function):
+        if function is None or depth >= _DEPTH or head not in parameter_names(function):
             return None
         body_of = self.ctx.jax.traced_bodies.get(function)
         if body_of is not None and body_of.kind in _CARRY_LOOPS:
@@ -506,14 +510,9 @@ class OptimizerStates(Analysis):
 
     def _arguments_for(self, name: cst.Name, at: cst.CSTNode) -> list[cst.BaseExpression | None]:
         function = self._function_of(at)
-        if function is None or name.value not in _parameter_names(function):
+        if function is None or name.value not in parameter_names(function):
             return []
         return [self._argument(site, function, name.value) for site in self._call_sites(function)]
-
-
-def _parameter_names(function: cst.FunctionDef) -> set[str]:
-    params = function.params
-    return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
 
 
 def _parse(text: str) -> cst.BaseExpression:

@@ -73,7 +73,10 @@ class OuterState(Analysis):
             if ctx.bindings_in(function, name):
                 return None  # a local (or parameter) of the function
             bindings = ctx.flow.bindings_of(name, node, before=False)
-            if bindings and all(_is_list(b.value) for b in bindings):
+            values = [b.value for b in bindings]
+            if len(bindings) == 1 and isinstance(bindings[0].node, cst.Param):
+                values = [ctx.flow.resolve_value(target, node)]  # a factory's parameter: what its one caller passes
+            if values and all(_is_list(v) for v in values):
                 return f"`{name}`, a list defined outside the function"
             return None
         if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
@@ -82,6 +85,19 @@ class OuterState(Analysis):
             if values and all(_is_list(b.value) and not ctx.is_inside(b.node, function) for b in values):
                 return f"`{name}`, a list attribute set outside the function"
         return None
+
+    def local_to_trace(self, target: cst.BaseExpression, node: cst.CSTNode, traced: cst.CSTNode) -> bool:
+        """Is `target` a variable of the traced function `traced` itself, or of a function nested in it, that
+        `node` (in a function nested there: a step closure) changes? It is created anew on every trace."""
+        if not isinstance(target, cst.Name):
+            return False
+        ctx = self.ctx
+        for scope in ctx.enclosing_scopes(node):
+            if not isinstance(scope, cst.FunctionDef) or not ctx.is_inside(scope, traced):
+                return False
+            if ctx.bindings_in(scope, target.value) and not declared(scope, target.value):
+                return True
+        return False
 
     def mutation(self, node: cst.Call | cst.AugAssign) -> tuple[cst.BaseExpression, str] | None:
         """(what is changed, how to say it) for `x.append(v)` / `x.extend(v)` of a per-call value and

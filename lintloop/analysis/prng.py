@@ -413,6 +413,11 @@ class _ScopeFlow:
             return {v + (expr.index,) for v in expr.values}
         if isinstance(expr, cst.Name):
             found = state.env.get(expr.value)
+            if found is None and isinstance(self.scope, cst.FunctionDef):
+                made = self._made_once(expr.value, enclosing=True)
+                if made is not None:
+                    self._define(made, self.ctx.names.callee(made), state)  # type: ignore[arg-type]
+                    return {(made,)}
             return set(found) if found is not None else None
         if isinstance(expr, cst.Subscript):
             index = _constant_index(expr)
@@ -423,7 +428,26 @@ class _ScopeFlow:
             if name in KEY_MAKERS or name in DERIVERS:
                 self._define(expr, name, state)
                 return {(expr,)}
+        if isinstance(expr, cst.Attribute):
+            name = dotted(expr)
+            made = self._made_once(name) if name and name.startswith("self.") and name.count(".") == 1 else None
+            if made is not None:
+                self._define(made, self.ctx.names.callee(made), state)  # type: ignore[arg-type]
+                return {(made,)}
         return None
+
+    def _made_once(self, name: str, enclosing: bool = False) -> cst.Call | None:
+        """The new key a variable of an enclosing scope (`key = jax.random.PRNGKey(0)` in module code, or in
+        the function a step closure is defined in; `enclosing`), or an attribute set in another method
+        (`self.key = ...` in `__init__`), holds when that is its only binding in the file: the same key on
+        every read from this function."""
+        ctx = self.ctx
+        bindings = ctx.bindings_anywhere(name)
+        if len(bindings) != 1 or bindings[0].augmented or ctx.is_inside(bindings[0].node, self.scope) \
+                or (enclosing and ctx.scope_of(bindings[0].node) not in ctx.enclosing_scopes(self.scope)):
+            return None
+        value = bindings[0].value
+        return value if isinstance(value, cst.Call) and ctx.names.callee(value) in KEY_MAKERS else None
 
     def _define(self, call: cst.Call, name: str, state: _State) -> None:
         definition = self.definitions.get(call)
@@ -579,12 +603,22 @@ class _ScopeFlow:
         """Draws inside a loop from a value that does not change across its iterations."""
         found: list[Reuse] = []
         for draw in self.draws.values():
-            for loop in self._loops_around(draw.at):
-                if all(self.invariant(v, loop) for v in draw.values):
-                    root = next((v[0] for v in draw.values if self.ctx.is_inside(v[0], loop)), None)
+            # The loops of this scope; else, in a step function a loop calls, each call is an iteration.
+            repeated = [(loop, loop) for loop in self._loops_around(draw.at)] or self._calling_loop(draw.at)
+            for loop, body in repeated:
+                if all(self.invariant(v, body) for v in draw.values):
+                    root = next((v[0] for v in draw.values if self.ctx.is_inside(v[0], body)), None)
                     found.append(Reuse(draw, loop=loop, root=root))
                     break
         return found
+
+    def _calling_loop(self, node: cst.CSTNode) -> list[tuple[cst.For | cst.While, cst.FunctionDef]]:
+        """[(the loop that calls this function on every iteration, the function)] when `node` runs once per
+        call of it (`LoopValues.iteration_unit`), else []."""
+        if not isinstance(self.scope, cst.FunctionDef) or self.ctx.loop_values.iteration_unit(node) is not self.scope:
+            return []
+        loop = self.ctx.loop_values.calling_loop(self.scope)
+        return [(loop, self.scope)] if loop is not None else []
 
     def _loops_around(self, node: cst.CSTNode) -> list:
         """The loops of this scope that run `node` on each iteration, innermost first (a comprehension

@@ -109,6 +109,12 @@ def names_in(expr: cst.CSTNode) -> set[str]:
     return found
 
 
+def parameter_names(function: cst.FunctionDef | cst.Lambda) -> set[str]:
+    """The names of a function's positional and keyword parameters (not `*args` / `**kwargs`)."""
+    params = function.params
+    return {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+
+
 def dotted_names_in(node: cst.CSTNode) -> set[str]:
     """Names and `a.b` attribute chains read in `node` (`self.model` as well as `self`)."""
     return names_in(node) | {d for n in walk(node) if isinstance(n, cst.Attribute) and (d := dotted(n))}

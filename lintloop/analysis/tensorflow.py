@@ -13,8 +13,8 @@ from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.calls import CallChain
 from lintloop.analysis.contexts import WithBlocks, WithContext
 from lintloop.analysis.index import Scope
-from lintloop.analysis.syntax import (argument, call_name, keyword_arg, names_in, positional_args, receiver,
-                                      string_value)
+from lintloop.analysis.syntax import (argument, call_name, keyword_arg, names_in, parameter_names, positional_args,
+                                      receiver, string_value)
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext
@@ -230,7 +230,7 @@ class TensorFlow(Analysis):
         if fn in self._wrappers:
             return self._wrappers[fn]
         self._wrappers[fn] = None  # a recursive wrapper is none
-        params = {p.name.value for p in (*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params)}
+        params = parameter_names(fn)
         params.update(p.name.value for p in (fn.params.star_arg, fn.params.star_kwarg) if isinstance(p, cst.Param))
         inner_defs = {d.name.value for d in self.ctx.nodes_in_scope(cst.FunctionDef, fn).nodes}
         for ret in self._returns.get(fn, ()):

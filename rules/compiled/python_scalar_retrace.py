@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import libcst as cst
 
-from lintloop.analysis.syntax import keyword_arg, positional_args
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 
@@ -168,7 +167,7 @@ for i in range(100):
         if not node.args:
             return
         in_loop = ctx.innermost_loop(node) is not None
-        if not in_loop and not any(self._parameter_passed_on(a.value, node) for a in node.args if not a.star):
+        if not in_loop and not any(ctx.loop_values.parameter_of(a.value, node) for a in node.args if not a.star):
             return  # neither in a loop nor passing on a parameter: cheap exit before resolving the callee
         callee = ctx.tf.compiled_callee(node)
         if callee is None or callee[1].input_signature:
@@ -178,57 +177,10 @@ for i in range(100):
                 continue
             changing = ctx.loop_values.changing_number(arg.value, node) if in_loop else None
             if changing is None:
-                chain = self._changing_through_callers(arg.value, node, _HELPER_DEPTH)
+                chain = ctx.loop_values.changing_through_callers(arg.value, node, _HELPER_DEPTH)
                 changing = f"{chain}," if chain is not None else None
             if changing is not None:
                 self.report(arg, f"{changing} is a Python number that changes every iteration, passed to "
                                  f"the tf.function `{callee[0].name.value}`: each new value traces it again "
                                  "(one graph per value); pass `tf.constant(...)` or give it an `input_signature`")
                 return
-
-    def _changing_through_callers(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> str | None:
-        """Is `expr` a parameter of the (eager) function around `at`, passed on unchanged, that a call of
-        that function gives a number changing every iteration of a loop around the call (or, helpers out,
-        a parameter of its own function that is)? Returns how to name the chain in a message, else None."""
-        passed_on = self._parameter_passed_on(expr, at)
-        if passed_on is None or depth == 0 or self.ctx.tf.traced_function_of(at) is not None:
-            return None  # in a traced function, the caller's own call is the one that retraces
-        function, param = passed_on
-        for site in self.ctx.calls.call_sites.get(function, ()):
-            passed = _passed_for(site, function, param)
-            if passed is None:
-                continue
-            changing = self.ctx.loop_values.changing_number(passed, site) \
-                or self._changing_through_callers(passed, site, depth - 1)
-            if changing is not None:
-                return (f"the parameter `{param.name.value}` of `{function.name.value}`, called at line "
-                        f"{self.ctx.line_of(site)} with {changing}")
-        return None
-
-    def _parameter_passed_on(self, expr: cst.BaseExpression,
-                             at: cst.CSTNode) -> tuple[cst.FunctionDef, cst.Param] | None:
-        """The function around `at` and its parameter that `expr` names, when the function never re-binds it."""
-        function = self.ctx.scope_of(at)
-        if not isinstance(expr, cst.Name) or not isinstance(function, cst.FunctionDef):
-            return None
-        bindings = self.ctx.bindings_in(function, expr.value)
-        if not bindings or not all(isinstance(b.node, cst.Param) for b in bindings):
-            return None
-        return function, bindings[0].node  # type: ignore[return-value]
-
-
-def _passed_for(site: cst.Call, function: cst.FunctionDef, param: cst.Param) -> cst.BaseExpression | None:
-    """The argument `site` (a call of `function`) passes for `param`: by keyword, or by position (after the
-    implicit `self` of a method called as `obj.method(...)`); None when not passed or not knowable (`*args`)."""
-    name = param.name.value
-    by_keyword = keyword_arg(site, name)
-    if by_keyword is not None:
-        return by_keyword
-    positional = [*function.params.posonly_params, *function.params.params]
-    index = next((i for i, p in enumerate(positional) if p is param), None)
-    if index is None or any(a.star for a in site.args):
-        return None
-    if isinstance(site.func, cst.Attribute) and positional and positional[0].name.value == "self":
-        index -= 1
-    args = positional_args(site)
-    return args[index] if 0 <= index < len(args) else None

@@ -47,6 +47,18 @@ class PythonSideEffectInTfFunction(Rule):
         Example("""
 import tensorflow as tf
 history = []
+def make_train_step(history):
+    @tf.function
+    def train_step(x, y):
+        loss = tf.reduce_mean((model(x) - y) ** 2)
+        history.append(loss)
+        return loss
+    return train_step
+train_step = make_train_step(history)
+"""),
+        Example("""
+import tensorflow as tf
+history = []
 @tf.function
 def train_step(x, y):
     loss = tf.reduce_mean((model(x) - y) ** 2)
@@ -115,6 +127,19 @@ print("eval batches:", len(losses), "mean loss:", sum(losses) / len(losses))
 """),
     )
     not_flagged = (
+        Example("""
+import tensorflow as tf
+@tf.function
+def unroll(x, steps):
+    outputs = []
+    def advance(x):
+        x = x * 2
+        outputs.append(x)
+        return x
+    for i in range(steps):
+        x = advance(x)
+    return tf.stack(outputs)
+"""),
         Example("""
 import tensorflow as tf
 def test_square_traces_once_per_dtype():
@@ -235,8 +260,9 @@ def step(x):
             return
         tf = ctx.tf
         traced = tf.traced_chain(node)
-        if traced is None or ctx.intent.counts_traces(node, target, traced[1]):
-            return  # a trace counter read to count traces counts them on purpose
+        if traced is None or ctx.outer_state.local_to_trace(target, node, traced[1]) \
+                or ctx.intent.counts_traces(node, target, traced[1]):
+            return  # a variable of the trace itself; a trace counter read to count traces counts them on purpose
         self.report(node, f"{action} inside {tf.where(node, traced)} changes {outside}: it runs only while "
                           "TensorFlow traces the function (first call and each retrace), not on every call; return the "
                           "value to the eager caller, or keep the state in a `tf.Variable` / `tf.TensorArray` "

@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis.iteration import loop_header
-from lintloop.analysis.syntax import argument, call_name, names_in
+from lintloop.analysis.loop_values import IterationUnit
+from lintloop.analysis.syntax import argument, call_name, names_in, parameter_names
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 
@@ -15,11 +16,13 @@ class TfFunctionInLoop(Rule):
     name = "tf-function-in-loop"
     frameworks = ("tf",)
     kind = "perf"
-    # `tf.function` / `common.function` / `from tensorflow import function`: not the word in a docstring.
-    needs = Needs(file=(("name:function",), ("text:.function", "text:import function")),
-                  statement=(("loop",), ("name:function",)))
+    # `tf.function`, `common.function`, `from tensorflow import function` / `import GradientTape, function`:
+    # not the word in prose.
+    needs = Needs(file=(("name:function",), ("text:.function", "text:import function", "text:, function")),
+                  statement=(("loop", "repeated"), ("name:function",)))
     probe = "trace"
-    summary = ("`tf.function(...)` called, or a `@tf.function` def (any spelling or wrapper), inside a loop body, "
+    summary = ("`tf.function(...)` called, or a `@tf.function` def (any spelling or wrapper), inside a loop body "
+               "(or a function the loop calls on every iteration), "
                "when the new function is run in the same iteration (`tf.function(f)(x)`, by its name, or "
                "`strategy.run(f)`, in that loop and not in a loop nested inside it): each iteration builds a "
                "new function with an empty trace cache, so every call traces (and compiles) again. Also a "
@@ -38,6 +41,16 @@ class TfFunctionInLoop(Rule):
     remedy = ("Create the tf.function once, before the loop, and pass what changes per iteration (the batch a "
               "closure captured) as an argument: `strategy.run(fn, args=(batch,))`.")
     flagged = (
+        Example("""
+import tensorflow as tf
+def predict(x):
+    return model(x, training=False)
+def serve_batch(x):
+    compiled = tf.function(predict)
+    return compiled(x)
+for x in batches:
+    outputs.append(serve_batch(x))
+"""),
         Example("""
 import tensorflow as tf
 def train_step(x, y):
@@ -101,6 +114,20 @@ for epoch in range(num_epochs):
     not_flagged = (
         Example("""
 import tensorflow as tf
+def train_candidate(net):
+    @tf.function
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, net(x, training=True))
+        optimizer.apply_gradients(zip(tape.gradient(loss, net.trainable_variables), net.trainable_variables))
+        return loss
+    for x, y in train_ds:
+        train_step(x, y)
+for name, net in candidates.items():
+    train_candidate(net)
+"""),
+        Example("""
+import tensorflow as tf
 for name, net in candidates.items():
     @tf.function
     def train_step(x, y):
@@ -162,52 +189,63 @@ for name, fn in registry.items():
 
     def _check(self, node: cst.CSTNode, name: str | None, called_at_once: bool = False) -> None:
         ctx = self.ctx
-        loop = ctx.innermost_loop(node)
-        if loop is None:
+        unit = ctx.loop_values.iteration_unit(node)
+        if unit is None:
             return
         if isinstance(node, cst.FunctionDef):
             decorator = next(d.decorator for d in node.decorators if ctx.tf.function_wrapper(d.decorator) is not None)
             what = f"`@{ctx.snippet(decorator)}` def `{name}`"
         else:
             what = f"`{ctx.snippet(node.func)}(...)`"
-        runs = [c for c in ctx.calls.calls_in(loop) if ctx.order[c] > ctx.order[node] and self._runs(c, name)]
-        if called_at_once or any(ctx.innermost_loop(c) is loop for c in runs):
-            self.report(node, f"{what} inside a loop builds a new tf.function each iteration, called in that "
-                              "iteration: every call traces (and compiles) again; create it once before the loop "
-                              "and pass what changes per iteration as an argument")
+        runs = [c for c in ctx.calls.calls_in(unit) if ctx.order[c] > ctx.order[node] and self._runs_through(c, name)]
+        if called_at_once or any(ctx.loop_values.iteration_unit(c) is unit for c in runs):
+            self.report(node, f"{what} {ctx.loop_values.inside(unit)} builds a new tf.function each iteration, "
+                              "called in that iteration: every call traces (and compiles) again; create it once "
+                              "before the loop and pass what changes per iteration as an argument")
             return
         inner = next((ctx.innermost_loop(c) for c in runs if ctx.innermost_loop(c) is not None), None)
-        if inner is not None and not self._varies_with(node, loop):
+        if inner is not None and not self._varies_with(node, unit):
+            loop = ctx.loop_values.calling_loop(unit)
             self.report(node, f"{what} is rebuilt on every iteration of `{loop_header(ctx, loop)}` though it is the "
                               f"same function each time, and run in `{loop_header(ctx, inner)}`: it traces (and "
                               "compiles) again once per iteration of the outer loop — the cost of a trace, seconds "
                               "for a large model, times the epochs; create it once before the loop")
 
-    def _varies_with(self, node: cst.CSTNode, loop: cst.For | cst.While) -> bool:
-        """Is the function built at `node` a different one on each iteration of `loop`: it reads a name the
-        loop binds (its target, or an assignment in its body), as one step function per model of a loop
-        over models does (each needs its own trace anyway)?"""
+    def _varies_with(self, node: cst.CSTNode, unit: IterationUnit) -> bool:
+        """Is the function built at `node` a different one on each iteration of `unit`: it reads a name the
+        loop binds (its target, or an assignment in its body; a function's parameters), as one step
+        function per model of a loop over models does (each needs its own trace anyway)?"""
         ctx = self.ctx
         built = node if isinstance(node, cst.FunctionDef) else argument(node, 0, "func")
         if built is None:
             return True
         if isinstance(built, cst.Name):
-            defined = [fn for fn in ctx.calls.local_functions(built) if ctx.is_inside(fn, loop)]
+            defined = [fn for fn in ctx.calls.local_functions(built) if ctx.is_inside(fn, unit)]
             if not defined:
                 return False  # a function defined outside the loop: the same object every iteration
             built = defined[0]
-        bound = names_in(loop.target) if isinstance(loop, cst.For) else set()
-        for target in ctx.nodes_within((cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.WithItem), loop):
+        bound = names_in(unit.target) if isinstance(unit, cst.For) else set()
+        if isinstance(unit, cst.FunctionDef):
+            bound = parameter_names(unit)
+        for target in ctx.nodes_within((cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.WithItem), unit):
             bound_expr = getattr(target, "target", None) or getattr(target, "asname", None)
             if isinstance(bound_expr, cst.AsName):
                 bound_expr = bound_expr.name
             if bound_expr is not None and not ctx.is_inside(target, built):
                 bound |= names_in(bound_expr)
-        own = set()
-        if isinstance(built, (cst.FunctionDef, cst.Lambda)):
-            own = {p.name.value for p in (*built.params.params, *built.params.posonly_params,
-                                          *built.params.kwonly_params)}
+        own = parameter_names(built) if isinstance(built, (cst.FunctionDef, cst.Lambda)) else set()
         return bool((names_in(built) - own) & bound)
+
+    def _runs_through(self, call: cst.Call, name: str | None) -> bool:
+        """Does `call` run the function named `name`, itself or through the same-file functions it calls
+        (a step helper that calls it), where that name is not their own?"""
+        if name is None or self._runs(call, name):
+            return name is not None
+        calls = self.ctx.calls
+        reached = set(calls.targets(call))
+        reached |= {fn for target in reached for fn in calls.called_functions(target)}
+        return any(self._runs(c, name) for fn in reached if not self.ctx.bindings_in(fn, name)
+                   for c in calls.calls_in(fn))
 
     @staticmethod
     def _runs(call: cst.Call, name: str | None) -> bool:

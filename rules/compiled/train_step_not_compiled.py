@@ -30,8 +30,8 @@ class TrainStepNotCompiled(Rule):
     fix_kind = "safe (add `@tf.function`)"
     summary = ("A function that calls both `tape.gradient` and `optimizer.apply_gradients` (once per call, not "
                "in a loop of its own: a step, not an epoch), not a tf.function "
-               "(nor a Keras `train_step`, nor called from a traced function), called inside a loop: every "
-               "step runs op by op, eagerly.")
+               "(nor a Keras `train_step`, nor called from a traced function), called inside a loop (or from a "
+               "function the loop calls on every iteration): every step runs op by op, eagerly.")
     why = ("Eager execution dispatches each op from Python; a tf.function traces the step once and runs it "
            "as a graph (fused, without per-op Python overhead), typically several times faster for small "
            "and medium models.")
@@ -49,6 +49,18 @@ class TrainStepNotCompiled(Rule):
                   "`try`/`raise`, `tf.Variable(...)` creation; and no call site passes it a Python number that "
                   "changes every iteration (it would retrace each call: LL205). Otherwise no fix.")
     flagged = (
+        Example("""
+import tensorflow as tf
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    return loss
+def run_batch(x, y):
+    return float(train_step(x, y))
+for x, y in dataset:
+    history.append(run_batch(x, y))
+"""),
         Example("""
 import tensorflow as tf
 def train_step(x, y):
@@ -155,7 +167,7 @@ train_step(x0, y0)
         if node in tf.compilations or node in tf.keras_steps or tf.traced_function_of(node) is not None:
             return
         sites = ctx.calls.call_sites.get(node, [])
-        if not any(ctx.innermost_loop(s) is not None or _in_comprehension(ctx, s) for s in sites):
+        if not any(ctx.loop_values.iteration_unit(s) is not None or _in_comprehension(ctx, s) for s in sites):
             return
         if any(tf.traced_chain(s) is not None for s in sites):
             return  # called from a traced function: it is compiled there

@@ -26,7 +26,7 @@ class ChangingStaticArgument(Rule):
                         ("text:static_arg", "text:static_broadcasted_arg")),
                   statement=(("loop",),))
     probe = "trace"
-    summary = ("A call, inside a loop, of a jitted function (`@jax.jit` / `@partial(jax.jit, ...)` / "
+    summary = ("A call, inside a loop (or a function the loop calls every iteration), of a jitted function (`@jax.jit` / `@partial(jax.jit, ...)` / "
                "`jax.jit(f, ...)` / `jax.pmap(f, static_broadcasted_argnums=...)` / `nnx.jit`, any spelling) "
                "that passes, in a position its `static_argnums` / `static_argnames` make static, a value "
                "that changes every iteration: the index of `for i in range(...)` / `enumerate(...)` / "
@@ -56,6 +56,17 @@ class ChangingStaticArgument(Rule):
               "(`schedule(step)` with an optax schedule works on traced values). Build objects such as "
               "optimizers once, before the loop.")
     flagged = (
+        Example("""
+import jax
+def update(params, grads, lr):
+    return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads)
+fast_update = jax.jit(update, static_argnames="lr")
+def train_step(params, grads, epoch):
+    lr = 0.1 * 0.95 ** epoch
+    return fast_update(params, grads, lr)
+for epoch in range(epochs):
+    params = train_step(params, grads_fn(params), epoch)
+"""),
         Example("""
 from functools import partial
 import jax
@@ -158,7 +169,7 @@ for step in range(num_steps):
 
     def visit_Call(self, node: cst.Call) -> None:
         ctx = self.ctx
-        loops = ctx.loop_values.loops_around(node)
+        loops = ctx.loop_values.repeating_loops(node)
         if not node.args or all(ctx.loop_values.few_iterations(loop) for loop in loops):
             return  # no loop, or only loops of a few iterations (one compile per layer or configuration)
         compiled = ctx.jax.compiled_callee(node)
@@ -248,7 +259,7 @@ for step in range(num_steps):
             binding = ctx.flow.last_binding(expr.value, at)
             if binding is None or binding.value is None or binding.augmented:
                 return None
-            if not any(ctx.is_inside(binding.node, loop.body) for loop in ctx.loop_values.loops_around(at)):
+            if not ctx.loop_values.bound_each_iteration(binding.node, at):
                 return None
             inner = self._new_object(binding.value, binding.node, depth + 1)
             return f"`{expr.value}` (= {inner})" if inner is not None else None

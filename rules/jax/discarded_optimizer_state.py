@@ -120,6 +120,15 @@ params, opt_state = jax.lax.scan(body, (params, opt_state), batches)[0]
     )
     not_flagged = (
         Example("""
+import optax
+def one_update(opt):
+    state = opt.init(params)
+    updates, _ = opt.update(grads, state, params)
+    return optax.apply_updates(params, updates)
+for name, opt in optimizers.items():
+    results[name] = one_update(opt)
+"""),
+        Example("""
 import jax
 import optax
 

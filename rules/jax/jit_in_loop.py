@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from lintloop.analysis.loop_values import IterationUnit
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 
@@ -28,10 +29,10 @@ class JitInLoop(Rule):
     frameworks = ("jax",)
     kind = "perf"
     needs = Needs(file=(("name:jax", "name:flax"), ("name:jit", "name:pmap", "name:pjit")),
-                  statement=(("loop",), ("name:jit", "name:pmap", "name:pjit")))
+                  statement=(("loop", "repeated"), ("name:jit", "name:pmap", "name:pjit")))
     probe = "trace"
     summary = ("`jax.jit(...)` / `jax.pmap(...)` / `pjit(...)` (any spelling, also `partial(jax.jit, ...)(f)` "
-               "and a `@jax.jit` def) inside a loop body, applied to a function object created in that "
+               "and a `@jax.jit` def) inside a loop body (or a function the loop calls on every iteration), applied to a function object created in that "
                "iteration — a lambda, a `def` in the loop body, a `functools.partial(...)`, a `jax.grad` / "
                "`value_and_grad` / `vmap` / `jacfwd` / `checkpoint` call, a same-file factory returning an "
                "inner function, or a bound method `self.method` — and called in the same iteration (at once, "
@@ -58,6 +59,14 @@ class JitInLoop(Rule):
               "outside, `params, loss = step(params, batch)` inside. Values that select different code "
               "go in `static_argnums` (one compile per distinct value).")
     flagged = (
+        Example("""
+import jax
+def train_step(params, x, y):
+    grads = jax.jit(jax.grad(loss_fn))(params, x, y)
+    return params - 0.1 * grads
+for step in range(num_steps):
+    params = train_step(params, *next(batches))
+"""),
         Example("""
 import jax
 def loss_fn(params, x, y):
@@ -125,6 +134,15 @@ for step in range(steps):
     not_flagged = (
         Example("""
 import jax
+@jax.jit
+def train_step(params, x, y):
+    grads = jax.jit(jax.grad(loss_fn))(params, x, y)
+    return params - 0.1 * grads
+for step in range(num_steps):
+    params = train_step(params, *next(batches))
+"""),
+        Example("""
+import jax
 def loss_fn(params, x, y):
     return ((x @ params - y) ** 2).mean()
 for step in range(num_steps):
@@ -175,16 +193,16 @@ for step in range(num_steps):
         transform = self.ctx.jax.wrapping(node)
         if transform is None or transform.kind not in _IDENTITY_CACHED | _NEW_WRAPPER_EACH_CALL:
             return
-        loop = self.ctx.innermost_loop(node)
-        if loop is None or self.ctx.loop_values.few_iterations(loop) or not self._called_in(node, loop):
+        unit = self.ctx.loop_values.iteration_unit(node)
+        if unit is None or self._few_iterations(unit) or not self._called_in(node, unit):
             return
         spelled = f"`{self.ctx.snippet(node.func, 30)}`"
         if transform.kind in _NEW_WRAPPER_EACH_CALL:
-            self.report(node, f"{spelled} inside a loop, called in the same iteration: flax wraps the function "
-                              "in a new object on every `nnx.jit` call, so it is traced and compiled again on "
-                              "every call; apply `nnx.jit` once, before the loop")
+            self.report(node, f"{spelled} {self.ctx.loop_values.inside(unit)}, called in the same iteration: flax "
+                              "wraps the function in a new object on every `nnx.jit` call, so it is traced and "
+                              "compiled again on every call; apply `nnx.jit` once, before the loop")
             return
-        new = self._new_function(self.ctx.jax.applied_function(node), loop)
+        new = self._new_function(self.ctx.jax.applied_function(node), unit)
         if new is not None:
             self.report(node, f"{spelled} of {new}, made anew each iteration and called in it: JAX caches "
                               "compiles by function object, so it is traced and compiled on every call (measured: "
@@ -192,23 +210,27 @@ for step in range(num_steps):
                               "iteration as arguments")
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        loop = self.ctx.innermost_loop(node)
-        if loop is None or self.ctx.loop_values.few_iterations(loop):
+        unit = self.ctx.loop_values.iteration_unit(node)
+        if unit is None or self._few_iterations(unit):
             return
         for decorator in node.decorators:
             transform = self.ctx.jax.transform_of(decorator.decorator)
             if transform is not None and transform.kind in _IDENTITY_CACHED | _NEW_WRAPPER_EACH_CALL \
-                    and self._name_called_in(node.name.value, node, loop):
+                    and self._name_called_in(node.name.value, node, unit):
                 self.report(decorator, f"`@{self.ctx.snippet(decorator.decorator, 30)}` on `{node.name.value}`, "
-                                       "defined inside a loop and called in the same iteration: each iteration "
+                                       f"defined {self.ctx.loop_values.inside(unit)} and called in the same "
+                                       "iteration: each iteration "
                                        "makes a new function, traced and compiled again on every call "
                                        "(measured: 40 compiles in 40 calls); define it once, before the loop, "
                                        "and pass what changes per iteration as arguments")
                 return
 
     # ----- is the jitted function run in the iteration that made it -------------------------------
-    def _called_in(self, node: cst.Call, loop: cst.For | cst.While) -> bool:
-        """`jax.jit(f)(x)`, or `name = jax.jit(f)` followed by `name(...)` in `loop` itself."""
+    def _few_iterations(self, unit: IterationUnit) -> bool:
+        return self.ctx.loop_values.few_iterations(self.ctx.loop_values.calling_loop(unit))
+
+    def _called_in(self, node: cst.Call, unit: IterationUnit) -> bool:
+        """`jax.jit(f)(x)`, or `name = jax.jit(f)` followed by `name(...)` in `unit` itself."""
         parent = self.ctx.parents.get(node)
         if isinstance(parent, cst.Call) and parent.func is node:
             return True
@@ -216,17 +238,17 @@ for step in range(num_steps):
         target = assign.body[0] if isinstance(assign, cst.SimpleStatementLine) else None
         if isinstance(target, cst.Assign) and target.value is node and len(target.targets) == 1 \
                 and isinstance(target.targets[0].target, cst.Name):
-            return self._name_called_in(target.targets[0].target.value, node, loop)
+            return self._name_called_in(target.targets[0].target.value, node, unit)
         return False
 
-    def _name_called_in(self, name: str, after: cst.CSTNode, loop: cst.For | cst.While) -> bool:
+    def _name_called_in(self, name: str, after: cst.CSTNode, unit: IterationUnit) -> bool:
         ctx = self.ctx
         return any(isinstance(c.func, cst.Name) and c.func.value == name and ctx.order[c] > ctx.order[after]
-                   and ctx.innermost_loop(c) is loop for c in ctx.calls.calls_in(loop))
+                   and ctx.loop_values.iteration_unit(c) is unit for c in ctx.calls.calls_in(unit))
 
     # ----- is the function object new each iteration ----------------------------------------------
-    def _new_function(self, expr: cst.BaseExpression | None, loop: cst.For | cst.While, depth: int = 0) -> str | None:
-        """How to name `expr` when it is a function object made anew on every iteration of `loop`."""
+    def _new_function(self, expr: cst.BaseExpression | None, unit: IterationUnit, depth: int = 0) -> str | None:
+        """How to name `expr` when it is a function object made anew on every iteration of `unit`."""
         ctx = self.ctx
         if expr is None or depth > 3:
             return None
@@ -246,11 +268,11 @@ for step in range(num_steps):
             return None
         if isinstance(expr, cst.Name):
             binding = ctx.flow.last_binding(expr.value, expr)
-            if binding is None or binding.augmented or ctx.innermost_loop(binding.node) is not loop:
+            if binding is None or binding.augmented or ctx.loop_values.iteration_unit(binding.node) is not unit:
                 return None
             if isinstance(binding.node, cst.FunctionDef):
                 return f"`{expr.value}`, a function defined in the loop body"
-            inner = self._new_function(binding.value, loop, depth + 1)
+            inner = self._new_function(binding.value, unit, depth + 1)
             return f"`{expr.value}` = {inner}" if inner is not None else None
         return None
 

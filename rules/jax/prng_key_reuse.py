@@ -28,12 +28,13 @@ class PrngKeyReuse(Rule):
                "`apply`, to `init` / haiku `apply(params, rng, ...)`, `nnx.Rngs(key)`, `hk.PRNGSequence(key)`, "
                "a `jax.nn.initializers` initializer, or a same-file helper (jitted or not) that draws from its "
                "key parameter — on every path, with no `split`/`fold_in` re-binding it between; or drawn from "
-               "inside a loop though it is the same on every iteration: made before the loop and never re-bound "
-               "in it, re-made from a constant seed in it, or split / folded from such a key with "
-               "loop-invariant data (`_, sub = jax.random.split(key)` without re-binding `key`). Keys followed "
-               "through assignments, unpacking, constant indexes (`keys[0]`), branches and loops; keys kept in "
-               "attributes, dicts or state (`self.rng`, `state.key`), and keys passed to functions of other "
-               "files, are not judged. In pairs, `init` calls (flax, haiku), `nnx.Rngs` and haiku's "
+               "inside a loop (or a step function the loop calls every iteration) though it is the same on "
+               "every iteration: made before the loop and never re-bound in it, re-made from a constant seed in "
+               "it, or split / folded from such a key with loop-invariant data (`_, sub = jax.random.split(key)` "
+               "without re-binding `key`). Keys followed through assignments, unpacking, constant indexes "
+               "(`keys[0]`), branches and loops, and a key that a module variable, an enclosing function's "
+               "variable or `self.key` is bound to once in the file; other keys kept in attributes, dicts or "
+               "state (`self.rng`, `state.key`), and keys passed to functions of other files, are not judged. In pairs, `init` calls (flax, haiku), `nnx.Rngs` and haiku's "
                "`apply(params, rng)` are not counted (one key for `init` and `apply`, or for two `init`s, "
                "gives identical parameters on purpose); in loops they are. Also a key made as a parameter's "
                "default value (`def dropout(x, key=jax.random.PRNGKey(0))`) of a function that draws from it, "
@@ -60,6 +61,26 @@ class PrngKeyReuse(Rule):
               "`jax.random.normal(sub, ...)`; for several draws, `k1, k2 = jax.random.split(key)`. In a "
               "step function, `jax.random.fold_in(key, step)` gives a different key per step.")
     flagged = (
+        Example("""
+import jax
+class Trainer:
+    def __init__(self):
+        self.key = jax.random.PRNGKey(0)
+    def fit(self, params, batches):
+        for batch in batches:
+            mask = jax.random.bernoulli(self.key, 0.9, batch.shape)
+            params = update(params, batch * mask)
+        return params
+"""),
+        Example("""
+import jax
+key = jax.random.PRNGKey(0)
+def train_step(params, batch):
+    mask = jax.random.bernoulli(key, 0.9, batch.shape)
+    return update(params, batch * mask)
+for batch in batches:
+    params = train_step(params, batch)
+"""),
         Example("""
 import jax
 import jax.numpy as jnp
@@ -163,6 +184,30 @@ def encode(params, images, key):
 """),
     )
     not_flagged = (
+        Example("""
+import jax
+class Sampler:
+    def __init__(self):
+        self.key = jax.random.PRNGKey(0)
+    def next_key(self):
+        self.key, sub = jax.random.split(self.key)
+        return sub
+    def fit(self, params, batches):
+        for batch in batches:
+            mask = jax.random.bernoulli(self.next_key(), 0.9, batch.shape)
+            params = update(params, batch * mask)
+        return params
+"""),
+        Example("""
+import jax
+key = jax.random.PRNGKey(0)
+def train_step(params, batch, step_key):
+    mask = jax.random.bernoulli(step_key, 0.9, batch.shape)
+    return update(params, batch * mask)
+for batch in batches:
+    key, step_key = jax.random.split(key)
+    params = train_step(params, batch, step_key)
+"""),
         Example("""
 import jax
 import numpy as np

@@ -247,8 +247,9 @@ def f(x):
     def _report(self, node: cst.CSTNode, target: cst.BaseExpression, action: str, outside: str) -> None:
         jax = self.ctx.jax
         traced = jax.traced_chain(node)
-        if traced is None or self.ctx.intent.counts_traces(node, target, traced[1]):
-            return  # a trace counter read to count traces counts them on purpose
+        if traced is None or self.ctx.outer_state.local_to_trace(target, node, traced[1]) \
+                or self.ctx.intent.counts_traces(node, target, traced[1]):
+            return  # a variable of the trace itself; a trace counter read to count traces counts them on purpose
         self.report(node, f"{action} inside {jax.where(node, traced)} changes {outside}: it runs only while JAX "
                           "traces the function (first call and each retrace), not on every call; return the "
                           "value to the caller, or carry it in the traced state")

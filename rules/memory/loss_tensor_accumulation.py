@@ -188,6 +188,19 @@ for epoch in range(epochs):
     )
     not_flagged = (
         Example("""
+import tensorflow as tf
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x, training=True))
+    optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    epoch_losses.append(loss)
+for epoch in range(epochs):
+    epoch_losses = []
+    for x, y in train_ds:
+        train_step(x, y)
+    print(epoch, tf.reduce_mean(epoch_losses))
+"""),
+        Example("""
 import torch
 from torch import nn
 class SmallNet(nn.Module):
@@ -455,22 +468,35 @@ class Trainer:
     def _reset_each_pass(self, name: str, at: cst.CSTNode) -> bool:
         """Is the accumulator re-created for every pass over the data, so that it holds one pass of steps:
         bound in the loop around the step loop (each epoch), or a local of the function whose outermost
-        loop is the step loop and that is called in a loop (each call a pass: `def train_one_epoch(...)`)?"""
-        step_loop = self.ctx.innermost_loop(at)
-        if step_loop is None:
-            return False  # in a train-step function: the accumulator is the caller's
-        epoch_loop = self.ctx.innermost_loop(step_loop)
+        loop is the step loop and that is called in a loop (each call a pass: `def train_one_epoch(...)`)? In
+        a step function the loop calls, asked of the caller's variable: one it reads, or the one it threads
+        through a parameter (`loss, running = step(x, running)`)."""
+        ctx = self.ctx
+        step_loop = ctx.innermost_loop(at)
+        if step_loop is None:  # in a train-step function: the accumulator is the caller's
+            unit = ctx.loop_values.iteration_unit(at)
+            if not isinstance(unit, cst.FunctionDef) or "." in name:
+                return False
+            bindings = ctx.bindings_in(unit, name)
+            if not bindings:  # a variable of the caller's scope
+                return self._reset_each_pass(name, ctx.calls.call_sites[unit][0])
+            sites = ctx.calls.call_sites.get(unit, [])
+            passed = ctx.calls.argument_for(sites[0], unit, bindings[0].node) \
+                if len(sites) == 1 and isinstance(bindings[0].node, cst.Param) else None
+            # Threaded through the step (`running = step(x, running)`): the caller's variable.
+            return isinstance(passed, cst.Name) and self._reset_each_pass(passed.value, sites[0])
+        epoch_loop = ctx.innermost_loop(step_loop)
         if epoch_loop is not None:
             return any(not b.augmented and not isinstance(b.node, cst.Param)
-                       and not self.ctx.is_inside(b.node, step_loop)
-                       for b in self.ctx.flow.bindings_within(name, at, epoch_loop))
-        scope = self.ctx.scope_of(step_loop)
+                       and not ctx.is_inside(b.node, step_loop)
+                       for b in ctx.flow.bindings_within(name, at, epoch_loop))
+        scope = ctx.scope_of(step_loop)
         if not isinstance(scope, cst.FunctionDef) or "." in name or name in self._declared_outer(scope):
             return False
         # A function called once (`main()`) runs the whole training: one called in a loop, a pass of it.
-        if not any(self.ctx.innermost_loop(site) is not None for site in self.ctx.calls.call_sites.get(scope, [])):
+        if not any(ctx.loop_values.iteration_unit(site) is not None for site in ctx.calls.call_sites.get(scope, [])):
             return False
-        bindings = self.ctx.flow.scope_bindings_within(scope, name, scope)
+        bindings = ctx.flow.scope_bindings_within(scope, name, scope)
         return bool(bindings) and not any(isinstance(b.node, cst.Param) for b in bindings)
 
     def _small_models(self, region: cst.CSTNode) -> bool:

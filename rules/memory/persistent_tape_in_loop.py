@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from lintloop.analysis.syntax import argument, call_name, receiver
+from lintloop.analysis.loop_values import IterationUnit
+from lintloop.analysis.syntax import argument, call_name, names_in, receiver
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 
@@ -19,13 +20,14 @@ class PersistentTapeInLoop(Rule):
     frameworks = ("tf",)
     kind = "perf"
     probe = "mem"
-    needs = Needs(file=(("text:persistent",),), statement=(("call:GradientTape",), ("loop",)))
+    needs = Needs(file=(("text:persistent",),), statement=(("call:GradientTape",), ("loop", "repeated")))
     summary = ("`tf.GradientTape(persistent=True)` (any spelling, as `with ... as tape:` or `tape = ...`) "
                "created on every iteration of a loop, read with `tape.gradient` / `jacobian` in the "
-               "iteration, and never released with `del tape` (or `tape = None`) in the loop. Not flagged: "
-               "tapes created outside the loop, non-persistent tapes (released by their first `gradient` "
-               "call), tapes inside a `tf.function` (graph code: no Python lifetime), tapes in a train-step "
-               "function called from the loop (freed when the function returns).")
+               "iteration, and never released with `del tape` (or `tape = None`) in the loop; also in a "
+               "train-step function the loop calls that returns the tape to it (`tape, loss = step(x)`). "
+               "Not flagged: tapes created outside the loop, non-persistent tapes (released by their first "
+               "`gradient` call), tapes inside a `tf.function` (graph code: no Python lifetime), a train-step "
+               "function's own tape (freed when the function returns).")
     why = ("A persistent tape keeps every tensor it recorded (the step's forward activations) until the tape "
            "object dies, so that `gradient` can be called more than once. Without `del tape`, the name keeps "
            "the tape alive after its last use, until the next iteration's `with tf.GradientTape(...) as tape:` "
@@ -42,6 +44,18 @@ class PersistentTapeInLoop(Rule):
               "pattern for persistent tapes), or compute the gradients in a train-step function so the tape "
               "dies when it returns.")
     flagged = (
+        Example("""
+import tensorflow as tf
+def train_step(x, y):
+    with tf.GradientTape(persistent=True) as tape:
+        loss_a = loss_fn(y, head_a(x))
+        loss_b = loss_fn(y, head_b(x))
+    grads = tape.gradient(loss_a, head_a.trainable_variables) + tape.gradient(loss_b, head_b.trainable_variables)
+    opt.apply_gradients(zip(grads, head_a.trainable_variables + head_b.trainable_variables))
+    return tape, loss_a + loss_b
+for x, y in dataset:
+    tape, loss = train_step(x, y)
+"""),
         Example("""
 import tensorflow as tf
 for step, (x, y) in enumerate(dataset):
@@ -153,16 +167,27 @@ def train_step(batch):
         ctx = self.ctx
         if ctx.names.callee(node) not in _TAPES or not _is_true(argument(node, 0, "persistent")):
             return
-        loop = ctx.innermost_loop(node)
-        if loop is None or ctx.tf.compiled_function_of(node) is not None:
+        unit = ctx.loop_values.iteration_unit(node)
+        if unit is None or ctx.tf.compiled_function_of(node) is not None:
             return
         name = self._tape_name(node)
-        if name is None or not self._read_in(loop, name) or self._released_in(loop, name):
+        if name is None or not self._read_in(unit, name) or self._released_in(unit, name):
             return
-        self.report(node, f"a persistent `tf.GradientTape` is created on every iteration of this loop and `{name}` "
-                          f"is never deleted: the tape and every tensor it recorded (the step's activations) stay "
-                          f"alive until the next iteration rebinds `{name}`, so peak memory holds one extra step "
-                          f"(not growth); add `del {name}` after its last `{name}.gradient(...)`")
+        if isinstance(unit, cst.FunctionDef) and not self._handed_to_loop(unit, name):
+            return  # a step function's local tape is freed when the function returns
+        where = ctx.loop_values.inside(unit)
+        self.report(node, f"a persistent `tf.GradientTape` is created on every iteration {where} "
+                          f"and `{name}` is never deleted: the tape and every tensor it recorded (the step's "
+                          f"activations) stay alive until the next iteration rebinds it, so peak memory holds one "
+                          f"extra step (not growth); add `del {name}` after its last `{name}.gradient(...)`")
+
+    def _handed_to_loop(self, function: cst.FunctionDef, name: str) -> bool:
+        """`function` returns the tape and every call of it keeps what it returns (`tape, loss = step(x)`)."""
+        ctx = self.ctx
+        if not any(r.value is not None and name in names_in(r.value) for r in ctx.returns_of(function)):
+            return False
+        sites = ctx.calls.call_sites.get(function, [])
+        return bool(sites) and all(isinstance(ctx.parents.get(site), (cst.Assign, cst.AnnAssign)) for site in sites)
 
     def _tape_name(self, call: cst.Call) -> str | None:
         """The name the tape is bound to: `with tf.GradientTape(...) as tape:` or `tape = tf.GradientTape(...)`."""
@@ -173,18 +198,19 @@ def train_step(batch):
             return parent.targets[0].target.value
         return None
 
-    def _read_in(self, loop: cst.For | cst.While, name: str) -> bool:
+    def _read_in(self, unit: IterationUnit, name: str) -> bool:
         return any(call_name(c) in _TAPE_READS and isinstance(receiver(c), cst.Name) and receiver(c).value == name
-                   for c in self.ctx.calls.calls_in(loop, into_nested_defs=True))
+                   for c in self.ctx.calls.calls_in(unit, into_nested_defs=True))
 
-    def _released_in(self, loop: cst.For | cst.While, name: str) -> bool:
-        """`del tape` or `tape = None` anywhere in the loop's body."""
+    def _released_in(self, unit: IterationUnit, name: str) -> bool:
+        """`del tape` or `tape = None` anywhere in the loop's (or step function's) body."""
         for statement in self.ctx.nodes(cst.Del):
-            if self.ctx.is_inside(statement, loop.body) and _deletes(statement.target, name):
+            if self.ctx.is_inside(statement, unit.body) and _deletes(statement.target, name):
                 return True
+        scope = unit if isinstance(unit, cst.FunctionDef) else self.ctx.scope_of(unit)
         return any(b.value is not None and isinstance(b.value, cst.Name) and b.value.value == "None"
-                   and self.ctx.is_inside(b.node, loop.body)
-                   for b in self.ctx.bindings_in(self.ctx.scope_of(loop), name))
+                   and self.ctx.is_inside(b.node, unit.body)
+                   for b in self.ctx.bindings_in(scope, name))
 
 
 def _is_true(expr: cst.BaseExpression | None) -> bool:

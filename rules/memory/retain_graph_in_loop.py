@@ -309,6 +309,12 @@ for real in loader:
                 current, position = flow.source_value(binding), binding.node
                 if current is None:
                     return False
+            elif isinstance(current, cst.Attribute) and (dotted(current) or "").startswith("self."):
+                # `self.out` set outside this iteration (a Trainer's `__init__`): built before it.
+                bindings = self.ctx.bindings_anywhere(dotted(current))  # type: ignore[arg-type]
+                if bindings and not any(self._inside(b.node, region) for b in bindings):
+                    return True
+                break
             else:
                 break
         work: list[tuple[cst.BaseExpression, cst.CSTNode]] = [(expr, at)]

@@ -84,6 +84,20 @@ class Trainer:
 import torch
 def average_grad(p):
     p.grad /= accum
+def average_grads(model):
+    for p in model.parameters():
+        average_grad(p)
+for i, (x, y) in enumerate(loader):
+    criterion(model(x), y).backward()
+    if (i + 1) % accum == 0:
+        average_grads(model)
+        optimizer.step()
+        optimizer.zero_grad()
+"""),
+        Example("""
+import torch
+def average_grad(p):
+    p.grad /= accum
 for i, (x, y) in enumerate(loader):
     criterion(model(x), y).backward()
     if (i + 1) % accum == 0:
@@ -215,10 +229,10 @@ for idx, batch in enumerate(dataloader):
 
     def _grads_divided(self, iteration: Iteration) -> bool:
         """`p.grad /= k`, `p.grad.div_(k)`, `p.grad.data.mul_(1 / k)` in the iteration or in a function of
-        this file it calls (`scale_grads(p)`), or a call this file cannot see into that says it scales
-        gradients (`training.scale_grads(model, 1 / num_tokens)`)."""
+        this file it calls (`scale_grads(p)`, also through other functions), or a call this file cannot see
+        into that says it scales gradients (`training.scale_grads(model, 1 / num_tokens)`)."""
         body = list(walk(iteration.loop.body))
-        called = {fn for node in body if isinstance(node, cst.Call) for fn in self.ctx.calls.targets(node)}
+        called = self.ctx.calls.called_functions(iteration.loop)
         for node in body + [n for fn in called for n in walk(fn.body)]:
             if isinstance(node, cst.Call) and not self.ctx.calls.targets(node) \
                     and "grad" in (call_name(node) or "") and any(w in (call_name(node) or "") for w in ("scale", "div")):

@@ -118,6 +118,17 @@ ignite.engine.Engine(process_function=update).run(loader)
     not_flagged = (
         Example("""
 import torch
+def train_step(batch):
+    loss = model(batch).loss
+    loss.backward()
+    optimizer.step()
+    reset_gradients(optimizer)
+    return loss
+for batch in loader:
+    train_step(batch)
+"""),
+        Example("""
+import torch
 from ignite.engine import Engine
 
 def train_step(engine, batch):
@@ -223,9 +234,11 @@ for batch in loader:
                                "gradients once per iteration")
 
     def _escapes(self, body: cst.For | cst.While | cst.FunctionDef, optimizer: str, events: set[int]) -> bool:
-        """Is the optimizer handed to a call this file cannot see into (which may zero it)?"""
-        for call in self.ctx.calls.calls_in(body):
-            if id(call) in events or self.ctx.calls.targets(call) or self.ctx.names.callee(call) in _KEEP_GRADIENTS:
+        """Is the optimizer handed to a call this file cannot see into (which may zero it), in the loop or
+        in a same-file function it calls (a step function)?"""
+        calls = self.ctx.calls
+        for call in (c for unit in (body, *calls.called_functions(body)) for c in calls.calls_in(unit)):
+            if id(call) in events or calls.targets(call) or self.ctx.names.callee(call) in _KEEP_GRADIENTS:
                 continue
             if any(dotted(arg.value) == optimizer for arg in call.args):
                 return True
