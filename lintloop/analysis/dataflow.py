@@ -319,7 +319,8 @@ class DataFlow(Analysis):
         """The value assigned to `self.x` in this file, when every assignment agrees on what it calls."""
         if name not in self._attribute_values:
             values = [b.value for b in self.ctx.bindings_anywhere(name) if b.value is not None]
-            callees = {self.ctx.names.callee(v) if isinstance(v, cst.Call) else None for v in values}
+            # What each calls: an imported callee by its qualified name, a class or function of this file by its own.
+            callees = {(self.ctx.names.callee(v) or dotted(v.func)) if isinstance(v, cst.Call) else None for v in values}
             self._attribute_values[name] = values[0] if len(callees) == 1 and None not in callees else None
         return self._attribute_values[name]
 

@@ -77,6 +77,26 @@ class SoftmaxIntoCrossEntropy(Rule):
               "`from_logits=True`) or keep it and drop `from_logits=True`.")
     flagged = (
         Example("""
+import keras
+import tensorflow as tf
+class Classifier(keras.Model):
+    def __init__(self, num_classes):
+        super().__init__()
+        self.hidden = keras.layers.Dense(128, activation="relu")
+        self.head = keras.layers.Dense(num_classes)
+    def call(self, x):
+        return tf.nn.softmax(self.head(self.hidden(x)))
+class Trainer:
+    def __init__(self):
+        self.model = Classifier(10)
+        self.loss_fn = keras.losses.CategoricalCrossentropy(from_logits=True)
+    def fit(self, dataset):
+        for x, y in dataset:
+            with tf.GradientTape() as tape:
+                loss = self.loss_fn(y, self.model(x, training=True))
+            grads = tape.gradient(loss, self.model.trainable_variables)
+"""),
+        Example("""
 import torch.nn as nn
 model = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10), nn.Softmax(dim=1))
 criterion = nn.CrossEntropyLoss()
