@@ -212,7 +212,7 @@ def _lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | No
     result = _lint_in_project(display, file, view, ruleset, timer, line_label, explicit, (source, syntax))
     if any(f.path == display and f.code >= "LL100" for f in result.findings) and not is_notebook(file.path):
         with timer.stage("project"):
-            _as_importers_see_it(display, file, result, ruleset, timer)
+            _as_importers_see_it(display, file, syntax, result, ruleset, timer)
     return result
 
 
@@ -228,27 +228,27 @@ def _lint_in_project(display: str, file: LintedFile, view: ProjectView | None, r
     if any(f.code == "LL001" for f in result.findings):
         # The module with the definitions brought in does not parse (a `from __future__` import
         # among them, say): the module as written is linted.
-        return _lint_module(display, file.text, ruleset, timer, file, line_label, explicit)
+        return _lint_module(display, file.text, ruleset, timer, file, line_label, explicit, read)
     located = (view.located(f, display, file.path, line_label) for f in result.findings)
     result.findings = sorted((f for f in located if f is not None), key=Finding.sort_key)
     result.dependencies.update(view.dependencies)
     return result
 
 
-def _as_importers_see_it(display: str, file: LintedFile, result: FileResult, ruleset: RuleSet,
-                         timer: StageTimer) -> None:
+def _as_importers_see_it(display: str, file: LintedFile, syntax: ModuleSyntax | None, result: FileResult,
+                         ruleset: RuleSet, timer: StageTimer) -> None:
     """Decide the findings in this module's functions that other modules import and call as those
     callers see them: a function's parameters are what its callers pass (the scaler they built
     disabled, the stateless optimizer), which this module alone cannot see. A finding that some
-    importer's view holds with all its contexts (`decides`) is kept where one such view reports it too."""
+    importer's view holds with all its contexts (`decides`) is kept where one such view reports it too.
+    `syntax`: the module's, where read already."""
     callers = importers(file.path)
     directory = os.path.dirname(file.path)
     result.dependencies[directory] = listing_digest(directory)  # a caller added beside it changes the answer
     if not callers:
         return
-    try:
-        tree = ast.parse(file.text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = (syntax if syntax is not None else ModuleSyntax.read(display, file.text)).tree
+    if tree is None:
         return  # newer syntax than this host reads (libcst did): its findings stand as they are
     seen: dict[str, set[tuple[int, int, str]]] = {}
     for caller in callers:

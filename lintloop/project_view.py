@@ -35,7 +35,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from lintloop.analysis.project import MAX_HOPS, imports_of, project_root
+from lintloop.analysis.project import MAX_HOPS, imports_of, in_project, module_files, project_root
 from lintloop.cache import ABSENT, dependency_digest, read_module
 from lintloop.finding import Finding
 
@@ -145,7 +145,7 @@ def project_view(text: str, path: str, tree: ast.Module, shallow: bool = False) 
     it imports nothing it could bring in, or bringing it in would not keep the module's meaning.
     `shallow`: the imported definitions alone, not what they read in their modules."""
     root, parts = project_root(path)
-    if not any(module.startswith(b".") or _in_project(root, module.decode()) for module in
+    if not any(module.startswith(b".") or in_project(root, module.decode()) for module in
                set(_FROM_IMPORT.findall(text.encode("utf-8", "surrogatepass")))):
         return None
     package = parts if os.path.basename(path) == "__init__.py" else parts[:-1]
@@ -309,17 +309,14 @@ class _Builder:
     def _in_project(self, qualified: str) -> bool:
         head = qualified.split(".")[0]
         if head not in self.heads:
-            self.heads[head] = _in_project(self.root, head)
+            self.heads[head] = in_project(self.root, head)
         return self.heads[head]
 
     def _module(self, parts: list[str]) -> _Module | None:
-        base = os.path.join(self.root, *parts)
-        if not os.path.isdir(os.path.dirname(base)):
-            return None
-        for path, is_package in ((base + ".py", False), (os.path.join(base, "__init__.py"), True)):
+        for path, package in module_files(self.root, parts):
             if os.path.abspath(path) == self.path:
                 return None
-            module = self._load(path, parts if is_package else parts[:-1])
+            module = self._load(path, package)
             if module is not None:
                 return module
         return None
@@ -368,12 +365,6 @@ def _runs(text: str, name: str) -> bool:
                     return True
         start = text.find(name, end)
     return False
-
-
-def _in_project(root: str, qualified: str) -> bool:
-    """Whether a dotted name starts with a package or module of the project."""
-    head = qualified.split(".")[0]
-    return bool(head) and (os.path.isdir(os.path.join(root, head)) or os.path.isfile(os.path.join(root, head + ".py")))
 
 
 def _parse(path: str, data: bytes, package: list[str]) -> _Module | None:

@@ -276,7 +276,7 @@ class DataFlow(Analysis):
                 return expr
             binding = self.last_binding(expr.value, at)
             if binding is not None and isinstance(binding.node, cst.Param):
-                passed = self._passed(binding.node)
+                passed = self.caller_argument(binding.node)
                 if passed is None:
                     return expr
                 at, expr = passed
@@ -286,7 +286,7 @@ class DataFlow(Analysis):
             at, expr = binding.node, binding.value
         return expr
 
-    def _passed(self, param: cst.Param) -> tuple[cst.Call, cst.BaseExpression] | None:
+    def caller_argument(self, param: cst.Param) -> tuple[cst.Call, cst.BaseExpression] | None:
         """For a parameter of a function of this file called once, by name: that call and what it
         passes (`train(model, loader)` → the caller's `model`). The helper's argument is the caller's
         value, however the program was split into functions."""

@@ -146,8 +146,7 @@ class Intent(Analysis):
         bindings = ctx.bindings_in(home, name)
         if not isinstance(home, cst.FunctionDef) or not bindings or not isinstance(bindings[0].node, cst.Param):
             return name, home
-        sites = ctx.calls.call_sites.get(home, [])
-        passed = ctx.calls.argument_for(sites[0], home, bindings[0].node) if len(sites) == 1 else None
+        _, passed = ctx.flow.caller_argument(bindings[0].node) or (None, None)
         if not isinstance(passed, cst.Name):
             return name, home
         outer = next((scope for scope in ctx.enclosing_scopes(passed) if ctx.bindings_in(scope, passed.value)), None)

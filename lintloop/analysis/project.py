@@ -120,6 +120,22 @@ def project_root(path: str) -> tuple[str, list[str]]:
     return directory, parts
 
 
+def in_project(root: str, qualified: str) -> bool:
+    """Whether a dotted name starts with a package or module of the project at `root`."""
+    head = qualified.split(".")[0]
+    return bool(head) and (os.path.isdir(os.path.join(root, head)) or os.path.isfile(os.path.join(root, head + ".py")))
+
+
+def module_files(root: str, parts: list[str]) -> list[tuple[str, list[str]]]:
+    """The files that may hold the module `parts` names under `root`, each with its package's parts:
+    `a/b.py`, then `a/b/__init__.py`; none where there is no package directory to hold them (`common.py`
+    has no submodules: nothing to read or record)."""
+    base = os.path.join(root, *parts)
+    if not os.path.isdir(os.path.dirname(base)):
+        return []
+    return [(base + ".py", parts[:-1]), (os.path.join(base, "__init__.py"), parts)]
+
+
 def imports_of(tree: ast.Module | nodes.Module, package: list[str]) -> dict[str, str]:
     """Local name -> qualified name, for every import in the module; relative ones resolved against
     `package` (the importing module's package parts); those reaching above the root are left out."""
@@ -199,7 +215,7 @@ class Project(Analysis):
         found = []
         for call in _returned_calls(function.node):
             qualified = function.module.qualname(call.func)
-            if qualified is not None and not self._is_project_name(qualified):
+            if qualified is not None and not in_project(self.root, qualified):
                 found.append((qualified, call, function))
             elif hops > 0:
                 inner = self.call_target(call, function.module)
@@ -269,16 +285,12 @@ class Project(Analysis):
             self._own_imports.update(imports_of(tree, self.package))
         return self._own_imports
 
-    def _is_project_name(self, qualified: str) -> bool:
-        head = qualified.split(".")[0]
-        return os.path.isdir(os.path.join(self.root, head)) or os.path.isfile(os.path.join(self.root, head + ".py"))
-
     def _resolve(self, qualified: str, hops: int, must_mention: tuple[bytes, ...] = ()
                  ) -> ProjectFunction | ProjectModule | str | None:
         """What a qualified name is in the project: a function, a module, or (for a name a project
         module imports from a library) that library name; None where it cannot be known.
         `must_mention`: only modules whose source holds all these bytes are parsed (the others: None)."""
-        if hops < 0 or not self._is_project_name(qualified):
+        if hops < 0 or not in_project(self.root, qualified):
             return qualified if hops < MAX_HOPS else None  # a library name reached through a re-export
         parts = qualified.split(".")
         for split in range(len(parts), 0, -1):
@@ -308,11 +320,8 @@ class Project(Analysis):
 
     def _module(self, parts: list[str], must_mention: tuple[bytes, ...] = ()) -> ProjectModule | None:
         """The module `parts` names under the root (`a/b.py` or `a/b/__init__.py`), read on demand."""
-        base = os.path.join(self.root, *parts)
-        if not os.path.isdir(os.path.dirname(base)):
-            return None  # no package directory there (`common.py` has no submodules): nothing to read or record
-        for path, is_package in ((base + ".py", False), (os.path.join(base, "__init__.py"), True)):
-            module = self._load(path, parts if is_package else parts[:-1], ".".join(parts), must_mention)
+        for path, package in module_files(self.root, parts):
+            module = self._load(path, package, ".".join(parts), must_mention)
             if module is not None:
                 return module
         return None

@@ -199,7 +199,7 @@ for name, fn in registry.items():
             what = f"`{ctx.snippet(node.func)}(...)`"
         runs = [c for c in ctx.calls.calls_in(unit) if ctx.order[c] > ctx.order[node] and self._runs_through(c, name)]
         if called_at_once or any(ctx.loop_values.iteration_unit(c) is unit for c in runs):
-            self.report(node, f"{what} {ctx.loop_values.inside(unit)} builds a new tf.function each iteration, "
+            self.report(node, f"{what}, {ctx.loop_values.inside(unit)}, builds a new tf.function each iteration, "
                               "called in that iteration: every call traces (and compiles) again; create it once "
                               "before the loop and pass what changes per iteration as an argument")
             return

@@ -218,7 +218,7 @@ for step in range(num_steps):
             if transform is not None and transform.kind in _IDENTITY_CACHED | _NEW_WRAPPER_EACH_CALL \
                     and self._name_called_in(node.name.value, node, unit):
                 self.report(decorator, f"`@{self.ctx.snippet(decorator.decorator, 30)}` on `{node.name.value}`, "
-                                       f"defined {self.ctx.loop_values.inside(unit)} and called in the same "
+                                       f"defined {self.ctx.loop_values.inside(unit)}, and called in the same "
                                        "iteration: each iteration "
                                        "makes a new function, traced and compiled again on every call "
                                        "(measured: 40 compiles in 40 calls); define it once, before the loop, "

@@ -176,7 +176,7 @@ def train_step(batch):
         if isinstance(unit, cst.FunctionDef) and not self._handed_to_loop(unit, name):
             return  # a step function's local tape is freed when the function returns
         where = ctx.loop_values.inside(unit)
-        self.report(node, f"a persistent `tf.GradientTape` is created on every iteration {where} "
+        self.report(node, f"a persistent `tf.GradientTape` is created on every iteration, {where}, "
                           f"and `{name}` is never deleted: the tape and every tensor it recorded (the step's "
                           f"activations) stay alive until the next iteration rebinds it, so peak memory holds one "
                           f"extra step (not growth); add `del {name}` after its last `{name}.gradient(...)`")
