@@ -214,3 +214,92 @@ def test_values_followed_forward_reach_what_following_back_reaches():
             for node in ctx.nodes_in_scope(cst.Call, scope).nodes + ctx.nodes_in_scope(cst.Name, scope).nodes:
                 assert ctx.flow.reaches(node, indexed) == any(ctx.flow.flows_into(node, t, at) for t, at in uses), (
                     ctx.snippet(node))
+
+
+def _method(ctx: FileContext, cls: str, name: str) -> cst.FunctionDef:
+    klass = next(c for c in ctx.nodes(cst.ClassDef) if c.name.value == cls)
+    return next(m for m in klass.body.body if isinstance(m, cst.FunctionDef) and m.name.value == name)
+
+
+def test_an_instance_attribute_set_in_another_method_is_seen_as_an_enclosing_binding():
+    ctx = context("""
+        class Trainer:
+            def __init__(self):
+                self.model = None
+                self.model = Net()
+                self.loss_fn = CrossEntropyLoss()
+            def fit(self):
+                out = self.model(x)
+                self.loss_fn = FocalLoss()
+                loss = self.loss_fn(out, y)
+            def evaluate(self):
+                return self.loss_fn(self.model(x), y)
+    """)
+    flow = ctx.flow
+    [fit_model, evaluate_model] = calls(ctx, "model")
+    assert ctx.snippet(flow.last_binding("self.model", fit_model).value) == "Net()"  # the `None` placeholder left out
+    fit_loss, evaluate_loss = calls(ctx, "loss_fn")[-2:]
+    # Its own method's assignment before the read wins; another method sees every method's assignments.
+    assert ctx.snippet(flow.last_binding("self.loss_fn", fit_loss).value) == "FocalLoss()"
+    assert {ctx.snippet(b.value) for b in flow.bindings_of("self.loss_fn", evaluate_loss)} == {
+        "CrossEntropyLoss()", "FocalLoss()"}
+    # Outside a class, `self.x` is bound nowhere.
+    assert flow.bindings_of("self.model", context("def f(self):\n    return self.model\n").nodes(cst.Name)[-1]) == []
+
+
+def test_values_flow_through_instance_attributes_within_and_across_methods():
+    ctx = context("""
+        class Trainer:
+            def __init__(self):
+                self.probs = F.softmax(model(x), dim=-1)
+            def fit(self):
+                self.out = np.asarray(self.probs)
+                self.loss = fn(y, self.out.view(-1))
+                self.loss.backward()
+    """)
+    [softmax] = calls(ctx, "softmax")
+    [asarray] = calls(ctx, "asarray")
+    target = calls(ctx, "backward")[0].func.value
+    assert ctx.flow.flows_into(asarray, target) and ctx.flow.flows_into(softmax, target)
+    fit = _method(ctx, "Trainer", "fit")
+    uses = ctx.flow.uses([(target, calls(ctx, "backward")[0])])
+    assert ctx.flow.reaches(asarray, uses) and ctx.flow.reaches(softmax, uses)
+    assert ctx.training.differentiated_in_scope(fit)
+
+
+def test_a_method_call_runs_the_method_of_the_class_it_is_called_on():
+    ctx = context("""
+        class Base:
+            def log(self):
+                pass
+            def fit(self):
+                self.log()
+                self.step()
+        class Trainer(Base):
+            def step(self):
+                pass
+            def log(self):
+                pass
+        class Evaluator:
+            def fit(self):
+                self.log()
+            def log(self):
+                pass
+        Trainer().fit()
+        evaluator = Evaluator()
+        evaluator.fit()
+        unknown.fit()
+    """)
+    graph = ctx.calls
+    base_log, trainer_log, evaluator_log = (_method(ctx, c, "log") for c in ("Base", "Trainer", "Evaluator"))
+    base_self_log, evaluator_self_log = calls(ctx, "log")
+    # `self.log()` in Base: Base's own and its subclass's override, not Evaluator's.
+    assert graph.targets(base_self_log) == [base_log, trainer_log]
+    assert graph.targets(evaluator_self_log) == [evaluator_log]
+    # A hook the class defines only in a subclass.
+    [step_call] = calls(ctx, "step")
+    assert graph.targets(step_call) == [_method(ctx, "Trainer", "step")]
+    trainer_fit, evaluator_fit, unknown_fit = calls(ctx, "fit")
+    assert graph.targets(trainer_fit) == [_method(ctx, "Base", "fit")]  # inherited
+    assert graph.targets(evaluator_fit) == [_method(ctx, "Evaluator", "fit")]
+    assert graph.targets(unknown_fit) == []

@@ -61,13 +61,28 @@ class CallGraph(Analysis):
             found.setdefault(cls.name.value, cls)
         return found
 
+    def methods(self, cls: cst.ClassDef) -> list[cst.FunctionDef]:
+        """`cls`'s methods, and those of its same-file base classes."""
+        found = [s for s in cls.body.body if isinstance(s, cst.FunctionDef)]
+        for base in cls.bases:
+            parent = self.local_class(base.value)
+            if parent is not None and parent is not cls:
+                found += self.methods(parent)
+        return found
+
+    def method_class(self, function: cst.FunctionDef) -> cst.ClassDef | None:
+        """The class `function` is a method of: its def stands in the class's own body."""
+        block = self.ctx.parents.get(function)
+        cls = self.ctx.parents.get(block) if isinstance(block, cst.IndentedBlock) else None
+        return cls if isinstance(cls, cst.ClassDef) else None
+
     def local_functions(self, expr: cst.BaseExpression) -> list[cst.FunctionDef]:
         """Functions defined in this file that `expr` (`f`, `self.f`, `tf.function(f)`) refers to."""
         if isinstance(expr, cst.Call) and self.ctx.names.callee(expr) in FUNCTION_WRAPPERS:
             inner = argument(expr, 0, "func")
             return self.local_functions(inner) if inner is not None else []
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-            return self.functions.get(expr.attr.value, [])
+        if isinstance(expr, cst.Attribute) and expr.attr.value in self.functions:
+            return self._methods_named(expr)
         if isinstance(expr, cst.Name):
             defined = self.functions.get(expr.value, [])
             if defined:
@@ -76,6 +91,40 @@ class CallGraph(Analysis):
             if value is not expr:
                 return self.local_functions(value)
         return []
+
+    def _methods_named(self, expr: cst.Attribute) -> list[cst.FunctionDef]:
+        """The methods `obj.m` may run: for `self.m`, the class's own `m` and its same-file subclasses'
+        overrides (every function named `m` where the class has none: a mixin's, a subclass's hook);
+        for an instance of a class of this file (`Trainer().fit`, `trainer = Trainer(); trainer.fit`),
+        that class's `m`."""
+        name = expr.attr.value
+        owner = expr.value
+        if isinstance(owner, cst.Name) and owner.value == "self":
+            method = next((a for a in self.ctx.ancestors(expr)
+                           if isinstance(a, cst.FunctionDef) and self.method_class(a) is not None), None)
+            cls = self.method_class(method) if method is not None else None
+            if cls is None:
+                return self.functions[name]
+            own = [m for c in (cls, *self._subclasses(cls)) for m in self.methods(c) if m.name.value == name]
+            return list(dict.fromkeys(own)) or self.functions[name]
+        instance = owner if isinstance(owner, cst.Call) else self.ctx.flow.resolve_value(owner)
+        cls = self.local_class(instance.func) if isinstance(instance, cst.Call) else None
+        return [m for m in self.methods(cls) if m.name.value == name] if cls is not None else []
+
+    def _subclasses(self, cls: cst.ClassDef) -> list[cst.ClassDef]:
+        """The classes of this file that derive from `cls`, directly or through others of this file."""
+        return [c for c in self._classes.values() if c is not cls and cls in self._bases(c)]
+
+    def _bases(self, cls: cst.ClassDef) -> set[cst.ClassDef]:
+        found: set[cst.ClassDef] = set()
+        work = [cls]
+        while work:
+            for base in work.pop().bases:
+                parent = self.local_class(base.value)
+                if parent is not None and parent not in found:
+                    found.add(parent)
+                    work.append(parent)
+        return found
 
     def targets(self, call: cst.Call) -> list[cst.FunctionDef]:
         """Same-file functions a call runs: the callee, and `fn` in `strategy.run(fn, ...)`."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Callable
 import libcst as cst
 
 from lintloop.analysis.base import Analysis
+from lintloop.analysis.syntax import read_name
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext
@@ -35,14 +36,14 @@ class WithBlocks(Analysis):
                 manager = self._manager(item)
                 if manager is not None and matches(manager):
                     alias = item.asname.name.value if item.asname and isinstance(item.asname.name, cst.Name) else (
-                        item.item.value if isinstance(item.item, cst.Name) else None)
+                        read_name(item.item))
                     context = WithContext(kind, block, item, alias)
                     self.contexts.append(context)
                     self._by_block[id(block)].append(context)
 
     def _manager(self, item: cst.WithItem) -> cst.Call | None:
         expr = item.item
-        if isinstance(expr, cst.Name):  # `tape = tf.GradientTape(); with tape:`
+        if read_name(expr) is not None:  # `tape = tf.GradientTape(); with tape:`, and `with self.tape:`
             made = self.ctx.flow.constructed_by(expr, item)
             expr = made[0] if made else expr
         return expr if isinstance(expr, cst.Call) else None

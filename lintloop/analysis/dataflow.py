@@ -12,13 +12,18 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.index import Binding, Scope
-from lintloop.analysis.syntax import dotted, names_in
+from lintloop.analysis.syntax import dotted, instance_attributes_in, names_in
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext
 
 # How many same-file calls a node may sit below the training loop that runs it.
 _MAX_CALL_DEPTH = 3
+
+
+def _read_in(expr: cst.CSTNode) -> set[str]:
+    """The names and instance attributes (`self.x`) whose values an expression reads."""
+    return names_in(expr) | instance_attributes_in(expr)
 
 
 def _order(binding: Binding) -> int:
@@ -51,7 +56,7 @@ class _FlowGraph:
                         self.evaluated[binding] = binding.order
                         continue
                     evaluated = self.evaluated[binding] = ctx.subtree_end[binding.value]
-                    for read in names_in(binding.value):
+                    for read in _read_in(binding.value):
                         bound = readers[read]
                         if evaluated < bound.get(name, evaluated + 1):
                             bound[name] = evaluated
@@ -66,16 +71,20 @@ class ValueUses:
                  pairs: list[tuple[cst.BaseExpression, cst.CSTNode]]) -> None:
         self.targets: set[cst.CSTNode] = {target for target, _ in pairs}
         # Uses evaluated inside an assignment's target or annotation (`d[loss.backward()] = x`): the
-        # time of a binding is when its value is evaluated, which does not order them; asked one by one.
+        # time of a binding is when its value is evaluated, which does not order them; and uses in a
+        # method, whose instance attributes other methods bind (`_visible`). Asked one by one.
         self.irregular: list[tuple[cst.BaseExpression, cst.CSTNode]] = []
+        # Per irregular use: the values of the bindings that feed it (`feeding_bindings`), found once.
+        self.feeding: dict[tuple[cst.BaseExpression, cst.CSTNode], list[cst.BaseExpression]] = {}
         # Per chain of scopes (`enclosing_scopes` of the uses' points): each name a target reads, with
         # the latest point it is read at.
         self.latest: dict[tuple[Scope, ...], dict[str, int]] = defaultdict(dict)
         for target, at in pairs:
-            if _in_binding_target(ctx, graph, at):
+            scopes = ctx.enclosing_scopes(at)
+            if _in_binding_target(ctx, graph, at) or any(ctx.calls.method_class(s) for s in scopes[:-1]):
                 self.irregular.append((target, at))
                 continue
-            latest = self.latest[tuple(ctx.enclosing_scopes(at))]
+            latest = self.latest[tuple(scopes)]
             point = ctx.order[at]
             for name in names_in(target):
                 if point > latest.get(name, -1):
@@ -100,6 +109,7 @@ class DataFlow(Analysis):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._attribute_values: dict[str, cst.BaseExpression | None] = {}
+        self._instance_bindings: dict[tuple[cst.ClassDef, str], list[Binding]] = {}
         self._steps_through_calls: dict[tuple[int, int], list[StepSite]] = {}
 
     def bindings_of(self, name: str, at: cst.CSTNode, before: bool = True) -> list[Binding]:
@@ -156,14 +166,39 @@ class DataFlow(Analysis):
 
     def _visible(self, name: str, at: cst.CSTNode) -> tuple[list[Binding], bool]:
         """The bindings of `name` in the innermost scope around `at` that binds it (in source order),
-        and whether that is `at`'s own scope."""
+        and whether that is `at`'s own scope. An instance attribute (`self.x`) that no scope around
+        `at` binds before it is the one the class's other methods bind, as if theirs were an enclosing
+        scope: `__init__` sets `self.model`, `fit` reads it."""
         ctx = self.ctx
         scopes = ctx.enclosing_scopes(at)
+        attribute = name.startswith("self.")
         for scope in scopes:
             found = ctx.bindings_in(scope, name)
-            if found:
+            if found and not (attribute and scope is scopes[0] and not self._bound_earlier(found, at)):
                 return found, scope is scopes[0]
+        if attribute:
+            return self._bound_by_other_methods(name, scopes), False
         return [], False
+
+    def _bound_earlier(self, found: list[Binding], at: cst.CSTNode) -> bool:
+        """Does one of `found` (bindings of `at`'s own scope) bind before `at` is evaluated?"""
+        return any(not self._evaluates(b, at) for b in found[:self._bound_before(found, at)])
+
+    def _bound_by_other_methods(self, name: str, scopes: list[Scope]) -> list[Binding]:
+        """The bindings of instance attribute `name` in the methods of the class whose method holds
+        `scopes`, other than that method (`None` left out: a placeholder until the real value)."""
+        calls = self.ctx.calls
+        method = next((s for s in scopes if isinstance(s, cst.FunctionDef) and calls.method_class(s)), None)
+        if method is None:
+            return []
+        cls = calls.method_class(method)
+        key = (cls, name)
+        found = self._instance_bindings.get(key)
+        if found is None:
+            found = self._instance_bindings[key] = sorted(
+                (b for fn in calls.methods(cls) for b in self.ctx.bindings_in(fn, name)
+                 if not (isinstance(b.value, cst.Name) and b.value.value == "None")), key=_order)
+        return [b for b in found if not self.ctx.is_inside(b.node, method)]
 
     def _bound_before(self, found: list[Binding], at: cst.CSTNode) -> int:
         """How many of `found` (in source order) bind before `at`."""
@@ -178,7 +213,7 @@ class DataFlow(Analysis):
         at = at if at is not None else expr
         seen: set[str] = set()
         result: list[Binding] = []
-        work = list(names_in(expr))
+        work = [*names_in(expr), *instance_attributes_in(expr)]
         while work:
             name = work.pop()
             if name in seen:
@@ -187,7 +222,7 @@ class DataFlow(Analysis):
             for binding in self.bindings_of(name, at):
                 result.append(binding)
                 if binding.value is not None:
-                    work.extend(names_in(binding.value))
+                    work.extend(_read_in(binding.value))
                 if binding.augmented:
                     work.append(name)
         return result
@@ -210,9 +245,16 @@ class DataFlow(Analysis):
         `loss` in each of 1,000 loops, each question would otherwise read every earlier binding)."""
         ctx = self.ctx
         if any(a in uses.targets for a in (node, *ctx.ancestors(node))) or any(
-                self.flows_into(node, target, at) for target, at in uses.irregular):
+                self._feeds(node, uses, use) for use in uses.irregular):
             return True
         return any(self._flows_forward(node, chain, latest) for chain, latest in uses.latest.items())
+
+    def _feeds(self, node: cst.CSTNode, uses: ValueUses, use: tuple[cst.BaseExpression, cst.CSTNode]) -> bool:
+        """Is `node` inside the value of a binding that feeds the irregular use `use` (`flows_into`)?"""
+        values = uses.feeding.get(use)
+        if values is None:
+            values = uses.feeding[use] = [b.value for b in self.feeding_bindings(*use) if b.value is not None]
+        return any(self.ctx.is_inside(node, value) for value in values)
 
     def _flows_forward(self, node: cst.CSTNode, chain: tuple[Scope, ...], latest: dict[str, int]) -> bool:
         """Does a name read by a use (`latest`: the name, and the last point it is read at) hold the value

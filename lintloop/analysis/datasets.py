@@ -19,7 +19,7 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.index import Binding
-from lintloop.analysis.syntax import argument, call_name, children, dotted, keyword_arg, positional_args, walk
+from lintloop.analysis.syntax import argument, call_name, children, dotted, keyword_arg, positional_args, read_name, walk
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext
@@ -256,12 +256,9 @@ class Datasets(Analysis):
             return [p for value in self._returned_values(expr.func) for p in self.paths(value)]
         if isinstance(expr, cst.IfExp):
             return self.paths(expr.body) + self.paths(expr.orelse)
-        if isinstance(expr, cst.Name):
-            return [p for b in self._reaching(expr) for p in self._binding_paths(b, expr)]
-        name = dotted(expr) if isinstance(expr, cst.Attribute) else None
-        if name and name.startswith("self."):
-            return [p for b in ctx.bindings_anywhere(name)
-                    if b.value is not None and not b.augmented for p in self.paths(b.value)]
+        name = read_name(expr)
+        if name is not None:
+            return [p for b in self._reaching(name, expr) for p in self._binding_paths(b)]
         return []
 
     def _returned_values(self, func: cst.BaseExpression) -> list[cst.BaseExpression]:
@@ -277,7 +274,7 @@ class Datasets(Analysis):
         outer = next((a for a in self.ctx.ancestors(fn) if isinstance(a, cst.FunctionDef)), None)
         return outer is None or self.ctx.is_inside(at, outer)
 
-    def _binding_paths(self, binding: Binding, at: cst.Name) -> list[tuple[Op, ...]]:
+    def _binding_paths(self, binding: Binding) -> list[tuple[Op, ...]]:
         node = binding.node
         if isinstance(node, cst.Param):
             return self._param_paths(node)
@@ -334,15 +331,15 @@ class Datasets(Analysis):
             return "to_tf_dataset"  # a Hugging Face dataset's tf.data view: batched and prefetched
         return None
 
-    def _reaching(self, name: cst.Name) -> list[Binding]:
-        """The bindings of `name` that may reach `name`: the last one before it, and earlier ones
-        while the later are conditional (in an `if` branch, a loop or `try` that `name` is not in)."""
+    def _reaching(self, name: str, read: cst.BaseExpression) -> list[Binding]:
+        """The bindings of `name` that may reach its `read`: the last one before it, and earlier ones
+        while the later are conditional (in an `if` branch, a loop or `try` that `read` is not in)."""
         ctx = self.ctx
         result: list[Binding] = []
         at: cst.CSTNode | None = None
-        for binding in ctx.flow.bindings_latest_first(name.value, name):
+        for binding in ctx.flow.bindings_latest_first(name, read):
             if not result:  # the bindings a name sees are all of one scope
-                at = name if ctx.scope_of(binding.node) is ctx.scope_of(name) else None
+                at = read if ctx.scope_of(binding.node) is ctx.scope_of(read) else None
             placement = self._placement(binding.node, at)
             if placement == "excluded":
                 continue
@@ -377,11 +374,11 @@ class Datasets(Analysis):
         for op in pipeline.ops:
             if op.name != "with_options" or op.call is None:
                 continue
-            options = argument(op.call, 0, "options")
-            if not isinstance(options, cst.Name):
+            options = read_name(argument(op.call, 0, "options"))
+            if options is None:
                 continue
             for attribute, what in _OPTION_OFF.items():
-                for binding in self.ctx.flow.bindings_of(f"{options.value}.{attribute}", op.call, before=False):
+                for binding in self.ctx.flow.bindings_of(f"{options}.{attribute}", op.call, before=False):
                     if isinstance(binding.value, cst.Name) and binding.value.value == "False":
                         off.add(what)
         return off

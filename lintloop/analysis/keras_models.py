@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
-from lintloop.analysis.syntax import argument, call_name, keyword_arg, positional_args, receiver, string_value
+from lintloop.analysis.syntax import argument, call_name, keyword_arg, positional_args, read_name, receiver, string_value
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext
@@ -333,8 +333,9 @@ class KerasModels(Analysis):
         if depth > _MAX_DEPTH:
             return None
         ctx = self.ctx
-        if isinstance(expr, cst.Name):
-            binding = ctx.flow.last_binding(expr.value, at)
+        name = read_name(expr)
+        if name is not None:
+            binding = ctx.flow.last_binding(name, at)
             if binding is None or binding.value is None or binding.augmented or isinstance(binding.node, cst.WithItem):
                 return None
             return self.output_of(binding.value, binding.node, depth + 1)

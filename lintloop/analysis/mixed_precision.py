@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
-from lintloop.analysis.syntax import argument, call_name, keyword_arg, receiver, string_value
+from lintloop.analysis.syntax import argument, call_name, keyword_arg, read_name, receiver, string_value
 
 # Canonical names (lintloop.analysis.names.canonical: tf.keras / tf_keras / keras.src → keras).
 _POLICY_SETTERS = {
@@ -110,8 +110,9 @@ class MixedPrecision(Analysis):
         """Policy names `expr` evaluates to: `"mixed_float16"`, `Policy("mixed_float16")`, a name
         assigned one of these (every assignment it may see), either literal branch of a conditional;
         empty when not visible."""
-        if isinstance(expr, cst.Name):
-            bindings = self.ctx.flow.bindings_of(expr.value, at)
+        name = read_name(expr)
+        if name is not None:
+            bindings = self.ctx.flow.bindings_of(name, at)
             if bindings and all(b.value is not None and not b.augmented for b in bindings):
                 return frozenset().union(*(self.policy_names(b.value, b.node) for b in bindings))
             return frozenset()

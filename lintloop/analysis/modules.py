@@ -29,7 +29,7 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.pytorch import NO_GRAD_CALLS
-from lintloop.analysis.syntax import argument, call_name, dotted, positional_args, receiver, string_value
+from lintloop.analysis.syntax import argument, call_name, dotted, positional_args, read_name, receiver, string_value
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext
@@ -415,17 +415,8 @@ class TorchModules(Analysis):
     def _attribute_assignments(self, cls: cst.ClassDef, attr: str) -> list[tuple[cst.BaseExpression, cst.CSTNode]]:
         """(value, assignment) for each `self.attr = value` in `cls`'s methods, `None` left out."""
         name = f"self.{attr}"
-        return [(b.value, b.node) for fn in self._methods(cls) for b in self.ctx.bindings_in(fn, name)
+        return [(b.value, b.node) for fn in self.ctx.calls.methods(cls) for b in self.ctx.bindings_in(fn, name)
                 if b.value is not None and not (isinstance(b.value, cst.Name) and b.value.value == "None")]
-
-    def _methods(self, cls: cst.ClassDef) -> list[cst.FunctionDef]:
-        """`cls`'s methods, and those of its same-file base classes."""
-        methods = [s for s in cls.body.body if isinstance(s, cst.FunctionDef)]
-        for base in cls.bases:
-            parent = self.ctx.calls.local_class(base.value)
-            if parent is not None and parent is not cls:
-                methods += self._methods(parent)
-        return methods
 
     def _call_value(self, call: cst.Call, at: cst.CSTNode) -> ModuleValue | None:
         qualname = self.ctx.names.callee(call)
@@ -961,7 +952,7 @@ class TorchModules(Analysis):
         if cls in self._class_layers:
             return self._class_layers[cls]
         self._class_layers[cls] = None  # guards recursion
-        forward = next((m for m in self._methods(cls) if m.name.value == "forward"), None)
+        forward = next((m for m in self.ctx.calls.methods(cls) if m.name.value == "forward"), None)
         returns = [r for r in self.ctx.returns_of(forward)
                    if r.value is not None] if forward is not None else []
         found = [self.activation_of(r.value, r) for r in returns]
@@ -976,8 +967,9 @@ class TorchModules(Analysis):
         at = at if at is not None else expr
         if depth > _MAX_DEPTH:
             return None
-        if isinstance(expr, cst.Name):
-            binding = self.ctx.flow.last_binding(expr.value, at)
+        name = read_name(expr)
+        if name is not None:
+            binding = self.ctx.flow.last_binding(name, at)
             if binding is None or binding.value is None or binding.augmented:
                 return None
             return self.activation_of(binding.value, binding.node, depth + 1)

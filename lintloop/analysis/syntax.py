@@ -109,6 +109,35 @@ def names_in(expr: cst.CSTNode) -> set[str]:
     return found
 
 
+def instance_attribute(expr: cst.CSTNode | None) -> str | None:
+    """`self.x` for an attribute of a method's instance, read or assigned: the name a Trainer keeps a
+    value under across its methods, as a function keeps one under a local name."""
+    if (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self"):
+        return f"self.{expr.attr.value}"
+    return None
+
+
+def read_name(expr: cst.CSTNode | None) -> str | None:
+    """The name a value is read from: `x`, or an instance attribute `self.x` (None for anything else)."""
+    return expr.value if isinstance(expr, cst.Name) else instance_attribute(expr)
+
+
+def instance_attributes_in(expr: cst.CSTNode) -> set[str]:
+    """The instance attributes (`self.x`) an expression reads, as `names_in` gives its names."""
+    found: set[str] = set()
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        name = instance_attribute(node)
+        if name is not None:
+            found.add(name)
+        elif isinstance(node, (cst.Attribute, cst.Arg)):
+            stack.append(node.value)
+        elif not isinstance(node, (cst.Lambda, cst.Name)):
+            stack.extend(children(node))
+    return found
+
+
 def parameter_names(function: cst.FunctionDef | cst.Lambda) -> set[str]:
     """The names of a function's positional and keyword parameters (not `*args` / `**kwargs`)."""
     params = function.params

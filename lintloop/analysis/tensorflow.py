@@ -14,7 +14,7 @@ from lintloop.analysis.calls import CallChain
 from lintloop.analysis.contexts import WithBlocks, WithContext
 from lintloop.analysis.index import Scope
 from lintloop.analysis.syntax import (argument, call_name, keyword_arg, names_in, parameter_names, positional_args,
-                                      receiver, string_value)
+                                      read_name, receiver, string_value)
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext
@@ -110,9 +110,9 @@ class TensorFlow(Analysis):
         block they belong to."""
         found = []
         for call in self.ctx.nodes(cst.Call):
-            tape_name = receiver(call)
-            if call_name(call) in _DIFFERENTIATING_METHODS and isinstance(tape_name, cst.Name):
-                tape = self.tape_of(tape_name.value, call)
+            tape_name = read_name(receiver(call)) if call_name(call) in _DIFFERENTIATING_METHODS else None
+            if tape_name is not None:
+                tape = self.tape_of(tape_name, call)
                 if tape is not None:
                     found.append((call, tape))
         return found

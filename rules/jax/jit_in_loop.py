@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis.loop_values import IterationUnit
+from lintloop.analysis.syntax import read_name
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 
@@ -291,12 +292,12 @@ for step in range(num_steps):
         method object."""
         ctx = self.ctx
         owner = expr.value
-        if not isinstance(owner, cst.Name):
+        if read_name(owner) is None:  # `model.apply`, `self.fn`, `self.model.apply`
             return False
         cls: cst.ClassDef | None = None
         method = next((a for a in ctx.ancestors(expr) if isinstance(a, cst.FunctionDef)), None)
         params = method.params.params if method is not None else ()
-        if params and params[0].name.value == owner.value:
+        if params and isinstance(owner, cst.Name) and params[0].name.value == owner.value:
             cls = next((a for a in ctx.ancestors(method) if isinstance(a, cst.ClassDef)), None)
             if cls is not None and ctx.parents.get(ctx.parents.get(method)) is not cls:
                 cls = None  # a nested function's first parameter, not a method's `self`
