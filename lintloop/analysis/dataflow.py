@@ -184,6 +184,12 @@ class DataFlow(Analysis):
         """Does one of `found` (bindings of `at`'s own scope) bind before `at` is evaluated?"""
         return any(not self._evaluates(b, at) for b in found[:self._bound_before(found, at)])
 
+    def other_method_bindings(self, name: str, function: cst.FunctionDef) -> list[Binding]:
+        """The bindings of instance attribute `name` in the other methods of the class whose method holds
+        `function` (none for a plain name)."""
+        return self._bound_by_other_methods(name, self.ctx.enclosing_scopes(function.body)) \
+            if name.startswith("self.") else []
+
     def _bound_by_other_methods(self, name: str, scopes: list[Scope]) -> list[Binding]:
         """The bindings of instance attribute `name` in the methods of the class whose method holds
         `scopes`, other than that method (`None` left out: a placeholder until the real value)."""

@@ -8,6 +8,7 @@ from functools import cached_property
 
 import libcst as cst
 
+from lintloop.analysis.index import Scope
 from lintloop.analysis.syntax import dotted, dotted_names_in
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
@@ -171,6 +172,21 @@ def replica_fn(x, y):
     acc.update_state(y, model(x))
 strategy.run(replica_fn, args=(x, y))
 """),
+        Example("""
+import tensorflow as tf
+class Evaluator:
+    def __init__(self, x, y):
+        self.strategy = tf.distribute.MirroredStrategy()
+        with self.strategy.scope():
+            self.model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+        self.acc = tf.keras.metrics.Accuracy()
+        self.strategy.run(self.replica_fn, args=(x, y))
+        with self.strategy.scope():
+            self.acc = tf.keras.metrics.Accuracy()
+    def replica_fn(self, x, y):
+        self.acc.update_state(y, self.model(x))
+Evaluator(x, y)
+"""),
     )
     not_flagged = (
         Example("""
@@ -250,6 +266,25 @@ def step(x):
     return model(x)
 strategy.run(step, args=(1,))
 """),
+        Example("""
+import tensorflow as tf
+class Evaluator:
+    def __init__(self):
+        self.strategy = tf.distribute.MirroredStrategy()
+        self.acc = tf.keras.metrics.Accuracy()
+    def eager_pass(self, dataset):
+        for x, y in dataset:
+            self.acc.update_state(y, self.model(x))
+        with self.strategy.scope():
+            self.acc = tf.keras.metrics.Accuracy()
+    def replica_fn(self, x, y):
+        self.acc.update_state(y, self.model(x))
+    def distributed_pass(self, x, y):
+        self.strategy.run(self.replica_fn, args=(x, y))
+evaluator = Evaluator()
+evaluator.eager_pass(dataset)
+evaluator.distributed_pass(x, y)
+"""),
     )
 
     def __init__(self, *args, **kwargs) -> None:
@@ -287,16 +322,41 @@ strategy.run(step, args=(1,))
                 _Readers({run: set().union(*(dotted_names_in(a.value) for a in run.args[1:])) for run in runs}))
 
     def _seen_at(self, holders: set[str], call: cst.Call, use: cst.CSTNode) -> set[str]:
-        """The module-level holders of what `call` builds that code at `use` still reads: not those re-bound
-        after `call`, before the top-level statement holding `use` (a `def` runs later than itself), by a
-        module-level statement that always runs (a later cell's `with strategy.scope(): acc = Accuracy()`)."""
+        """The holders of what `call` builds that code at `use` still reads: not those re-bound after `call`
+        by a statement of its scope that always runs, before `use` runs there (a step function: where
+        `strategy.run` runs it; a `def` runs later than itself; a later cell's `with strategy.scope(): acc =
+        Accuracy()`), nor an instance attribute that another method always binds (which runs first is not
+        known)."""
         ctx = self.ctx
-        if ctx.scope_of(call) is not ctx.module:
-            return holders
-        top = next(a for a in (use, *ctx.ancestors(use)) if ctx.parents.get(a) is ctx.module)
+        scope = ctx.scope_of(call)
+        until = self._runs_at(use, scope)
+        function = scope if isinstance(scope, cst.FunctionDef) else None
         return {name for name in holders if not any(
-            not any(isinstance(a, _BRANCHES) for a in (binding.node, *ctx.ancestors(binding.node)))
-            for binding in ctx.flow.scope_bindings_between(ctx.module, name, ctx.order[call], ctx.order[top]))}
+            self._always_runs(binding.node, scope)
+            for binding in ctx.flow.scope_bindings_between(scope, name, ctx.order[call], until))
+            and not (function is not None and any(
+                self._always_runs(b.node, ctx.scope_of(b.node)) for b in ctx.flow.other_method_bindings(name, function)))}
+
+    def _runs_at(self, use: cst.CSTNode, scope: Scope) -> int:
+        """The point of `scope` where code at `use` runs: the first `strategy.run` of a step function there,
+        else the statement of `scope` holding `use`, else the end of `scope` (run from elsewhere, later)."""
+        ctx = self.ctx
+        if isinstance(use, cst.FunctionDef):
+            runs = [ctx.order[r] for r in ctx.strategies.runs if ctx.scope_of(r) is scope and use in ctx.calls.targets(r)]
+            if runs:
+                return min(runs)
+        body = scope.body if isinstance(scope, cst.FunctionDef) else scope
+        held = next((a for a in (use, *ctx.ancestors(use)) if ctx.parents.get(a) is body), None)
+        return ctx.order[held] if held is not None else ctx.subtree_end[scope]
+
+    def _always_runs(self, node: cst.CSTNode, scope: cst.CSTNode) -> bool:
+        """Does `node` run whenever its scope's body does (in no branch, loop or nested def)?"""
+        for ancestor in (node, *self.ctx.ancestors(node)):
+            if ancestor is scope:
+                return True
+            if isinstance(ancestor, _BRANCHES):
+                return False
+        return True
 
     def _returned_by(self, call: cst.Call) -> cst.FunctionDef | None:
         """The function that returns the object `call` builds (`return Ctor()`, `x = Ctor(); return x`)."""

@@ -173,6 +173,21 @@ def test_float16_dense():
     tf.keras.mixed_precision.set_global_policy("float32")
     model = tf.keras.Sequential([tf.keras.layers.Dense(2, activation="sigmoid")])
 """),
+        Example("""
+import tensorflow as tf
+def build_classifier():
+    return tf.keras.Sequential([tf.keras.layers.Dense(64, activation="relu"),
+                                tf.keras.layers.Dense(10, activation="softmax")])
+class Trainer:
+    def __init__(self):
+        self.classifier = build_classifier()
+        self.classifier.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    def fit_fast_head(self, x, y):
+        tf.keras.mixed_precision.set_global_policy("mixed_float16")
+        head = tf.keras.Sequential([tf.keras.layers.Dense(10, activation="softmax", dtype="float32")])
+        head.fit(self.classifier(x), y)
+Trainer().fit_fast_head(x_train, y_train)
+"""),
     )
 
     def visit_Module(self, node: cst.Module) -> None:
@@ -207,7 +222,20 @@ def test_float16_dense():
             return earlier[-1].float16
         if ctx.scope_of(policy_call) is scope:
             return ctx.order[output.node] > ctx.order[policy_call]
-        return not self._used_only_before(output.node, policy_call)
+        return not (self._used_only_before(output.node, policy_call)
+                    or self._built_by_constructor_first(output.node, policy_call))
+
+    def _built_by_constructor_first(self, layer: cst.CSTNode, policy_call: cst.Call) -> bool:
+        """Is the policy set in a method of a class (not `__init__`, nor one it calls) and the layer built
+        only by that class's `__init__` (through same-file calls)? An instance's constructor runs before
+        its methods: a Trainer that builds its model in `__init__` and sets the policy in `fit`."""
+        ctx = self.ctx
+        setter = ctx.scope_of(policy_call)
+        cls = ctx.calls.method_class(setter) if isinstance(setter, cst.FunctionDef) else None
+        init = next((m for m in ctx.calls.methods(cls) if m.name.value == "__init__"), None) if cls else None
+        if init is None or setter is init or setter in ctx.calls.called_functions(init):
+            return False
+        return ctx.calls.through_callers(layer, lambda node: ctx.scope_of(node) is init) is not None
 
     def _used_only_before(self, layer: cst.CSTNode, policy_call: cst.Call) -> bool:
         """Is the layer built in a module-level function or class that the module code uses only before
