@@ -11,11 +11,13 @@ factory returning the step), linted with the rule alone, and compared with the o
   - a not-flagged program must still be clean.
 
     python bench/metamorphic.py [--rules LL301,LL708] [--rewrites helpers_module] [--failures]
-                                [--keep DIR] [--json FILE] [--check]
+                                [--keep DIR] [--json FILE] [--screen] [--check]
 
 prints the matrix rule × rewrite ("kept/applicable" of the flagged programs, and the not-flagged
-programs that became flagged), the totals per rewrite, and with `--failures` each case lost. `--check`
-exits 1 unless every rewrite keeps ≥ 95 % of its flagged programs and every not-flagged one clean.
+programs that became flagged), the totals per rewrite, and with `--failures` each case lost. `--screen`
+lints every case a second time parsing whole files and lists the cases whose verdict the screen
+changes (it must change none). `--check` exits 1 unless every rewrite keeps ≥ 95 % of its flagged
+programs and every not-flagged one clean (and, with `--screen`, no case differs).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import json
 import sys
 import tempfile
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,12 +102,33 @@ def write_cases(root: Path, chosen: list[Program], rewrites: dict[str, Callable[
     return cases
 
 
-def flagged_folders(root: Path, code: str) -> set[Path]:
-    """The case folders under root/<code>/ in which the rule alone reports a finding."""
+@contextlib.contextmanager
+def whole_files() -> Iterator[None]:
+    """Every rule set made meanwhile parses whole files (the screen off, as tests/test_screen.py compares);
+    the check's workers are forked from this process and inherit it."""
+    from lintloop.rule import RuleSet
+
+    made = RuleSet.__init__
+
+    def unscreened(self: RuleSet, *args: object, **kwargs: object) -> None:
+        made(self, *args, **kwargs)
+        self.screen = False
+
+    RuleSet.__init__ = unscreened  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        RuleSet.__init__ = made  # type: ignore[method-assign]
+
+
+def flagged_folders(root: Path, code: str, screen: bool = True) -> set[Path]:
+    """The case folders under root/<code>/ in which the rule alone reports a finding (`screen`: with the
+    screen on, as users run it, or parsing whole files)."""
     from lintloop.cli import main as lintloop
 
-    report = root / f"{code}.json"
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    report = root / f"{code}{'' if screen else '-whole'}.json"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+            (contextlib.nullcontext() if screen else whole_files()):
         lintloop(["check", str(root / code), "--select", code, "--format", "json", "--output", str(report),
                   "--no-cache", "--exit-zero", "--quiet", "--test-code-kinds", "bug,perf,hygiene"])
     folders = set()
@@ -116,14 +139,19 @@ def flagged_folders(root: Path, code: str) -> set[Path]:
     return folders
 
 
-def matrix(root: Path, chosen: list[Program], rewrites: dict[str, Callable[[str], Files | None]]
-           ) -> tuple[dict[tuple[str, str], Cell], list[str]]:
-    """The cells rule × rewrite, and the programs whose verdict as written differs from what they are
-    meant to show (left out of the matrix)."""
+def matrix(root: Path, chosen: list[Program], rewrites: dict[str, Callable[[str], Files | None]],
+           compare_screen: bool = False) -> tuple[dict[tuple[str, str], Cell], list[str], list[str]]:
+    """The cells rule × rewrite, the programs whose verdict as written differs from what they are meant
+    to show (left out of the matrix), and with `compare_screen` the case folders whose verdict differs
+    between the screen on and whole files parsed (the screen must change no result)."""
     cases = write_cases(root, chosen, rewrites)
     flagged: set[Path] = set()
+    differing: set[Path] = set()
     for code in sorted({p.code for p in chosen}):
-        flagged |= flagged_folders(root, code)
+        found = flagged_folders(root, code)
+        flagged |= found
+        if compare_screen:
+            differing |= found ^ flagged_folders(root, code, screen=False)
     cells: dict[tuple[str, str], Cell] = {}
     off = []
     for program in chosen:
@@ -145,7 +173,7 @@ def matrix(root: Path, chosen: list[Program], rewrites: dict[str, Callable[[str]
                 cell.clean += 1
                 if still:
                     cell.clean_lost.append(str(folder))
-    return cells, off
+    return cells, off, sorted(map(str, differing))
 
 
 def share(kept: int, total: int) -> str:
@@ -189,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="write the cases under DIR (empty or absent) and keep them")
     parser.add_argument("--json", type=Path, help="write the matrix as JSON to FILE")
     parser.add_argument("--check", action="store_true", help="exit 1 unless the acceptance shares hold")
+    parser.add_argument("--screen", action="store_true",
+                        help="also lint every case parsing whole files, and list those whose verdict differs")
     args = parser.parse_args(argv)
     codes = set(args.rules.split(",")) if args.rules else None
     rewrites = {n: REWRITES[n] for n in args.rewrites.split(",")} if args.rewrites else REWRITES
@@ -196,11 +226,13 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         root = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lintloop-metamorphic-")))
         root.mkdir(parents=True, exist_ok=True)
-        cells, off = matrix(root.resolve(), chosen, rewrites)
+        cells, off, differing = matrix(root.resolve(), chosen, rewrites, compare_screen=args.screen)
     print(f"{len(chosen)} programs of {len({p.code for p in chosen})} rules; {len(rewrites)} rewrites\n")
     print(table(cells, list(rewrites)))
     if off:
         print(f"\nleft out (the rule's verdict on the program as written is not the one it shows): {', '.join(off)}")
+    for folder in differing:
+        print(f"screen on and off differ: {folder}")
     if args.failures:
         for (code, name), cell in sorted(cells.items()):
             for folder in cell.flagged_lost:
@@ -211,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps({f"{code} {name}": {
             "flagged": c.flagged, "flagged_lost": c.flagged_lost, "clean": c.clean, "clean_lost": c.clean_lost}
             for (code, name), c in sorted(cells.items())}, indent=1) + "\n")
-    return 0 if not args.check or holds(cells, list(rewrites)) else 1
+    return 0 if not args.check or (holds(cells, list(rewrites)) and not differing) else 1
 
 
 if __name__ == "__main__":

@@ -11,13 +11,16 @@ Each rule declares its `Needs` in tokens this module understands:
                statement, a `global`/`nonlocal` declaration
 - `repeated`   a function called in a loop's body (or by such a function), which may run once per
                iteration: for the rules that ask `LoopValues.iteration_unit`
+- `calls_loop` a unit that calls a function of the file holding a loop (by its last name): the loop
+               runs there, after what the unit did before the call (`model.eval()`)
 - `text:TEXT`  TEXT appears anywhere in the file (file needs only: a loose, cheap pre-condition)
 
 `Needs.file` groups must each be matched somewhere in the file; `Needs.statement` groups must all
 be matched in one unit: a top-level function, a method, a class without its methods, or the
 module's other statements together (they share one scope). Those units are the seeds. A CST is
 built only of the seeds and what the analyses may consult about them: the units that define a
-name a selected unit reads (functions it calls, values it uses, `self.x` it reads), those that
+name a selected unit reads (functions it calls, values it uses, `self.x` it reads; a module
+statement calling a method of it, `model.eval()`, which changes it for what runs after), those that
 refer to a function defined in a selected unit (its call sites, `tf.function(f)`) or to a name bound
 to a call of one (`step = jax.jit(train_step)`: its call sites), those that read an attribute a
 seed assigns (`model.evaluate(self.test_ds)` for `self.test_ds = ...`), a selected
@@ -39,7 +42,7 @@ from functools import cached_property, lru_cache
 from lintloop.analysis.calls import REPEAT_DEPTH
 from lintloop.analysis.names import Names
 
-STRUCTURAL_TOKENS = frozenset({"loop", "repeated", "augassign", "return", "global"})
+STRUCTURAL_TOKENS = frozenset({"loop", "repeated", "calls_loop", "augassign", "return", "global"})
 # Statements holding a fact about the whole file that the analyses may need wherever a rule reports:
 # the Keras version (TF_USE_LEGACY_KERAS) and a global mixed-precision policy (set at module level,
 # or by a setup function, while the training step is elsewhere).
@@ -65,6 +68,7 @@ class Needs:
 _STRUCTURAL_TEXT = {
     "loop": re.compile(r"\b(?:for|while)\b"),
     "repeated": re.compile(r"\b(?:for|while)\b"),  # a function called in a loop: the file holds a loop
+    "calls_loop": re.compile(r"\b(?:for|while)\b"),  # a call of a function holding a loop: likewise
     "augassign": re.compile(r"(?:[-+*/%&|^@]|//|\*\*|>>|<<)="),
     "return": re.compile(r"\breturn\b"),
     "global": re.compile(r"\b(?:global|nonlocal)\b"),
@@ -210,6 +214,9 @@ class FileFacts:
                 unit = by_line[first] = self._unit(first)
             unit.definition = isinstance(node, _DEFINITIONS)
             called.append((unit, self._walk(unit, [node], imports)))
+            changed = _changed_by_method_call(node)
+            if changed is not None:
+                unit.defines.add(changed)
         for node in sorted(imports, key=lambda n: (n.lineno, n.col_offset)):
             self._record_import(node)
         for unit, plain_calls in called:  # what imported aliases stand for, now that imports are known
@@ -220,6 +227,7 @@ class FileFacts:
                 tokens.add("call:" + self.imports[name].rsplit(".", 1)[-1])
             tokens.update("name:" + name for name in unit.reads)
         self._mark_repeated()
+        self._mark_loop_callers()
         self.names = Names(self.imports, self.bound_names)
         self.tokens = set().union(*(s.tokens for s in self.units)) if self.units else set()
         self._starts = sorted(start for s in self.units for start in s.starts)
@@ -239,6 +247,13 @@ class FileFacts:
             for unit in repeated:
                 unit.tokens.add("repeated")
             called = {token[5:] for unit in repeated for token in unit.tokens if token.startswith("call:")}
+
+    def _mark_loop_callers(self) -> None:
+        """A unit calling a function whose unit holds a loop gets `calls_loop`."""
+        looping = {name for unit in self.units if unit.definition and "loop" in unit.tokens for name in unit.functions}
+        for unit in self.units:
+            if any(token.startswith("call:") and token[5:] in looping for token in unit.tokens):
+                unit.tokens.add("calls_loop")
 
     def _unit(self, first_line: int) -> Unit:
         unit = Unit([first_line])
@@ -508,6 +523,18 @@ class FileFacts:
         if pieces and not pieces[-1].endswith(("\n", "\r")):
             pieces[-1] += "\n"
         return "".join(pieces), line_map
+
+
+def _changed_by_method_call(node: ast.stmt) -> str | None:
+    """The name whose object a module-level statement calls a method of (`model.eval()`,
+    `model.module.to(device)`): module code shares one scope, and such a call changes what the name
+    holds for the statements after it (its mode, device, gradients), as an assignment would."""
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute)):
+        return None
+    owner = node.value.func.value
+    while isinstance(owner, ast.Attribute):
+        owner = owner.value
+    return owner.id if isinstance(owner, ast.Name) else None
 
 
 def _first_line(node: ast.stmt) -> int:

@@ -13,7 +13,7 @@ import pytest
 from lintloop.analysis.index import TreeIndex
 from lintloop.linter import lint_text
 from lintloop.rule import RuleSet
-from lintloop.rules import ALL_RULES
+from lintloop.rules import ALL_RULES, BY_CODE
 from lintloop.screen import FileFacts, SourceScreen, valid_token
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -163,6 +163,21 @@ def test_a_selected_unit_brings_the_readers_of_the_attributes_it_assigns():
     selected = facts.closure({next(i for i, u in enumerate(facts.units) if u.first_line == 4)})
     assert sorted(facts.units[i].first_line for i in selected) == [3, 4, 7]  # the class, `fit`; not `other`
     assert lint_text("m.py", code, RuleSet(list(VISITOR_RULES))).findings == []  # an evaluation pipeline
+
+
+def test_a_module_statement_calling_a_method_of_a_name_comes_with_the_statements_reading_it():
+    import ast
+    code = ("import torch\n\ndef evaluate(model, loader):\n    for x in loader:\n"
+            "        model(x)\n\nmodel = Net()\nmodel.eval()\nprint(model)\nevaluate(model, test_loader)\n")
+    facts = FileFacts(ast.parse(code))
+    selected = facts.closure({next(i for i, u in enumerate(facts.units) if u.first_line == 3)})
+    # `model.eval()` changes what `model` holds for the call after it, as `model = Net()` does; `print` does not.
+    assert sorted(facts.units[i].first_line for i in selected) == [3, 7, 8, 10]
+    # The call runs a loop after `model.eval()`: module code is where LL703 may report.
+    assert [u.first_line for u in facts.units if "calls_loop" in u.tokens] == [10]
+    on = lint_text("m.py", code, RuleSet([BY_CODE["LL703"]]))
+    assert [(f.code, f.line) for f in on.findings] == [("LL703", 5)]
+    assert on.findings == lint_text("m.py", code, RuleSet([BY_CODE["LL703"]], screen=False)).findings
 
 
 def test_a_function_called_in_a_loop_is_repeated_and_so_are_the_functions_it_calls():

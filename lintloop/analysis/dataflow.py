@@ -334,6 +334,18 @@ class DataFlow(Analysis):
             at, expr = binding.node, binding.value
         return expr
 
+    def value_at(self, name: str, at: cst.CSTNode) -> tuple[cst.BaseExpression, cst.CSTNode] | None:
+        """The value `name` holds at `at`, and where that value is evaluated: its last assignment's value
+        (not an augmented one, nor a `with ... as` target's), or, for a parameter of a function called
+        once in this file, the caller's argument (`caller_argument`)."""
+        binding = self.last_binding(name, at)
+        if binding is None or binding.augmented or isinstance(binding.node, cst.WithItem):
+            return None
+        if isinstance(binding.node, cst.Param):
+            passed = self.caller_argument(binding.node)
+            return (passed[1], passed[0]) if passed is not None else None
+        return (binding.value, binding.node) if binding.value is not None else None
+
     def caller_argument(self, param: cst.Param) -> tuple[cst.Call, cst.BaseExpression] | None:
         """For a parameter of a function of this file called once, by name: that call and what it
         passes (`train(model, loader)` → the caller's `model`). The helper's argument is the caller's

@@ -212,10 +212,8 @@ class KerasModels(Analysis):
             added = self._added_layers(expr, at)
             if added:
                 return self._sequential_output(added)
-            binding = ctx.flow.last_binding(expr.value, at)
-            if binding is None or binding.value is None or binding.augmented or isinstance(binding.node, cst.WithItem):
-                return None
-            return self.model_output(binding.value, binding.node)
+            held = ctx.flow.value_at(expr.value, at)
+            return self.model_output(*held) if held is not None else None
         if isinstance(expr, cst.Attribute):  # `self.model`: assigned one model in the class
             value = ctx.flow.resolve_value(expr, at)
             return self.model_output(value, value) if value is not expr else None
@@ -335,10 +333,8 @@ class KerasModels(Analysis):
         ctx = self.ctx
         name = read_name(expr)
         if name is not None:
-            binding = ctx.flow.last_binding(name, at)
-            if binding is None or binding.value is None or binding.augmented or isinstance(binding.node, cst.WithItem):
-                return None
-            return self.output_of(binding.value, binding.node, depth + 1)
+            held = ctx.flow.value_at(name, at)
+            return self.output_of(*held, depth + 1) if held is not None else None
         if not isinstance(expr, cst.Call):
             return None
         qualname = ctx.names.callee(expr)

@@ -969,10 +969,8 @@ class TorchModules(Analysis):
             return None
         name = read_name(expr)
         if name is not None:
-            binding = self.ctx.flow.last_binding(name, at)
-            if binding is None or binding.value is None or binding.augmented:
-                return None
-            return self.activation_of(binding.value, binding.node, depth + 1)
+            held = self.ctx.flow.value_at(name, at)
+            return self.activation_of(*held, depth + 1) if held is not None else None
         if not isinstance(expr, cst.Call):
             return None
         qualname = self.ctx.names.callee(expr)
