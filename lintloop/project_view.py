@@ -143,7 +143,8 @@ MAX_CACHED_MODULES = 32
 def project_view(text: str, path: str, tree: ast.Module, shallow: bool = False) -> ProjectView | None:
     """The view of the module `text` (at absolute `path`; `tree`: CPython's tree of it), or None where
     it imports nothing it could bring in, or bringing it in would not keep the module's meaning.
-    `shallow`: the imported definitions alone, not what they read in their modules."""
+    `shallow`: the imported definitions and the functions and classes of their own modules they read,
+    not what those modules import."""
     root, parts = project_root(path)
     if not any(module.startswith(b".") or in_project(root, module.decode()) for module in
                set(_FROM_IMPORT.findall(text.encode("utf-8", "surrogatepass")))):
@@ -245,7 +246,9 @@ class _Builder:
             return None
         self.taken.add(key)
         self._count(statement)  # before its dependencies: a view too large is given up on early
-        for read in [] if self.shallow else sorted(module.reads(statement) & set(module.top)):
+        for read in sorted(module.reads(statement) & set(module.top)):
+            if self.shallow and not _defined_alone(module, read):
+                continue  # shallow: the module's own functions and classes only, no other module read
             if self._dependency(module, module_parts, read, hops, brought) is False:
                 return False
         brought.append((module, statement))
@@ -345,6 +348,13 @@ class _Builder:
         return module
 
 
+def _defined_alone(module: _Module, name: str) -> bool:
+    """Is `name` one function or class of `module` (what a shallow view brings in with a definition that
+    reads it: `prepare` calling the `@tf.function augment` beside it)?"""
+    statements = module.top[name]
+    return len(statements) == 1 and isinstance(statements[0], DEFINITIONS)
+
+
 def _runs(text: str, name: str) -> bool:
     """Whether the module runs with `name`: calls it (`train(...)`, `Net()`) or passes or assigns it
     (`strategy.run(step, ...)`, `step = make_step`), on a line that is no class header (`class
@@ -433,16 +443,25 @@ _IMPORT_STATEMENT = re.compile(r"^(?:from[ \t]+[\w.]+[ \t]+import[ \t]*(?:\([^)]
                                re.M)
 # What a program runs at its top level: a loop, a `with`, the main guard, a bare call statement. A
 # library module defines (functions, classes, constants) and runs nothing there.
-_TOP_LEVEL_RUN = re.compile(r"^(?:if[ \t]+__name__\b|for\b|while\b|with\b|async[ \t]+(?:for|with)\b|[A-Za-z_][\w.]*\()", re.M)
+_TOP_LEVEL_RUN = re.compile(r"^(?:if[ \t]+__name__\b|for\b|while\b|with\b|async[ \t]+(?:for|with)\b|[A-Za-z_][\w.]*\("
+                            # `fast_step = tf.function(step)`: a compiled function of an imported one
+                            r"|[A-Za-z_]\w*[ \t]*=[ \t]*[\w.]*(?:function|jit|pmap|compile)\()", re.M)
+
+
+# A top-level assignment of a call's result (`train_x = augment(train_x)`), with the function called: a
+# program where that function is one the module imports by name.
+_TOP_LEVEL_ASSIGNED_CALL = re.compile(r"^[A-Za-z_]\w*[ \t]*=[ \t]*([A-Za-z_]\w*)\(", re.M)
 
 
 def imported_definitions(text: str, path: str) -> str | None:
     """For a program (code run at its top level: a script, a notebook's module), its text with the
-    definitions it imports from its project (without what they read in their modules), found from its
-    imports read alone (each at its own lines; the rest of it is not parsed); None for a library
-    module, or a program that imports none. What decides whether a program no rule may fire on by
-    itself may hold a finding once its imports' definitions are brought in."""
-    if not _TOP_LEVEL_RUN.search(text):
+    definitions it imports from its project (shallow: with only the functions and classes of their own
+    modules they read), found from its imports read alone (each at its own lines; the rest of it is
+    not parsed); None for a library module, or a program that imports none. What decides whether a
+    program no rule may fire on by itself may hold a finding once its imports' definitions are brought in."""
+    runs = _TOP_LEVEL_RUN.search(text) is not None
+    assigned_from = set() if runs else set(_TOP_LEVEL_ASSIGNED_CALL.findall(text))
+    if not runs and not assigned_from:
         return None
     kept = [False] * (text.count("\n") + 1)
     for match in _IMPORT_STATEMENT.finditer(text):
@@ -454,6 +473,9 @@ def imported_definitions(text: str, path: str) -> str | None:
         tree = ast.parse(imports_only)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None  # an import-like line inside a string: not worth a parse of the whole module
+    if not runs and not assigned_from & {alias.asname or alias.name for node in tree.body
+                                         if isinstance(node, ast.ImportFrom) for alias in node.names}:
+        return None
     view = project_view(text, path, tree, shallow=True)
     return None if view is None else view.text
 
