@@ -143,8 +143,8 @@ MAX_CACHED_MODULES = 32
 def project_view(text: str, path: str, tree: ast.Module, shallow: bool = False) -> ProjectView | None:
     """The view of the module `text` (at absolute `path`; `tree`: CPython's tree of it), or None where
     it imports nothing it could bring in, or bringing it in would not keep the module's meaning.
-    `shallow`: the imported definitions and the functions and classes of their own modules they read,
-    not what those modules import."""
+    `shallow`: the imported definitions and the functions, classes and library imports of their own
+    modules they read, not what those modules import from the project."""
     root, parts = project_root(path)
     if not any(module.startswith(b".") or in_project(root, module.decode()) for module in
                set(_FROM_IMPORT.findall(text.encode("utf-8", "surrogatepass")))):
@@ -247,12 +247,25 @@ class _Builder:
         self.taken.add(key)
         self._count(statement)  # before its dependencies: a view too large is given up on early
         for read in sorted(module.reads(statement) & set(module.top)):
-            if self.shallow and not _defined_alone(module, read):
-                continue  # shallow: the module's own functions and classes only, no other module read
+            if self.shallow and not self._in_module_alone(module, read):
+                continue  # shallow: no other module of the project is read
             if self._dependency(module, module_parts, read, hops, brought) is False:
                 return False
         brought.append((module, statement))
         return True
+
+    def _in_module_alone(self, module: _Module, name: str) -> bool:
+        """Is `name` bound in `module` by one function or class, or by an import of a library (what a
+        shallow view brings in with a definition that reads it: `prepare` calling the `@tf.function
+        augment` beside it, `from jax import random`), not by another module of the project?"""
+        statements = module.top[name]
+        if len(statements) != 1:
+            return False
+        statement = statements[0]
+        if isinstance(statement, ast.Import) or isinstance(statement, ast.ImportFrom) and not statement.level:
+            qualified = module.imports.get(name)
+            return qualified is not None and not self._in_project(qualified)
+        return isinstance(statement, DEFINITIONS)
 
     def _count(self, statement: ast.stmt) -> None:
         self.added += statement.end_lineno - _first_line(statement) + 1
@@ -346,13 +359,6 @@ class _Builder:
         if len(_MODULES) > MAX_CACHED_MODULES:
             _MODULES.popitem(last=False)
         return module
-
-
-def _defined_alone(module: _Module, name: str) -> bool:
-    """Is `name` one function or class of `module` (what a shallow view brings in with a definition that
-    reads it: `prepare` calling the `@tf.function augment` beside it)?"""
-    statements = module.top[name]
-    return len(statements) == 1 and isinstance(statements[0], DEFINITIONS)
 
 
 def _runs(text: str, name: str) -> bool:
@@ -449,18 +455,21 @@ _TOP_LEVEL_RUN = re.compile(r"^(?:if[ \t]+__name__\b|for\b|while\b|with\b|async[
 
 
 # A top-level assignment of a call's result (`train_x = augment(train_x)`), with the function called: a
-# program where that function is one the module imports by name.
+# program where that function is one the module imports by name and the module defines no class (a
+# library module, which assigns from its package's helpers too, `logger = get_logger(__name__)`,
+# defines classes; a script's own definitions are functions).
 _TOP_LEVEL_ASSIGNED_CALL = re.compile(r"^[A-Za-z_]\w*[ \t]*=[ \t]*([A-Za-z_]\w*)\(", re.M)
+_TOP_LEVEL_DEFINITION = re.compile(r"^class\b", re.M)
 
 
 def imported_definitions(text: str, path: str) -> str | None:
     """For a program (code run at its top level: a script, a notebook's module), its text with the
-    definitions it imports from its project (shallow: with only the functions and classes of their own
-    modules they read), found from its imports read alone (each at its own lines; the rest of it is
+    definitions it imports from its project (shallow: with only the functions, classes and library
+    imports of their own modules they read), found from its imports read alone (each at its own lines; the rest of it is
     not parsed); None for a library module, or a program that imports none. What decides whether a
     program no rule may fire on by itself may hold a finding once its imports' definitions are brought in."""
     runs = _TOP_LEVEL_RUN.search(text) is not None
-    assigned_from = set() if runs else set(_TOP_LEVEL_ASSIGNED_CALL.findall(text))
+    assigned_from = set() if runs or _TOP_LEVEL_DEFINITION.search(text) else set(_TOP_LEVEL_ASSIGNED_CALL.findall(text))
     if not runs and not assigned_from:
         return None
     kept = [False] * (text.count("\n") + 1)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from lintloop.cli import main
 from lintloop.linter import lint_text
-from lintloop.project_view import project_view
+from lintloop.project_view import imported_definitions, project_view
 from lintloop.rule import RuleSet
 from lintloop.rules import BY_CODE
 
@@ -285,3 +285,61 @@ def test_a_helper_its_module_calls_is_judged_with_every_caller_the_importer_brin
             train_step(x)
     """})
     assert lint(tmp_path / "helpers.py", "LL201") == [("helpers.py", 4, "LL201")]
+
+
+def test_a_module_assigning_what_an_imported_function_returns_is_a_program(tmp_path):
+    write(tmp_path, {"helpers.py": """
+        from jax import random
+
+        def augment(images, rng=random.key(42)):
+            flips = random.bernoulli(rng, 0.5, (images.shape[0],))
+            return images.at[flips].set(images[flips, :, ::-1])
+    """, "main.py": """
+        from helpers import augment
+        train_x = augment(train_x)
+        val_x = augment(val_x)
+    """, "library.py": """
+        from helpers import augment
+        LIMIT = max(1, 2)
+    """})
+    assert imported_definitions((tmp_path / "main.py").read_text(), str(tmp_path / "main.py")) is not None
+    # A module that assigns what a builtin returns runs no project code at its top level.
+    assert imported_definitions((tmp_path / "library.py").read_text(), str(tmp_path / "library.py")) is None
+    # The program names no framework: the pre-check brings the helper's own `from jax import random`.
+    assert [(Path(p).name, line, code) for p, line, code in lint(tmp_path / "main.py", "LL901")] == [
+        ("helpers.py", 3, "LL901")]
+
+
+def test_a_compiled_function_of_an_imported_one_makes_a_program(tmp_path):
+    write(tmp_path, {"helpers.py": """
+        def step(x):
+            print("step input", x)
+            return x + 1
+    """, "main.py": """
+        import tensorflow as tf
+        from helpers import step
+        fast_step = tf.function(step)
+    """})
+    assert [(Path(p).name, line, code) for p, line, code in lint(tmp_path / "main.py", "LL201")] == [
+        ("helpers.py", 2, "LL201")]
+
+
+def test_the_pre_check_brings_the_functions_an_imported_definition_calls_beside_it(tmp_path):
+    write(tmp_path, {"helpers.py": """
+        import tensorflow as tf
+
+        @tf.function
+        def augment(images, seed):
+            return tf.image.stateless_random_flip_left_right(images, seed=[seed, 0])
+
+        def prepare(images, seed):
+            return augment(images, seed)
+    """, "main.py": """
+        import tensorflow as tf
+        from helpers import prepare
+        for epoch in range(100):
+            batch = prepare(images, epoch)
+    """})
+    program = imported_definitions((tmp_path / "main.py").read_text(), str(tmp_path / "main.py"))
+    assert "@tf.function" in program and "def prepare" in program  # the screen sees the traced function
+    assert [(Path(p).name, code) for p, _, code in lint(tmp_path / "main.py", "LL205")] == [("helpers.py", "LL205")]

@@ -219,7 +219,7 @@ class DataFlow(Analysis):
         at = at if at is not None else expr
         seen: set[str] = set()
         result: list[Binding] = []
-        work = [*names_in(expr), *instance_attributes_in(expr)]
+        work = list(_read_in(expr))
         while work:
             name = work.pop()
             if name in seen:
