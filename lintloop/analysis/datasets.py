@@ -245,7 +245,6 @@ class Datasets(Analysis):
         return call_name(call) in DATASET_METHODS and isinstance(call.func, cst.Attribute)
 
     def _compute_paths(self, expr: cst.BaseExpression) -> list[tuple[Op, ...]]:
-        ctx = self.ctx
         if isinstance(expr, cst.Call):
             source = self._source(expr)
             if source is not None:

@@ -20,7 +20,8 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.datasets import literal_int
-from lintloop.analysis.syntax import argument, call_name, children, dotted, positional_args, receiver, walk
+from lintloop.analysis.syntax import (argument, call_name, children, dotted, names_a_scaler, names_an_optimizer,
+                                      positional_args, receiver, walk)
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext
@@ -409,14 +410,11 @@ class Iterations(Analysis):
     @staticmethod
     def role_of_name(name: str | None) -> str | None:
         """The role an object's name says it has, when nothing shows how it was built."""
-        label = (name or "").rsplit(".", 1)[-1].lower()
-        if "scaler" in label:
+        if names_a_scaler(name):
             return "scaler"
-        if "sched" in label:
+        if "sched" in (name or "").rsplit(".", 1)[-1].lower():
             return "scheduler"
-        if "optim" in label or label in ("opt", "optimizer") or label.startswith("opt_") or label.endswith("_opt"):
-            return "optimizer"
-        return None
+        return "optimizer" if names_an_optimizer(name) else None
 
     def constructor(self, target: str | None, at: cst.CSTNode) -> tuple[cst.Call, str] | None:
         """Where an event's object was built (`torch.optim.lr_scheduler.StepLR(...)`), when the file shows it."""

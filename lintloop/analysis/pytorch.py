@@ -8,7 +8,7 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.contexts import WithBlocks
-from lintloop.analysis.syntax import argument, call_name, dotted, receiver, string_value
+from lintloop.analysis.syntax import argument, call_name, receiver, steps_an_optimizer, string_value
 
 # Context managers (and decorators) under which nothing computed holds an autograd graph.
 NO_GRAD_CALLS = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
@@ -42,14 +42,6 @@ NEW_AMP = {"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.auto
 _DEFAULT_DTYPE = {"cuda": "float16", "cpu": "bfloat16"}
 _DTYPES = {"torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16",
            "torch.float32": "float32", "torch.float": "float32"}
-
-
-def _is_optimizer_like(expr: cst.BaseExpression | None) -> bool:
-    """`optimizer`, `self.opt`, `opt_g`, `scaler` (whose `step` steps the optimizer it is given)."""
-    label = (dotted(expr) or "").lower() if expr is not None else ""
-    last = label.rsplit(".", 1)[-1]
-    return "optim" in label or "scaler" in last or last in ("opt", "optimizer") or (
-        last.startswith("opt_") or last.endswith("_opt"))
 
 
 @dataclass(frozen=True)
@@ -99,7 +91,7 @@ class PyTorch(Analysis):
         same-file function it calls?"""
         calls = self.ctx.calls
         bodies = [node, *calls.called_functions(node)]
-        return any(call_name(call) == "step" and _is_optimizer_like(receiver(call))
+        return any(call_name(call) == "step" and steps_an_optimizer(receiver(call))
                    for body in bodies for call in calls.calls_in(body))
 
     def _constructor(self, call: cst.Call) -> cst.Call | None:

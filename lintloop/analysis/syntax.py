@@ -109,6 +109,24 @@ def names_in(expr: cst.CSTNode) -> set[str]:
     return found
 
 
+def names_an_optimizer(name: str | None) -> bool:
+    """Does a (dotted) name say it holds an optimizer: `optimizer`, `self.optim`, `opt`, `opt_g`, `d_opt`,
+    `generator_optimizer`? Its last part decides, where nothing shows how the object was built."""
+    last = (name or "").rsplit(".", 1)[-1].lower()
+    return "optim" in last or last == "opt" or last.startswith("opt_") or last.endswith("_opt")
+
+
+def names_a_scaler(name: str | None) -> bool:
+    """`scaler`, `self.grad_scaler`: a GradScaler, whose `step` steps the optimizer it is given."""
+    return "scaler" in (name or "").rsplit(".", 1)[-1].lower()
+
+
+def steps_an_optimizer(owner: cst.BaseExpression | None) -> bool:
+    """Is `owner.step()` an optimizer step, by the owner's name: an optimizer's, or a GradScaler's?"""
+    name = dotted(owner) if owner is not None else None
+    return names_an_optimizer(name) or names_a_scaler(name)
+
+
 def instance_attribute(expr: cst.CSTNode | None) -> str | None:
     """`self.x` for an attribute of a method's instance, read or assigned: the name a Trainer keeps a
     value under across its methods, as a function keeps one under a local name."""

@@ -9,7 +9,7 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.index import Scope
-from lintloop.analysis.syntax import argument, call_name, dotted, positional_args, receiver
+from lintloop.analysis.syntax import argument, call_name, positional_args, receiver, steps_an_optimizer
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext, SourceOrdered
@@ -98,9 +98,7 @@ class Training(Analysis):
         if name == "gradient" and self.ctx.tf.tape_of_gradient(call) is not None:
             return True
         if name == "step":
-            owner = receiver(call)
-            label = (dotted(owner) or "").lower() if owner is not None else ""
-            return "optim" in label or label.split(".")[-1] in ("opt", "optimizer") or "scaler" in label
+            return steps_an_optimizer(receiver(call))
         return self.ctx.names.callee(call) in _GRADIENT_FUNCTIONS
 
     @computed

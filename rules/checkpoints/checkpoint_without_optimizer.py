@@ -8,7 +8,7 @@ from typing import Callable
 
 import libcst as cst
 
-from lintloop.analysis.syntax import (argument, call_name, dotted, keyword_arg, positional_args, receiver,
+from lintloop.analysis.syntax import (argument, call_name, dotted, keyword_arg, names_an_optimizer, positional_args, receiver,
                                      string_value, walk)
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
@@ -54,10 +54,7 @@ def _compares_with_best(test: cst.BaseExpression) -> bool:
 
 
 def _is_optimizer(expr: cst.BaseExpression | None) -> bool:
-    """`optimizer`, `self.optim`, `opt`, `opt_g`, `d_opt`: names that hold an optimizer."""
-    label = (dotted(expr) or "").lower() if expr is not None else ""
-    last = label.rsplit(".", 1)[-1]
-    return "optim" in last or last == "opt" or last.startswith("opt_") or last.endswith("_opt")
+    return expr is not None and names_an_optimizer(dotted(expr))
 
 
 def _holds_state_dict(node: cst.CSTNode) -> bool:
