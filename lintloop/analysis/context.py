@@ -10,6 +10,7 @@ from typing import Iterator
 import libcst as cst
 
 from lintloop.analysis.calls import CallGraph
+from lintloop.analysis.checkpoints import TFCheckpoints
 from lintloop.analysis.dataflow import DataFlow
 from lintloop.analysis.datasets import Datasets
 from lintloop.analysis.distribution import Strategies
@@ -153,6 +154,11 @@ class FileContext:
     @cached_property
     def iteration(self) -> Iterations:
         return Iterations(self)
+
+    @cached_property
+    def tf_checkpoints(self) -> TFCheckpoints:
+        """What each `tf.train.Checkpoint` holds and saves, and the optimizers trained around it."""
+        return TFCheckpoints(self)
 
     @cached_property
     def optimizer_state(self) -> OptimizerStates:
