@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import libcst as cst
 
 from lintloop.analysis import FileContext
+from lintloop.analysis.iteration import Iteration
 from lintloop.finding import Applicability
 from lintloop.frameworks import FRAMEWORK_LABELS, FRAMEWORK_ROOTS, framework_evidence, framework_names, shows_framework
 from lintloop.rule_examples import example_names
@@ -160,6 +161,20 @@ class Rule:
     def report(self, node: cst.CSTNode, message: str, fix: FixSpec | None = None) -> None:
         self.reports.append(Report(node, message, fix))
 
+
+
+class LoopRule(Rule):
+    """A rule that judges each `for` / `while` loop by what one iteration of it does (the PyTorch
+    iteration model, `ctx.iteration.of`): subclasses define `check_iteration`."""
+
+    def visit_For(self, node: cst.For) -> None:
+        self.check_iteration(self.ctx.iteration.of(node))
+
+    def visit_While(self, node: cst.While) -> None:
+        self.check_iteration(self.ctx.iteration.of(node))
+
+    def check_iteration(self, iteration: Iteration) -> None:
+        raise NotImplementedError
 
 def _indent(text: str, width: int = 2) -> str:
     return textwrap.indent(textwrap.dedent(text).strip("\n"), " " * width)

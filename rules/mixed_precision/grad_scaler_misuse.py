@@ -6,11 +6,11 @@ import libcst as cst
 
 from lintloop.analysis.iteration import Event, Iteration, loop_header
 from lintloop.analysis.syntax import keyword_arg
-from lintloop.rule import Example, Rule
+from lintloop.rule import Example, LoopRule
 from lintloop.screen import Needs
 
 
-class GradScalerMisuse(Rule):
+class GradScalerMisuse(LoopRule):
     code = "LL604"
     name = "grad-scaler-misuse"
     frameworks = ("pt",)
@@ -137,13 +137,7 @@ for x in loader:
         super().__init__(*args, **kwargs)
         self._reported: set[int] = set()
 
-    def visit_For(self, node: cst.For) -> None:
-        self._check(self.ctx.iteration.of(node))
-
-    def visit_While(self, node: cst.While) -> None:
-        self._check(self.ctx.iteration.of(node))
-
-    def _check(self, iteration: Iteration) -> None:
+    def check_iteration(self, iteration: Iteration) -> None:
         events = iteration.events
         scaled_since: Event | None = None  # the last scaled backward, until a step consumes it
         unscaled: set[str | None] = set()

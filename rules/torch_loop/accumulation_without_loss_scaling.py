@@ -6,7 +6,7 @@ import libcst as cst
 
 from lintloop.analysis.iteration import Event, Iteration
 from lintloop.analysis.syntax import call_name, dotted, positional_args, receiver, walk
-from lintloop.rule import Example, Rule
+from lintloop.rule import Example, LoopRule
 from lintloop.screen import Needs
 
 
@@ -22,7 +22,7 @@ def counter_guard(test: cst.BaseExpression) -> bool:
     return False
 
 
-class AccumulationWithoutLossScaling(Rule):
+class AccumulationWithoutLossScaling(LoopRule):
     code = "LL702"
     name = "accumulation-without-loss-scaling"
     frameworks = ("pt",)
@@ -174,13 +174,7 @@ for idx, batch in enumerate(dataloader):
         super().__init__(*args, **kwargs)
         self._reported: set[int] = set()
 
-    def visit_For(self, node: cst.For) -> None:
-        self._check(self.ctx.iteration.of(node))
-
-    def visit_While(self, node: cst.While) -> None:
-        self._check(self.ctx.iteration.of(node))
-
-    def _check(self, iteration: Iteration) -> None:
+    def check_iteration(self, iteration: Iteration) -> None:
         events = [e for e in iteration.events if not e.loops]
         for step in (e for e in events if e.kind in ("step", "scaler_step")):
             guard = next((g for g, in_else in step.guards

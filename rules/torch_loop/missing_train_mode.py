@@ -9,7 +9,7 @@ import libcst as cst
 from lintloop.analysis.iteration import Event, Iteration, loop_header
 from lintloop.analysis.modules import UNKNOWN_MODE_DEPENDENCE, ModeDependence
 from lintloop.analysis.syntax import call_name, dotted, receiver, walk
-from lintloop.rule import Example, Rule
+from lintloop.rule import Example, LoopRule
 from lintloop.screen import Needs
 
 
@@ -22,7 +22,7 @@ _EVAL_EFFECTS = {
 }
 
 
-class MissingTrainMode(Rule):
+class MissingTrainMode(LoopRule):
     code = "LL704"
     name = "missing-train-mode"
     frameworks = ("pt",)
@@ -268,13 +268,7 @@ for epoch in range(epochs):
         super().__init__(*args, **kwargs)
         self._reported: set[int] = set()
 
-    def visit_For(self, node: cst.For) -> None:
-        self._check(self.ctx.iteration.of(node))
-
-    def visit_While(self, node: cst.While) -> None:
-        self._check(self.ctx.iteration.of(node))
-
-    def _check(self, iteration: Iteration) -> None:
+    def check_iteration(self, iteration: Iteration) -> None:
         events = iteration.events
         modes = [e for e in events if e.kind in ("train_mode", "eval_mode")]
         if not any(e.kind == "eval_mode" for e in modes) or not any(e.kind == "backward" for e in events) \

@@ -6,7 +6,7 @@ import libcst as cst
 
 from lintloop.analysis.iteration import Iteration, loop_header
 from lintloop.analysis.syntax import dotted
-from lintloop.rule import Example, Rule
+from lintloop.rule import Example, LoopRule
 from lintloop.screen import Needs
 
 
@@ -14,7 +14,7 @@ from lintloop.screen import Needs
 _KEEP_GRADIENTS = {"apex.amp.scale_loss", "apex.amp.handle.scale_loss"}
 
 
-class MissingZeroGrad(Rule):
+class MissingZeroGrad(LoopRule):
     code = "LL701"
     name = "missing-zero-grad"
     frameworks = ("pt",)
@@ -200,18 +200,12 @@ for batch in loader:
         super().__init__(*args, **kwargs)
         self._reported: set[int] = set()
 
-    def visit_For(self, node: cst.For) -> None:
-        self._check(self.ctx.iteration.of(node))
-
-    def visit_While(self, node: cst.While) -> None:
-        self._check(self.ctx.iteration.of(node))
-
     def visit_Call(self, node: cst.Call) -> None:
         step_function = self.ctx.iteration.engine_step(node)  # `Engine(update_fn)`: runs it every iteration
         if step_function is not None:
-            self._check(step_function)
+            self.check_iteration(step_function)
 
-    def _check(self, iteration: Iteration) -> None:
+    def check_iteration(self, iteration: Iteration) -> None:
         steps = iteration.of("step", "scaler_step", nested=False)
         if not steps or not iteration.of("backward") or iteration.of("zero_grad"):
             return

@@ -6,14 +6,14 @@ import libcst as cst
 
 from lintloop.analysis.iteration import Event, Iteration, loop_header
 from lintloop.analysis.syntax import names_in
-from lintloop.rule import Example, Rule
+from lintloop.rule import Example, LoopRule
 from lintloop.screen import Needs
 
 # Schedulers whose `step()` does not take the optimizer's step count into account.
 _METRIC_SCHEDULERS = {"torch.optim.lr_scheduler.ReduceLROnPlateau"}
 
 
-class SchedulerBeforeOptimizerStep(Rule):
+class SchedulerBeforeOptimizerStep(LoopRule):
     code = "LL707"
     name = "scheduler-before-optimizer-step"
     frameworks = ("pt",)
@@ -117,13 +117,7 @@ for epoch in range(epochs):
         super().__init__(*args, **kwargs)
         self._reported: set[int] = set()
 
-    def visit_For(self, node: cst.For) -> None:
-        self._check(self.ctx.iteration.of(node))
-
-    def visit_While(self, node: cst.While) -> None:
-        self._check(self.ctx.iteration.of(node))
-
-    def _check(self, iteration: Iteration) -> None:
+    def check_iteration(self, iteration: Iteration) -> None:
         events = iteration.events
         for index, event in enumerate(events):
             if event.kind in ("step", "scaler_step"):

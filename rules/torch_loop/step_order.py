@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import libcst as cst
-
 from lintloop.analysis.iteration import Event, Iteration, loop_header
-from lintloop.rule import Example, Rule
+from lintloop.rule import Example, LoopRule
 from lintloop.screen import Needs
 
 
-class StepOrder(Rule):
+class StepOrder(LoopRule):
     code = "LL706"
     name = "step-order"
     frameworks = ("pt",)
@@ -108,13 +106,7 @@ for i, batch in enumerate(loader):
         super().__init__(*args, **kwargs)
         self._reported: set[int] = set()
 
-    def visit_For(self, node: cst.For) -> None:
-        self._check(self.ctx.iteration.of(node))
-
-    def visit_While(self, node: cst.While) -> None:
-        self._check(self.ctx.iteration.of(node))
-
-    def _check(self, iteration: Iteration) -> None:
+    def check_iteration(self, iteration: Iteration) -> None:
         events = [e for e in iteration.events if not e.loops]
         steps = [(index, e) for index, e in enumerate(events) if e.kind in ("step", "scaler_step")]
         if not steps:
