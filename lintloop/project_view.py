@@ -454,6 +454,9 @@ _TOP_LEVEL_RUN = re.compile(r"^(?:if[ \t]+__name__\b|for\b|while\b|with\b|async[
                             r"|[A-Za-z_]\w*[ \t]*=[ \t]*[\w.]*(?:function|jit|pmap|compile)\()", re.M)
 
 
+# A training step or loop in a module that runs nothing at its top level (`def train(loader)` with the
+# model imported from `models.py`): what it trains decides as a program's would.
+_TRAINS = re.compile(r"\.backward\(|\.apply_gradients\(|\bGradientTape\b|\bvalue_and_grad\b")
 # A top-level assignment of a call's result (`train_x = augment(train_x)`), with the function called: a
 # program where that function is one the module imports by name and the module defines no class (a
 # library module, which assigns from its package's helpers too, `logger = get_logger(__name__)`,
@@ -463,12 +466,13 @@ _TOP_LEVEL_DEFINITION = re.compile(r"^class\b", re.M)
 
 
 def imported_definitions(text: str, path: str) -> str | None:
-    """For a program (code run at its top level: a script, a notebook's module), its text with the
-    definitions it imports from its project (shallow: with only the functions, classes and library
-    imports of their own modules they read), found from its imports read alone (each at its own lines; the rest of it is
-    not parsed); None for a library module, or a program that imports none. What decides whether a
-    program no rule may fire on by itself may hold a finding once its imports' definitions are brought in."""
-    runs = _TOP_LEVEL_RUN.search(text) is not None
+    """For a program (code run at its top level: a script, a notebook's module; or a module that trains),
+    its text with the definitions it imports from its project (shallow: with only the functions, classes
+    and library imports of their own modules they read), found from its imports read alone (each at its
+    own lines; the rest of it is not parsed); None for a library module, or a program that imports none.
+    What decides whether a program no rule may fire on by itself may hold a finding once its imports'
+    definitions are brought in."""
+    runs = _TOP_LEVEL_RUN.search(text) is not None or _TRAINS.search(text) is not None
     assigned_from = set() if runs or _TOP_LEVEL_DEFINITION.search(text) else set(_TOP_LEVEL_ASSIGNED_CALL.findall(text))
     if not runs and not assigned_from:
         return None

@@ -343,3 +343,20 @@ def test_the_pre_check_brings_the_functions_an_imported_definition_calls_beside_
     program = imported_definitions((tmp_path / "main.py").read_text(), str(tmp_path / "main.py"))
     assert "@tf.function" in program and "def prepare" in program  # the screen sees the traced function
     assert [(Path(p).name, code) for p, _, code in lint(tmp_path / "main.py", "LL205")] == [("helpers.py", "LL205")]
+
+
+def test_a_module_that_trains_a_model_class_imported_from_another_is_judged_with_it(tmp_path):
+    write(tmp_path, {"models.py": MODEL, "train.py": """
+        import torch
+        from torch import nn
+        from models import Net
+
+        def train(loader):
+            model = Net()
+            criterion = nn.CrossEntropyLoss()
+            for x, y in loader:
+                criterion(model(x), y).backward()
+    """})
+    # `train.py` runs nothing at its top level, and alone could hold no LL708 finding (no softmax in it).
+    assert imported_definitions((tmp_path / "train.py").read_text(), str(tmp_path / "train.py")) is not None
+    assert [(Path(p).name, code) for p, _, code in lint(tmp_path / "train.py", "LL708")] == [("train.py", "LL708")]
