@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Callable
 
 import libcst as cst
 
@@ -37,19 +38,25 @@ class TreeIndex:
         self.bound_names: set[str] = set()
         self.bindings: dict[Scope, dict[str, list[Binding]]] = defaultdict(lambda: defaultdict(list))
         self._scope: Scope = module
+        parents, order, by_type = self.parents, self.order, self.by_type
+        handlers: dict[type, Callable[[cst.CSTNode], None] | None] = {}  # per node type, looked up once
         stack: list[tuple[cst.CSTNode, cst.CSTNode | None, Scope]] = [(module, None, module)]
         while stack:
             node, parent, scope = stack.pop()
+            kind = type(node)
             if parent is not None:
-                self.parents[node] = parent
-            self.order[node] = len(self.order)
-            self.by_type[type(node)].append(node)
-            self._scope = scope
-            handler = getattr(self, f"_index_{type(node).__name__}", None)
+                parents[node] = parent
+            order[node] = len(order)
+            by_type[kind].append(node)
+            if kind in handlers:
+                handler = handlers[kind]
+            else:
+                handler = handlers[kind] = getattr(self, f"_index_{kind.__name__}", None)
             if handler is not None:
+                self._scope = scope
                 handler(node)
-            inner = node if isinstance(node, cst.FunctionDef) else scope
-            stack.extend((child, node, inner) for child in reversed(children(node)))
+            inner = node if kind is cst.FunctionDef else scope
+            stack.extend([(child, node, inner) for child in reversed(children(node))])
         ends, parents = self.subtree_end, self.parents
         for node, order in reversed(self.order.items()):  # children before their parent
             end = ends.setdefault(node, order)  # a leaf ends its own subtree
