@@ -38,8 +38,10 @@ class VariableOutsideStrategyScope(Rule):
                "model, optimizer, metric or `tf.Variable` that the distributed step uses is constructed "
                "outside `with strategy.scope():` — directly, or by a helper called outside it that returns "
                "it (a function of the same file, or one imported from another module of the project). A "
-               "module-level name re-bound inside the scope (a later cell's `with strategy.scope(): acc = "
-               "Accuracy()`) before the step is defined or run is not flagged for its earlier object.")
+               "name re-bound inside the scope (a later cell's `with strategy.scope(): acc = Accuracy()`) "
+               "before the step is defined or `strategy.run` runs it, in the same scope, is not flagged for its "
+               "earlier object; nor is an instance attribute that another method always re-binds (which runs "
+               "first is not known).")
     why = ("Variables are created by the strategy that is current when they are built. Built outside the "
            "scope they are ordinary single-device variables, not mirrored per replica.")
     symptom = ("LL401_bad.py (Keras 3, MirroredStrategy over 2 CPU devices) fails at its first "

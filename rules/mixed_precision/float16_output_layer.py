@@ -35,7 +35,9 @@ class Float16OutputLayer(Rule):
                "`Softmax()`, or a `keras.applications` model's classifier, softmax by default) without "
                "`dtype=\"float32\"`. The output is that of a `Sequential` (or its last `.add`), a functional "
                "`Model`'s `outputs`, or what a subclassed model's `call` returns; softmax/sigmoid layers inside "
-               "a model (squeeze-excite gates, attention) are not outputs. Keras 2 and 3.")
+               "a model (squeeze-excite gates, attention) are not outputs. A layer built before the policy is "
+               "set is not flagged: in the same scope, in a notebook's earlier cell, or by a class's "
+               "`__init__` when a later method sets it. Keras 2 and 3.")
     why = ("Under `mixed_float16` every layer computes in float16 unless given its own dtype. A softmax or "
            "sigmoid in float16 rounds probabilities near 1 to exactly 1 and tiny ones to 0 (float16 has 11 bits "
            "of mantissa and underflows below 6e-8), so the model's output saturates, and a loss computed from "
