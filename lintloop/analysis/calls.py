@@ -11,7 +11,7 @@ from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.syntax import argument, call_name, positional_args
 
 if TYPE_CHECKING:
-    from lintloop.analysis.context import SourceOrdered
+    from lintloop.analysis.context import FileContext, SourceOrdered
 
 # Calls that return (a compiled version of) the function passed first: `tf.function(f)`.
 FUNCTION_WRAPPERS = {"tensorflow.function"}
@@ -31,6 +31,10 @@ CallChain = tuple[cst.Call, ...]
 
 
 class CallGraph(Analysis):
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._local: dict[cst.CSTNode, list[cst.FunctionDef]] = {}  # `local_functions`, per expression
+
     @computed
     def functions(self) -> dict[str, list[cst.FunctionDef]]:
         table: dict[str, list[cst.FunctionDef]] = defaultdict(list)
@@ -78,6 +82,12 @@ class CallGraph(Analysis):
 
     def local_functions(self, expr: cst.BaseExpression) -> list[cst.FunctionDef]:
         """Functions defined in this file that `expr` (`f`, `self.f`, `tf.function(f)`) refers to."""
+        found = self._local.get(expr)
+        if found is None:
+            found = self._local[expr] = self._local_functions(expr)
+        return found
+
+    def _local_functions(self, expr: cst.BaseExpression) -> list[cst.FunctionDef]:
         if isinstance(expr, cst.Call) and self.ctx.names.callee(expr) in FUNCTION_WRAPPERS:
             inner = argument(expr, 0, "func")
             return self.local_functions(inner) if inner is not None else []
