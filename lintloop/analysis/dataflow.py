@@ -12,18 +12,13 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.index import Binding, Scope
-from lintloop.analysis.syntax import dotted, instance_attributes_in, names_in
+from lintloop.analysis.syntax import dotted, names_in, values_read_in
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext
 
 # How many same-file calls a node may sit below the training loop that runs it.
 _MAX_CALL_DEPTH = 3
-
-
-def _read_in(expr: cst.CSTNode) -> set[str]:
-    """The names and instance attributes (`self.x`) whose values an expression reads."""
-    return names_in(expr) | instance_attributes_in(expr)
 
 
 def _order(binding: Binding) -> int:
@@ -56,7 +51,7 @@ class _FlowGraph:
                         self.evaluated[binding] = binding.order
                         continue
                     evaluated = self.evaluated[binding] = ctx.subtree_end[binding.value]
-                    for read in _read_in(binding.value):
+                    for read in values_read_in(binding.value):
                         bound = readers[read]
                         if evaluated < bound.get(name, evaluated + 1):
                             bound[name] = evaluated
@@ -219,7 +214,7 @@ class DataFlow(Analysis):
         at = at if at is not None else expr
         seen: set[str] = set()
         result: list[Binding] = []
-        work = list(_read_in(expr))
+        work = list(values_read_in(expr))
         while work:
             name = work.pop()
             if name in seen:
@@ -228,7 +223,7 @@ class DataFlow(Analysis):
             for binding in self.bindings_of(name, at):
                 result.append(binding)
                 if binding.value is not None:
-                    work.extend(_read_in(binding.value))
+                    work.extend(values_read_in(binding.value))
                 if binding.augmented:
                     work.append(name)
         return result

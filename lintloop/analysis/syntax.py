@@ -140,18 +140,21 @@ def read_name(expr: cst.CSTNode | None) -> str | None:
     return expr.value if isinstance(expr, cst.Name) else instance_attribute(expr)
 
 
-def instance_attributes_in(expr: cst.CSTNode) -> set[str]:
-    """The instance attributes (`self.x`) an expression reads, as `names_in` gives its names."""
+def values_read_in(expr: cst.CSTNode) -> set[str]:
+    """The names and instance attributes (`self.x`) an expression reads, in one walk: `names_in` and
+    the `self.x` whose values flow like names'."""
     found: set[str] = set()
     stack = [expr]
     while stack:
         node = stack.pop()
-        name = instance_attribute(node)
-        if name is not None:
-            found.add(name)
+        if isinstance(node, cst.Name):
+            found.add(node.value)
         elif isinstance(node, (cst.Attribute, cst.Arg)):
+            attribute = instance_attribute(node)
+            if attribute is not None:
+                found.add(attribute)
             stack.append(node.value)
-        elif not isinstance(node, (cst.Lambda, cst.Name)):
+        elif not isinstance(node, cst.Lambda):
             stack.extend(children(node))
     return found
 
