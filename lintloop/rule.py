@@ -100,7 +100,7 @@ class Rule:
     @classmethod
     def may_fire(cls, source: SourceScreen) -> bool:
         """Cheap text test: False when this rule cannot fire on a file (so it needs no parse)."""
-        if not any(source.contains(root) for fw in cls.frameworks for root in FRAMEWORK_ROOTS[fw]) and \
+        if not any(source.imports_framework(root) for fw in cls.frameworks for root in FRAMEWORK_ROOTS[fw]) and \
                 not any(shows_framework(source.text, fw) for fw in cls.frameworks):
             return False
         return cls.needs.possible_in(source)

@@ -90,8 +90,36 @@ def _call(word: str) -> re.Pattern[str]:
 
 def _found(pattern: re.Pattern[str], text: str) -> bool:
     """A match of `pattern` that does not continue an identifier on its left."""
-    return any(m.start() == 0 or not (text[m.start() - 1].isalnum() or text[m.start() - 1] == "_")
-               for m in pattern.finditer(text))
+    return any(_starts_word(text, m.start()) for m in pattern.finditer(text))
+
+
+def _starts_word(text: str, start: int) -> bool:
+    return start == 0 or not (text[start - 1].isalnum() or text[start - 1] == "_")
+
+
+_IMPORT_WORD = re.compile(r"\b(?:import|from)\b")
+
+
+def _on_import_line(text: str, position: int) -> bool:
+    start = text.rfind("\n", 0, position) + 1
+    end = text.find("\n", position)
+    if _IMPORT_WORD.search(text, start, len(text) if end == -1 else end):
+        return True
+    last = start - 2  # the line before's last character, before its line break
+    if last >= 0 and text[last] == "\r":
+        last -= 1
+    return last >= 0 and text[last] == "\\"
+
+
+# Before `name(`, what makes it no call the facts record: a definition's header (`def forward(`, in
+# every torch module) or a call of the base's method (`super().forward(`, see `FileFacts._walk`).
+_NOT_A_CALL_BEFORE = re.compile(r"(?:(?<![\w.])def[ \t]+|super\(\)\.)$")
+
+
+def _found_call(word: str, text: str) -> bool:
+    """`text` may call `word`: it spells `word(` other than after `def` or `super().`."""
+    return any(_starts_word(text, m.start()) and not _NOT_A_CALL_BEFORE.search(text, max(0, m.start() - 12), m.start())
+               for m in _call(word).finditer(text))
 
 
 class SourceScreen:
@@ -111,6 +139,19 @@ class SourceScreen:
             found = self._contained[word] = word in self.text
         return found
 
+    def imports_framework(self, root: str) -> bool:
+        """The text may import the package `root` (`torch`, `tensorflow`): it is a word on a line that
+        says `import` or `from`, or continues one (after a backslash) - the imports
+        `Names.uses_framework` reads from the tree. A root named only in strings and comments
+        (`is_tf_available()`, "ported from jax") does not count."""
+        key = "import:" + root
+        held = self._held.get(key)
+        if held is None:
+            held = self._held[key] = self.contains(root) and any(
+                _starts_word(self.text, m.start()) and _on_import_line(self.text, m.start())
+                for m in _word(root).finditer(self.text))
+        return held
+
     def may_hold(self, token: str) -> bool:
         held = self._held.get(token)
         if held is None:
@@ -129,7 +170,7 @@ class SourceScreen:
         if kind == "name":
             return _found(_word(word), text)
         # A call spells `word(`, or calls an alias of `word`, which an import statement spells.
-        return _found(_call(word), text) or _found(_word(word), self.imports)
+        return _found_call(word, text) or _found(_word(word), self.imports)
 
     @property
     def imports(self) -> str:

@@ -77,6 +77,62 @@ def test_flagged_examples_pass_the_text_screen(rule):
         assert rule.may_fire(SourceScreen(textwrap.dedent(example.code)))
 
 
+def _tree_screen_fires(rule, text: str, facts: FileFacts) -> bool:
+    return any(facts.names.uses_framework(fw) for fw in rule.frameworks) and bool(facts.seeds(rule.needs, text))
+
+
+@pytest.mark.parametrize("text", EXAMPLES + [p.read_text() for p in OWN_FILES], ids=lambda t: t[:30])
+def test_the_text_screen_passes_every_rule_the_tree_screen_may_fire(text):
+    """The text screen decides before any parse: it may pass a rule the tree's facts then drop, never
+    drop one they would keep (a call spelled `def f(` or `super().f(`, a framework named only in a
+    string or comment, are no call and no import in either)."""
+    import ast
+    facts = FileFacts(ast.parse(text))
+    screen = SourceScreen(text)
+    assert [r.code for r in VISITOR_RULES if _tree_screen_fires(r, text, facts) and not r.may_fire(screen)] == []
+
+
+def test_the_text_screen_passes_every_rule_the_tree_screen_may_fire_on_real_code():
+    import ast
+    for path in real_code_sample(150):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        try:
+            facts = FileFacts(ast.parse(text))
+        except SyntaxError:
+            continue
+        screen = SourceScreen(text)
+        assert [r.code for r in VISITOR_RULES if _tree_screen_fires(r, text, facts) and not r.may_fire(screen)] == [], path
+
+
+def test_definitions_and_calls_of_a_base_method_are_no_calls_to_the_text_screen():
+    module = textwrap.dedent("""
+        import torch
+
+        class Net(torch.nn.Module):
+            def forward(self, x):
+                return super().forward(x)
+    """)
+    assert not BY_CODE["LL705"].may_fire(SourceScreen(module))
+    assert BY_CODE["LL705"].may_fire(SourceScreen(module + "y = Net().forward(x)\n"))
+    assert SourceScreen("async def step(self): pass\n").may_hold("call:step") is False
+    assert SourceScreen("undef step(x)\n").may_hold("call:step")  # only the keyword `def` makes a definition
+
+
+@pytest.mark.parametrize("text, imported", [
+    ("import tensorflow as tf\n", True),
+    ("from tensorflow import keras\n", True),
+    ("import os, \\\n    tensorflow\n", True),
+    ("x = 1\r\nimport os, \\\r\n tensorflow\r\n", True),
+    ("def f():\n    import tensorflow.compat.v1 as tf\n", True),
+    ("x = 'tensorflow'\n", False),  # named in a string
+    ("if is_tensorflow_available():\n    pass\n", False),  # a word part
+    ("import tensorflow_addons\n", False),  # another package
+    ("from helpers import (\n    tensorflow,\n)\n", False),  # a name from another module
+])
+def test_a_framework_counts_as_imported_on_a_line_that_imports(text, imported):
+    assert SourceScreen(text).imports_framework("tensorflow") is imported
+
+
 # Each example appended to this many files (in rotation): every file and every example is covered
 # while the cost grows with the catalog only (every example into every file took minutes).
 HOSTS_PER_EXAMPLE = 2
