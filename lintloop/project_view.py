@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import ast
 import bisect
-import functools
 import hashlib
 import os
 import re
@@ -55,7 +54,6 @@ MAX_DEFINITION_LINES = 250
 MAX_MODULE_BYTES = 100 * 1024
 # `ProjectView.label`'s placeholder for a line of the linted module in a message.
 _OWN_LINE = re.compile("\x01(\\d+)\x01")
-_NAME = re.compile(r"(?<![.\w])[A-Za-z_]\w*")
 DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -171,6 +169,7 @@ class _Builder:
         self.own_imports = imports_of(_top_imports(tree), package)
         self.bound: dict[str, object] = {}  # name -> what binds it in the view (a statement key or a qualified import)
         self.taken: set[tuple[str, int]] = set()  # (path, line) of the statements brought in
+        self.uses: dict[str, bool] = {}  # name -> `_uses(name)`
 
     def build(self) -> ProjectView | None:
         lines = self.text.splitlines(keepends=True)
@@ -296,12 +295,15 @@ class _Builder:
             return True
         return self._definition(f"{module_parts}.{name}", hops - 1, brought, None)
 
-    @functools.cached_property
-    def used(self) -> set[str]:
-        """Every name the linted module may use or bind (each word of its text not after a dot: its
+    def _uses(self, name: str) -> bool:
+        """Whether the linted module may use or bind `name` (a word of its text not after a dot: its
         strings' and comments' words too, which only rejects more): a definition brought in may
-        bind one only as the module's own import of it does."""
-        return set(_NAME.findall(self.text))
+        bind it only as the module's own import of it does. Searched name by name: a view asks of
+        a few names, and a module has thousands."""
+        found = self.uses.get(name)
+        if found is None:
+            found = self.uses[name] = _names(self.text, name)
+        return found
 
     def _binds(self, name: str, key: object, own: bool = False) -> bool:
         """Record that the view binds `name` by `key`; False where the linted module, or another
@@ -310,7 +312,7 @@ class _Builder:
         if name in self.bound:
             return self.bound[name] == key
         imported_alike = isinstance(key, tuple) and key[0] == "import" and self.own_imports.get(name) == key[1]
-        if name in self.used and not own and not imported_alike:
+        if not own and not imported_alike and self._uses(name):
             return False
         self.bound[name] = key
         return True
@@ -359,6 +361,18 @@ class _Builder:
         if len(_MODULES) > MAX_CACHED_MODULES:
             _MODULES.popitem(last=False)
         return module
+
+
+def _names(text: str, name: str) -> bool:
+    """`name` is a word of `text`, not after a dot."""
+    start = text.find(name)
+    while start != -1:
+        end = start + len(name)
+        if not (start and (text[start - 1].isalnum() or text[start - 1] in "._")) and \
+                not (end < len(text) and (text[end].isalnum() or text[end] == "_")):
+            return True
+        start = text.find(name, end)
+    return False
 
 
 def _runs(text: str, name: str) -> bool:
