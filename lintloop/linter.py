@@ -398,6 +398,15 @@ def _run_rules(display: str, text: str, module: cst.Module, tree: ast.Module | N
     `line_map` gives each line's number in the file, and `names` the whole file's imports; `evidenced`:
     the frameworks the whole file shows by its training shape)."""
     ctx = FileContext(module, timer, names, file, evidenced)
+    try:
+        return _reported(display, text, module, tree, rules, ruleset, result, timer, ctx, line_map, line_label)
+    finally:
+        ctx.close()
+
+
+def _reported(display: str, text: str, module: cst.Module, tree: ast.Module | None, rules: list[type[Rule]],
+              ruleset: RuleSet, result: FileResult, timer: StageTimer, ctx: FileContext, line_map: list[int] | None,
+              line_label: LineLabel) -> list[Finding]:
     errors = result.errors
     reports: list[tuple[type[Rule], Report]] = []
     for rule in rules:

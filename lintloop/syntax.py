@@ -22,6 +22,7 @@ import bisect
 import itertools
 import re
 import sys
+import threading
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -246,11 +247,36 @@ def _after_each(long_ones: list[int], statements: dict[int, ast.stmt | None]) ->
     return {*long_ones, *(following[start] for start in long_ones if start in following)}
 
 
+# libcst checks each node as it is constructed (`CSTNode.__post_init__` calls `_validate`). The nodes its
+# parser builds, and the modules `parse_cst` joins from them, are valid by construction, and checking
+# them costs a tenth of the parse; libcst's own comment there suggests validating elsewhere. The check
+# is skipped for what this thread builds inside `parse_cst`, and kept for every other node (a fix's).
+_parsing = threading.local()
+_validated_post_init = cst.CSTNode.__post_init__
+
+
+def _post_init(node: cst.CSTNode) -> None:
+    if not getattr(_parsing, "active", False):
+        _validated_post_init(node)
+
+
+cst.CSTNode.__post_init__ = _post_init  # type: ignore[method-assign]
+
+
 def parse_cst(text: str, lines: list[str], tree: ast.Module | None) -> cst.Module:
     """libcst's tree of `text` (whose `lines` and, where this host reads it, CPython's `tree` are
     given), parsed in chunks of top-level statements where it is long, and a long display (a list,
     dict, set or tuple of thousands of lines) in pieces of its elements. The tree is the one a single
     parse gives, comments and blank lines at the seams included (tests/test_nesting.py)."""
+    outer = getattr(_parsing, "active", False)
+    _parsing.active = True
+    try:
+        return _parse_cst(text, lines, tree)
+    finally:
+        _parsing.active = outer
+
+
+def _parse_cst(text: str, lines: list[str], tree: ast.Module | None) -> cst.Module:
     if len(lines) <= CHUNK_LINES:
         return cst.parse_module(text)
     statements: dict[int, ast.stmt | None] = {}  # by first line; None: several statements start there

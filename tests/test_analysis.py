@@ -303,3 +303,40 @@ def test_a_method_call_runs_the_method_of_the_class_it_is_called_on():
     assert graph.targets(trainer_fit) == [_method(ctx, "Base", "fit")]  # inherited
     assert graph.targets(evaluator_fit) == [_method(ctx, "Evaluator", "fit")]
     assert graph.targets(unknown_fit) == []
+
+
+def test_a_linted_file_leaves_its_tree_to_reference_counting_not_to_the_cyclic_gc():
+    """Each analysis holds its FileContext, which holds the analyses: closed after the rules, that cycle
+    no longer keeps a file's CST for the cyclic GC to traverse (a collection per file in a worker)."""
+    import gc
+
+    from lintloop.config import load_settings
+    from lintloop.linter import lint_text
+
+    from conftest import FIXTURES
+
+    ruleset = load_settings().ruleset()
+    text = (FIXTURES / "LL301_bad.py").read_text()
+    lint_text("LL301_bad.py", text, ruleset)  # imports and caches filled first
+    gc.collect()
+    gc.disable()
+    try:
+        assert lint_text("LL301_bad.py", text, ruleset).findings
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = [o for o in gc.garbage if isinstance(o, (FileContext, cst.CSTNode))]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert left == []
+
+
+def test_parsing_skips_libcsts_node_checks_and_nothing_else_does():
+    from lintloop.syntax import parse_cst
+
+    text = "for x in range(3):\n    total += x  # sum\n"
+    module = parse_cst(text, text.splitlines(keepends=True), None)
+    assert module.code == text and module.deep_equals(cst.parse_module(text))
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("not a name")

@@ -98,6 +98,12 @@ class FileContext:
         self._by_scope: dict[NodeKinds, dict[Scope, SourceOrdered]] = {}
         self._functions_around: dict[cst.CSTNode, cst.FunctionDef | None] = {}
 
+    def close(self) -> None:
+        """Let go of everything: each analysis holds the context, so a context holding its analyses is a
+        reference cycle only the cyclic GC frees, which would traverse the whole CST and its indexes
+        first. Cleared, they are freed as soon as the file is done. The context is unusable after."""
+        self.__dict__.clear()
+
     # ----- the analyses, by concern --------------------------------------------------------
     @cached_property
     def flow(self) -> DataFlow:
