@@ -263,6 +263,18 @@ def _post_init(node: cst.CSTNode) -> None:
 cst.CSTNode.__post_init__ = _post_init  # type: ignore[method-assign]
 
 
+def _with_identity_hash(node_type: type, python_hash: object) -> None:
+    """libcst hashes a node by identity in Python (`return id(self)`, given to every node class); the
+    analyses key dicts by nodes millions of times. `object.__hash__` is the same identity hash, in C."""
+    if node_type.__dict__.get("__hash__") is python_hash:
+        node_type.__hash__ = object.__hash__  # type: ignore[method-assign]
+    for subclass in node_type.__subclasses__():
+        _with_identity_hash(subclass, python_hash)
+
+
+_with_identity_hash(cst.CSTNode, cst.CSTNode.__dict__["__hash__"])
+
+
 def parse_cst(text: str, lines: list[str], tree: ast.Module | None) -> cst.Module:
     """libcst's tree of `text` (whose `lines` and, where this host reads it, CPython's `tree` are
     given), parsed in chunks of top-level statements where it is long, and a long display (a list,

@@ -78,11 +78,23 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     result: list[cst.CSTNode] = []
     for name in fields:
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        if _is_node_type(type(value)):
             result.append(value)
         elif isinstance(value, (tuple, list)):
-            result.extend(v for v in value if isinstance(v, cst.CSTNode))
+            result.extend(v for v in value if _is_node_type(type(v)))
     return result
+
+
+# Node types, by type: `isinstance(value, cst.CSTNode)` goes through ABCMeta.__instancecheck__ (CSTNode is
+# an abstract class), a Python call per field of every node walked.
+_NODE_TYPES: dict[type, bool] = {}
+
+
+def _is_node_type(kind: type) -> bool:
+    known = _NODE_TYPES.get(kind)
+    if known is None:
+        known = _NODE_TYPES[kind] = issubclass(kind, cst.CSTNode)
+    return known
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
