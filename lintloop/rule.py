@@ -12,7 +12,7 @@ import libcst as cst
 from lintloop.analysis import FileContext
 from lintloop.analysis.iteration import Iteration
 from lintloop.finding import Applicability
-from lintloop.frameworks import FRAMEWORK_LABELS, FRAMEWORK_ROOTS, framework_evidence, framework_names, shows_framework
+from lintloop.frameworks import FRAMEWORK_LABELS, framework_evidence, framework_names
 from lintloop.rule_examples import example_names
 from lintloop.screen import Needs, SourceScreen
 
@@ -100,10 +100,7 @@ class Rule:
     @classmethod
     def may_fire(cls, source: SourceScreen) -> bool:
         """Cheap text test: False when this rule cannot fire on a file (so it needs no parse)."""
-        if not any(source.imports_framework(root) for fw in cls.frameworks for root in FRAMEWORK_ROOTS[fw]) and \
-                not any(shows_framework(source.text, fw) for fw in cls.frameworks):
-            return False
-        return cls.needs.possible_in(source)
+        return any(source.may_use(fw) for fw in cls.frameworks) and cls.needs.possible_in(source)
 
     @classmethod
     def metadata(cls) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from functools import cached_property, lru_cache
 
 from lintloop.analysis.calls import REPEAT_DEPTH
 from lintloop.analysis.names import Names
+from lintloop.frameworks import FRAMEWORK_ROOTS, shows_framework
 
 STRUCTURAL_TOKENS = frozenset({"loop", "repeated", "calls_loop", "augassign", "return", "global"})
 # Statements holding a fact about the whole file that the analyses may need wherever a rule reports:
@@ -122,6 +123,10 @@ def _found_call(word: str, text: str) -> bool:
                for m in _call(word).finditer(text))
 
 
+# Every byte but an ASCII letter, digit or `_` as a space: `bytes.split` then gives the text's words.
+_WORD_BYTES = bytes(c if chr(c).isascii() and (chr(c).isalnum() or c == ord("_")) else ord(" ") for c in range(256))
+
+
 class SourceScreen:
     """A file's text, and the cheap test whether it can hold a token (before any parse)."""
 
@@ -131,6 +136,7 @@ class SourceScreen:
         # Rules share tokens and framework names: each is searched for once per file.
         self._held: dict[str, bool] = {}
         self._contained: dict[str, bool] = {}
+        self._words: frozenset[bytes] | None = None
 
     def contains(self, word: str) -> bool:
         """`word` appears anywhere in the text."""
@@ -138,6 +144,27 @@ class SourceScreen:
         if found is None:
             found = self._contained[word] = word in self.text
         return found
+
+    def has_word(self, word: str) -> bool:
+        """`word` (an identifier) may appear as a whole word: what a search for it as a name, a call or
+        an import needs first. The text's words are split out once (at every character that is not an
+        ASCII letter, digit or `_`: a word next to a non-ASCII letter is split off too, which only
+        keeps more), where each word searched for would cost a scan of the whole text."""
+        if not word.isascii():
+            return self.contains(word)
+        if self._words is None:
+            self._words = frozenset(self.text.encode("utf-8", "surrogatepass").translate(_WORD_BYTES).split())
+        return word.encode() in self._words
+
+    def may_use(self, framework: str) -> bool:
+        """The text may import `framework` (one of its packages), or shows its training shape
+        (lintloop.frameworks.shows_framework): what `Names.uses_framework` asks of the tree."""
+        key = "uses:" + framework
+        held = self._held.get(key)
+        if held is None:
+            held = self._held[key] = any(self.imports_framework(root) for root in FRAMEWORK_ROOTS[framework]) \
+                or shows_framework(self.text, framework)
+        return held
 
     def imports_framework(self, root: str) -> bool:
         """The text may import the package `root` (`torch`, `tensorflow`): it is a word on a line that
@@ -147,7 +174,7 @@ class SourceScreen:
         key = "import:" + root
         held = self._held.get(key)
         if held is None:
-            held = self._held[key] = self.contains(root) and any(
+            held = self._held[key] = self.has_word(root) and any(
                 _starts_word(self.text, m.start()) and _on_import_line(self.text, m.start())
                 for m in _word(root).finditer(self.text))
         return held
@@ -165,7 +192,7 @@ class SourceScreen:
             return self.contains(word)
         if not word:
             return bool(_STRUCTURAL_TEXT[token].search(text))
-        if not self.contains(word):
+        if not self.has_word(word):
             return False
         if kind == "name":
             return _found(_word(word), text)
