@@ -25,7 +25,7 @@ from lintloop.rules import BY_CODE, lookup
 from lintloop.screen import FileFacts, SourceScreen
 from lintloop.source import SourceText, UndecodableSource, source_lines
 from lintloop.suppression import Suppressions
-from lintloop.syntax import CHUNK_LINES, ModuleSyntax, libcst_syntax_finding, parse_cst, syntax_error
+from lintloop.syntax import CHUNK_LINES, ModuleSyntax, libcst_syntax_finding, parse_cst, selection_outline, syntax_error
 from lintloop.timing import NO_TIMER, StageTimer
 
 
@@ -342,7 +342,7 @@ def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: Rule
     try:
         with timer.stage("cst"):
             try:
-                module, tree = _parsed(source, syntax, line_map is None and not masked)
+                module, tree = _parsed(source, syntax, line_map is None and not masked, None if masked else line_map)
             except cst.ParserSyntaxError:
                 if line_map is None:
                     raise
@@ -356,17 +356,22 @@ def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: Rule
     return [_without_fix_over(finding, masked) for finding in findings] if masked else findings
 
 
-def _parsed(source: str, syntax: ModuleSyntax, whole_text: bool) -> tuple[cst.Module, ast.Module | None]:
-    """libcst's tree of `source` (the file's text when `whole_text`, else a selection of it), and CPython's
-    where this host reads it and it was needed (a long source is parsed by libcst in chunks of its
-    top-level statements, which CPython's tree gives; positions take it too)."""
+def _parsed(source: str, syntax: ModuleSyntax, whole_text: bool,
+            line_map: list[int] | None = None) -> tuple[cst.Module, ast.Module | None]:
+    """libcst's tree of `source` (the file's text when `whole_text`, else a selection of it: `line_map`
+    where its lines are the file's unchanged), and CPython's where this host reads it and it was needed (a
+    long source is parsed by libcst in chunks of its top-level statements, which CPython's tree gives, or
+    for a selection the file's tree outlines; positions take it too)."""
     lines = syntax.lines if whole_text else source_lines(source)
     tree = syntax.tree if whole_text else None
     if tree is None and len(lines) > CHUNK_LINES:
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            tree = None
+        if line_map is not None and syntax.tree is not None:
+            tree = selection_outline(syntax.tree, line_map)
+        if tree is None:
+            try:
+                tree = ast.parse(source)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                tree = None
     return parse_cst(source, lines, tree), tree
 
 

@@ -275,6 +275,32 @@ def _with_identity_hash(node_type: type, python_hash: object) -> None:
 _with_identity_hash(cst.CSTNode, cst.CSTNode.__dict__["__hash__"])
 
 
+def selection_outline(tree: ast.Module, line_map: list[int]) -> ast.Module | None:
+    """CPython's tree of a selection of a file's top-level statements and methods (`line_map`: the line
+    in the file of each of its lines, `tree`: the file's tree) as far as `parse_cst` and the positions
+    read it, without parsing the selection again: one placeholder per top-level statement with lines in
+    it, numbered as in the selection (`lineno` its `def` or `class` line, `decorator_list` its decorators'
+    lines, `end_lineno` its last selected line; a class whose methods are selected in part ends with the
+    last selected one). None where a statement that may be a long display is selected (`parse_cst`
+    splits one by its elements, which the placeholder does not give)."""
+    in_selection = {line: index for index, line in enumerate(line_map, start=1)}
+    body: list[ast.stmt] = []
+    for statement in tree.body:
+        decorators = getattr(statement, "decorator_list", [])
+        first = min([statement.lineno, *(d.lineno for d in decorators)])
+        selected = [in_selection[line] for line in range(first, statement.end_lineno + 1) if line in in_selection]
+        if not selected:
+            continue
+        if statement.lineno not in in_selection or selected[-1] - selected[0] >= CHUNK_LINES and \
+                isinstance(statement, (ast.Assign, ast.AnnAssign, ast.Expr)):
+            return None
+        placeholder = ast.Pass(lineno=in_selection[statement.lineno], end_lineno=selected[-1], col_offset=0,
+                               end_col_offset=0)
+        placeholder.decorator_list = [ast.Pass(lineno=in_selection[d.lineno]) for d in decorators if d.lineno in in_selection]
+        body.append(placeholder)
+    return ast.Module(body=body, type_ignores=[])
+
+
 def parse_cst(text: str, lines: list[str], tree: ast.Module | None) -> cst.Module:
     """libcst's tree of `text` (whose `lines` and, where this host reads it, CPython's `tree` are
     given), parsed in chunks of top-level statements where it is long, and a long display (a list,

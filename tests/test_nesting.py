@@ -398,3 +398,31 @@ def test_the_displays_parsed_in_pieces_are_those_split_at_an_element(name, monke
     parse_cst(text, source_lines(text), tree)
     pieced = max(parsed_lengths) < len(text) // 2
     assert pieced == (name in _PIECED)
+
+
+def test_a_selection_outlined_from_the_file_s_tree_is_parsed_and_located_as_if_parsed_again():
+    """A long selection is chunked by the file's tree, renumbered (`selection_outline`), instead of a second
+    CPython parse: the same top-level statements, the same CST, the same positions."""
+    from lintloop.screen import FileFacts
+    from lintloop.syntax import selection_outline
+
+    methods = "".join(f"    @staticmethod\n    def m{n}(x):\n        return x * {n}\n\n    # after m{n}\n" for n in range(CHUNK_LINES // 2))
+    text = ("import torch\n\n@torch.no_grad()\ndef evaluate(model):\n    return model(1)\n\na = 1; b = 2\n\n"
+            f"class Big(torch.nn.Module):\n    '''a class whose methods are selected in part'''\n\n{methods}"
+            "x = [\n    1,\n]\n")
+    tree = ast.parse(text)
+    facts = FileFacts(tree)
+    wanted = {i for i in range(len(facts.units)) if i % 4 != 3}  # methods selected in part
+    selection, line_map = facts.source_of(source_lines(text), wanted | {u.shell for u in facts.units if u.shell is not None})
+    outline = selection_outline(tree, line_map)
+    parsed = ast.parse(selection)
+    assert len(source_lines(selection)) > CHUNK_LINES and len(outline.body) == len(parsed.body)
+    for placeholder, statement in zip(outline.body, parsed.body):
+        assert placeholder.lineno == statement.lineno
+        assert [d.lineno for d in placeholder.decorator_list] == [d.lineno for d in getattr(statement, "decorator_list", [])]
+        trailing = source_lines(selection)[statement.end_lineno:placeholder.end_lineno]  # comments after a method
+        assert all(not line.strip() or line.strip().startswith("#") for line in trailing)
+    lines = source_lines(selection)
+    assert parse_cst(selection, lines, outline).deep_equals(parse_cst(selection, lines, parsed))
+    long_display = "table = [\n" + "    0,\n" * (CHUNK_LINES + 1) + "]\n"
+    assert selection_outline(ast.parse(long_display), list(range(1, CHUNK_LINES + 4))) is None  # split by its elements
