@@ -280,3 +280,14 @@ def test_selecting_a_chain_of_helpers_reads_each_unit_a_bounded_number_of_times(
         return facts.units.reads
 
     assert units_read(2_000) <= 12 * units_read(200)
+
+
+@pytest.mark.parametrize("text, word, held", [
+    ("import torch\n", "torch", True),
+    ("x = torch.ones(3)\n", "torch", True),
+    ("x = pytorch_lightning\n", "torch", False),  # a part of another word
+    ("torché = 1\n", "torch", True),  # split off at a non-ASCII letter: kept, the exact search decides
+    ("opt.step()\n", "step", True),
+])
+def test_a_word_is_looked_up_among_the_text_s_words_before_any_search(text, word, held):
+    assert SourceScreen(text).has_word(word) is held
