@@ -5,6 +5,8 @@ Each rule declares its `Needs` in tokens this module understands:
 - `call:NAME`  a call of something whose last name is NAME (`x.backward()`, `tf.function(f)`, or an
                imported alias of it: `from tensorflow import function as tfn; tfn(f)`), not a
                `super().NAME(...)` call (a class extending its base's method)
+- `outside_call:NAME`  a call `x.NAME(...)` of a method on something other than `self` (or
+               `super()`): a method called from outside its class (`model.forward(x)`)
 - `name:NAME`  an identifier NAME: a name, an attribute, or a part of an imported name
                (`from tensorflow.distribute import MirroredStrategy` gives `distribute`)
 - `loop`, `augassign`, `return`, `global`: a `for`/`while` loop, an augmented assignment, a return
@@ -53,12 +55,21 @@ _FILE_FACT_CALLS = frozenset({"set_global_policy", "set_dtype_policy", "set_poli
 _INSTANCE_CALL_PATH = frozenset({"__init__", "build", "forward", "call", "__call__"})
 
 
+# The method names some rule asks `outside_call:NAME` of (registered by `Needs`): only their calls get
+# the token, not every method call of a file.
+_OUTSIDE_CALLS: set[str] = set()
+
+
 @dataclass(frozen=True)
 class Needs:
     """What must be in a file, and in the unit a finding is in, for a rule to fire."""
 
     file: tuple[tuple[str, ...], ...] = ()
     statement: tuple[tuple[str, ...], ...] = ()
+
+    def __post_init__(self) -> None:
+        _OUTSIDE_CALLS.update(t.partition(":")[2] for group in (*self.file, *self.statement) for t in group
+                              if t.startswith("outside_call:"))
 
     def possible_in(self, text: SourceScreen) -> bool:
         """Cheap text test: False when no statement of the file can hold these tokens."""
@@ -117,9 +128,14 @@ def _on_import_line(text: str, position: int) -> bool:
 _NOT_A_CALL_BEFORE = re.compile(r"(?:(?<![\w.])def[ \t]+|super\(\)\.)$")
 
 
-def _found_call(word: str, text: str) -> bool:
-    """`text` may call `word`: it spells `word(` other than after `def` or `super().`."""
-    return any(_starts_word(text, m.start()) and not _NOT_A_CALL_BEFORE.search(text, max(0, m.start() - 12), m.start())
+# And before a method's `name(`, its own class's call of it (`self.forward(`).
+_NOT_AN_OUTSIDE_CALL_BEFORE = re.compile(r"(?:(?<![\w.])def[ \t]+|super\(\)\.|(?<![\w.])self\.)$")
+
+
+def _found_call(word: str, text: str, before: re.Pattern[str] = _NOT_A_CALL_BEFORE) -> bool:
+    """`text` may call `word`: it spells `word(` other than after what `before` matches (`def`,
+    `super().`)."""
+    return any(_starts_word(text, m.start()) and not before.search(text, max(0, m.start() - 12), m.start())
                for m in _call(word).finditer(text))
 
 
@@ -196,6 +212,8 @@ class SourceScreen:
             return False
         if kind == "name":
             return _found(_word(word), text)
+        if kind == "outside_call":
+            return _found_call(word, text, _NOT_AN_OUTSIDE_CALL_BEFORE)
         # A call spells `word(`, or calls an alias of `word`, which an import statement spells.
         return _found_call(word, text) or _found(_word(word), self.imports)
 
@@ -208,7 +226,7 @@ class SourceScreen:
 
 def valid_token(token: str, in_file_needs: bool) -> bool:
     kind, _, word = token.partition(":")
-    return (token in STRUCTURAL_TOKENS or (kind in ("call", "name") and word.isidentifier())
+    return (token in STRUCTURAL_TOKENS or (kind in ("call", "outside_call", "name") and word.isidentifier())
             or (kind == "text" and bool(word) and in_file_needs))
 
 
@@ -384,6 +402,8 @@ class FileFacts:
                     value = func.value
                     if not (type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "super"):
                         tokens.add("call:" + func.attr)
+                        if func.attr in _OUTSIDE_CALLS and not (type(value) is ast.Name and value.id == "self"):
+                            tokens.add("outside_call:" + func.attr)
                     if func.attr in _FILE_FACT_CALLS:
                         unit.always = True
                     if where & _IN_LOOP:

@@ -67,7 +67,7 @@ def test_every_rule_declares_what_the_screen_needs(rule):
     assert all(valid_token(t, in_file_needs=False) for group in rule.needs.statement for t in group)
     assert all(valid_token(t, in_file_needs=True) for group in rule.needs.file for t in group)
     # At least one group of calls or names, which the text test can check before any parse.
-    assert any(all(t.startswith(("call:", "name:")) for t in group) for group in (*rule.needs.file,
+    assert any(all(t.startswith(("call:", "outside_call:", "name:")) for t in group) for group in (*rule.needs.file,
                                                                                   *rule.needs.statement))
 
 
@@ -116,6 +116,25 @@ def test_definitions_and_calls_of_a_base_method_are_no_calls_to_the_text_screen(
     assert BY_CODE["LL705"].may_fire(SourceScreen(module + "y = Net().forward(x)\n"))
     assert SourceScreen("async def step(self): pass\n").may_hold("call:step") is False
     assert SourceScreen("undef step(x)\n").may_hold("call:step")  # only the keyword `def` makes a definition
+
+
+def test_a_class_calling_its_own_forward_is_no_outside_call():
+    own = textwrap.dedent("""
+        import torch
+
+        class Block(torch.nn.Module):
+            def forward(self, x):
+                return x
+
+            def run(self, x):
+                return self.forward(x)
+    """)
+    assert not BY_CODE["LL705"].may_fire(SourceScreen(own))
+    import ast
+    assert not any("outside_call:forward" in unit.tokens for unit in FileFacts(ast.parse(own)).units)
+    outside = own + "y = Block().forward(x)\n"
+    assert BY_CODE["LL705"].may_fire(SourceScreen(outside))
+    assert any("outside_call:forward" in unit.tokens for unit in FileFacts(ast.parse(outside)).units)
 
 
 @pytest.mark.parametrize("text, imported", [

@@ -74,8 +74,11 @@ class CheckpointWithoutOptimizer(Rule):
     # PyTorch: `torch.save` of state dicts; TensorFlow: `tf.train.Checkpoint(...)`, both from `visit_Call`.
     frameworks = ("pt", "tf")
     # Every unit that may save an optimizer's state is selected too: one anywhere in the file clears every finding.
-    # PyTorch: `save` and `state_dict`; TensorFlow: a `Checkpoint` (CNF of "save and state_dict, or Checkpoint").
-    needs = Needs(file=(("call:save", "call:Checkpoint"), ("call:state_dict", "call:Checkpoint")),
+    # PyTorch: `save` and `state_dict` in a loop that steps an optimizer (`.step()`); TensorFlow: a `Checkpoint`
+    # and an optimizer it may miss (`apply_gradients` / `minimize`). In CNF, "save, state_dict, step and a loop,
+    # or Checkpoint and apply_gradients or minimize", less the groups that rule out nothing.
+    needs = Needs(file=(("call:save", "call:Checkpoint"), ("call:state_dict", "call:Checkpoint"),
+                        ("call:step", "call:apply_gradients", "call:minimize"), ("loop", "call:Checkpoint")),
                   # Every unit that may save an optimizer's state, build, step or compile with an optimizer is
                   # parsed: those are file-wide questions. So is every unit that may offer to resume training
                   # (a load, an option, a name for it, an interrupt handler) or train a model after a load.

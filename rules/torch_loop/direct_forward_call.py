@@ -14,7 +14,7 @@ class DirectForwardCall(Rule):
     frameworks = ("pt",)
     kind = "hygiene"
     fix_kind = "unsafe"
-    needs = Needs(file=(("text:.forward",),), statement=(("call:forward",),))
+    needs = Needs(file=(("text:.forward",),), statement=(("outside_call:forward",),))  # not `self.forward(x)`
     summary = ("`model.forward(x)` on an `nn.Module` from outside its own class: the call skips the "
                "module's hooks. A receiver is a module when it is an instance of a class deriving from "
                "`nn.Module` (a LightningModule is one, however imported; an instance is also what "
