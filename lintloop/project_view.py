@@ -431,22 +431,38 @@ def _top_bindings(statement: ast.stmt) -> set[str]:
     return names
 
 
+_FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
 def _reads(statement: ast.stmt) -> set[str]:
     """The names the statement reads from its module: those loaded anywhere in it that none of its
     functions binds as a parameter or local (a superset where a name is both, which only brings in
-    more)."""
-    loads = {n.id for n in ast.walk(statement) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    more). One walk: a name stored in a function's body, at any depth, is that function's local."""
+    loads: set[str] = set()
     local: set[str] = set()
-    for node in ast.walk(statement):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+    stack: list[tuple[ast.AST, bool]] = [(statement, False)]  # (node, inside a function's body)
+    while stack:
+        node, in_body = stack.pop()
+        kind = type(node)
+        if kind is ast.Name:
+            if type(node.ctx) is ast.Load:
+                loads.add(node.id)
+            elif in_body and type(node.ctx) is ast.Store:
+                local.add(node.id)
+            continue
+        if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef or kind is ast.Lambda:
             arguments = node.args
             local.update(a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
                                          arguments.vararg, arguments.kwarg] if a is not None)
-            if not isinstance(node, ast.Lambda):
-                local.update(n.id for part in node.body for n in ast.walk(part)
-                             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
-        elif isinstance(node, ast.comprehension):
+        elif kind is ast.comprehension:
             local.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+        for field in node._fields:
+            value = getattr(node, field, None)
+            inside = in_body or (field == "body" and kind in _FUNCTION_NODES)
+            if isinstance(value, list):
+                stack.extend((child, inside) for child in value if isinstance(child, ast.AST))
+            elif isinstance(value, ast.AST):
+                stack.append((value, inside))
     return loads - local
 
 
