@@ -31,7 +31,7 @@ import hashlib
 import os
 import re
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from lintloop.analysis.project import MAX_HOPS, imports_of, in_project, module_files, project_root
@@ -363,16 +363,20 @@ class _Builder:
         return module
 
 
-def _names(text: str, name: str) -> bool:
-    """`name` is a word of `text`, not after a dot."""
+def _word_starts(text: str, name: str) -> Iterator[int]:
+    """Where `name` stands in `text` as a word of its own, not after a dot."""
     start = text.find(name)
     while start != -1:
         end = start + len(name)
         if not (start and (text[start - 1].isalnum() or text[start - 1] in "._")) and \
                 not (end < len(text) and (text[end].isalnum() or text[end] == "_")):
-            return True
+            yield start
         start = text.find(name, end)
-    return False
+
+
+def _names(text: str, name: str) -> bool:
+    """`name` is a word of `text`, not after a dot."""
+    return next(_word_starts(text, name), None) is not None
 
 
 def _runs(text: str, name: str) -> bool:
@@ -381,19 +385,15 @@ def _runs(text: str, name: str) -> bool:
     A(Base):` derives from it) or decorator. What a module only derives from, decorates with or
     annotates with is not brought in: a library's base classes and typing names are most of what its
     modules import from each other."""
-    start = text.find(name)
-    while start != -1:
+    for start in _word_starts(text, name):
         end = start + len(name)
-        before = text[start - 1] if start else "\n"
-        if not (before.isalnum() or before in "._") and not (end < len(text) and (text[end].isalnum() or text[end] == "_")):
-            line_start = text.rfind("\n", 0, start) + 1
-            header = text[line_start:start].lstrip()
-            if not header.startswith(("class ", "class\t", "@")):
-                following = text[end:end + 40].lstrip(" \t")
-                preceding = header.rstrip()
-                if following.startswith("(") or (preceding.endswith(("(", ",", "=")) and not following.startswith((".", "["))):
-                    return True
-        start = text.find(name, end)
+        line_start = text.rfind("\n", 0, start) + 1
+        header = text[line_start:start].lstrip()
+        if not header.startswith(("class ", "class\t", "@")):
+            following = text[end:end + 40].lstrip(" \t")
+            preceding = header.rstrip()
+            if following.startswith("(") or (preceding.endswith(("(", ",", "=")) and not following.startswith((".", "["))):
+                return True
     return False
 
 

@@ -125,11 +125,12 @@ def _on_import_line(text: str, position: int) -> bool:
 
 # Before `name(`, what makes it no call the facts record: a definition's header (`def forward(`, in
 # every torch module) or a call of the base's method (`super().forward(`, see `FileFacts._walk`).
-_NOT_A_CALL_BEFORE = re.compile(r"(?:(?<![\w.])def[ \t]+|super\(\)\.)$")
+_DEFINITION_OR_BASE_CALL = r"(?<![\w.])def[ \t]+|super\(\)\."
+_NOT_A_CALL_BEFORE = re.compile(rf"(?:{_DEFINITION_OR_BASE_CALL})$")
 
 
 # And before a method's `name(`, its own class's call of it (`self.forward(`).
-_NOT_AN_OUTSIDE_CALL_BEFORE = re.compile(r"(?:(?<![\w.])def[ \t]+|super\(\)\.|(?<![\w.])self\.)$")
+_NOT_AN_OUTSIDE_CALL_BEFORE = re.compile(rf"(?:{_DEFINITION_OR_BASE_CALL}|(?<![\w.])self\.)$")
 
 
 def _found_call(word: str, text: str, before: re.Pattern[str] = _NOT_A_CALL_BEFORE) -> bool:
