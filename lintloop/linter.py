@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange
 
 from lintloop.analysis import FileContext
 from lintloop.analysis.context import LINE_REF
@@ -19,6 +19,7 @@ from lintloop.finding import Edit, Finding, Fix, engine_finding
 from lintloop.frameworks import evidenced_frameworks, names_nothing
 from lintloop.isolation import deep_recursion, with_big_stack
 from lintloop.notebook import Notebook, NotebookError, NotebookModule, exercise_blank, is_notebook
+from lintloop.positions import node_positions
 from lintloop.project_view import ProjectView, decides, imported_definitions, importers, project_view
 from lintloop.rule import Report, Rule, RuleSet
 from lintloop.rules import BY_CODE, lookup
@@ -63,7 +64,7 @@ def can_hold_findings(source: SourceScreen, ruleset: RuleSet) -> bool:
 
 
 def _may_fire(source: SourceScreen, ruleset: RuleSet) -> bool:
-    return any(r.has_visitor() and r.may_fire(source) for r in ruleset.rules)
+    return bool(ruleset.may_fire(source))
 
 
 def not_analysed_finding(display: str, cause: str, unchanged: bool = False) -> Finding:
@@ -277,7 +278,7 @@ def _lint_module(display: str, text: str, ruleset: RuleSet, timer: StageTimer, f
         source = source or SourceScreen(text)
         if not explicit and not can_hold_findings(source, ruleset):
             return FileResult(passed_over=True)
-        rules = [r for r in ruleset.rules if r.has_visitor() and (not ruleset.screen or r.may_fire(source))]
+        rules = ruleset.may_fire(source) if ruleset.screen else [r for r in ruleset.rules if r.has_visitor()]
     if not rules:
         # No enabled rule can fire: a syntax check is all this file needs.
         with timer.stage("syntax"):
@@ -437,7 +438,7 @@ def _locate(display: str, text: str, module: cst.Module, tree: ast.Module | None
     wanted += [ctx.statement_of(node) for node in wanted]
     wanted += [rep.node for _, r in reports if r.fix for rep in r.fix.replacements]
     wanted += ctx.line_refs
-    positions = _positions(module, text, tree, ctx, wanted)
+    positions = node_positions(module, text, tree, ctx.parents.get, wanted)
     if line_map is not None:
         def in_file(line: int) -> int:  # an end past the selection's last line lies as far past its file line
             return line_map[line - 1] if line <= len(line_map) else line_map[-1] + line - len(line_map)
@@ -471,48 +472,6 @@ def _with_lines(message: str, ctx: FileContext, positions: dict[cst.CSTNode, Cod
     parts = message.split(LINE_REF)
     parts[1::2] = [line_label(positions[ctx.line_refs[int(ref)]].start.line) for ref in parts[1::2]]
     return "".join(parts)
-
-
-def _positions(module: cst.Module, text: str, tree: ast.Module | None, ctx: FileContext,
-               nodes: list[cst.CSTNode]) -> dict[cst.CSTNode, CodeRange]:
-    """Source ranges of `nodes`, computed only for the top-level statements that hold them.
-
-    libcst's PositionProvider regenerates the whole module's code (seconds on a large file);
-    instead each needed top-level statement is located in a module of its own, and shifted
-    by the statement's line number, which CPython's parser gives cheaply (`tree`, where it was
-    parsed already).
-    """
-    if tree is None:
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    first_lines: dict[cst.CSTNode, int] = {}
-    statements = iter(tree.body)
-    for statement in module.body:
-        parts = len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
-        first = next(statements)
-        for _ in range(parts - 1):
-            next(statements)
-        first_lines[statement] = first.lineno
-    result: dict[cst.CSTNode, CodeRange] = {}
-    for top in {_top_level(ctx, node) for node in nodes}:
-        if top not in first_lines:  # a module-level node outside any statement: fall back to the full pass
-            return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-        alone = module.with_changes(body=[top], header=(), footer=())
-        local = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
-        shift = first_lines[top] - local[top].start.line
-        for node, where in local.items():
-            result[node] = CodeRange((where.start.line + shift, where.start.column),
-                                     (where.end.line + shift, where.end.column))
-    return result
-
-
-def _top_level(ctx: FileContext, node: cst.CSTNode) -> cst.CSTNode:
-    for ancestor in [node, *ctx.ancestors(node)]:
-        if isinstance(ctx.parents.get(ancestor), cst.Module):
-            return ancestor
-    return node
 
 
 def _suppress(display: str, findings: list[Finding], suppressions: Suppressions, ruleset: RuleSet) -> list[Finding]:

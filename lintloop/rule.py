@@ -191,6 +191,13 @@ class RuleSet:
     def codes(self) -> set[str]:
         return {r.code for r in self.rules}
 
+    def may_fire(self, source: SourceScreen) -> list[type[Rule]]:
+        """The rules with a visitor that may fire in the text (each rule's screen), decided once per text:
+        the linter asks whether any may, then which."""
+        if source.firing is None or source.firing[0] is not self:
+            source.firing = (self, [rule for rule in self.rules if rule.has_visitor() and rule.may_fire(source)])
+        return source.firing[1]
+
     @property
     def framework_roots(self) -> tuple[bytes, ...]:
         """The framework names (`torch`, `tensorflow`, ...) some enabled rule needs in a file's text."""

@@ -154,6 +154,7 @@ class SourceScreen:
         self._held: dict[str, bool] = {}
         self._contained: dict[str, bool] = {}
         self._words: frozenset[bytes] | None = None
+        self.firing: tuple[object, list] | None = None  # (a RuleSet, the rules that may fire): RuleSet.may_fire
 
     def contains(self, word: str) -> bool:
         """`word` appears anywhere in the text."""

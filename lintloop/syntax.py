@@ -281,8 +281,9 @@ def selection_outline(tree: ast.Module, line_map: list[int]) -> ast.Module | Non
     read it, without parsing the selection again: one placeholder per top-level statement with lines in
     it, numbered as in the selection (`lineno` its `def` or `class` line, `decorator_list` its decorators'
     lines, `end_lineno` its last selected line; a class whose methods are selected in part ends with the
-    last selected one). None where a statement that may be a long display is selected (`parse_cst`
-    splits one by its elements, which the placeholder does not give)."""
+    last selected one, and its `body` holds a placeholder per selected statement of its body, `lineno`
+    its `def` or first line). None where a statement that may be a long display is selected
+    (`parse_cst` splits one by its elements, which the placeholder does not give)."""
     in_selection = {line: index for index, line in enumerate(line_map, start=1)}
     body: list[ast.stmt] = []
     for statement in tree.body:
@@ -297,6 +298,9 @@ def selection_outline(tree: ast.Module, line_map: list[int]) -> ast.Module | Non
         placeholder = ast.Pass(lineno=in_selection[statement.lineno], end_lineno=selected[-1], col_offset=0,
                                end_col_offset=0)
         placeholder.decorator_list = [ast.Pass(lineno=in_selection[d.lineno]) for d in decorators if d.lineno in in_selection]
+        if isinstance(statement, ast.ClassDef):
+            placeholder.body = [ast.Pass(lineno=in_selection[member.lineno]) for member in statement.body
+                                if member.lineno in in_selection]
         body.append(placeholder)
     return ast.Module(body=body, type_ignores=[])
 
