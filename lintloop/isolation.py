@@ -52,6 +52,8 @@ WORKER_RECURSION_LIMIT = 200_000
 POLL_SECONDS = 0.1
 # A pool whose fresh workers keep dying before their first item has a broken environment.
 MAX_BARREN_DEATHS = 3
+# A chunk takes at most this share of what is left per worker (1/4): chunks shrink as the work runs out.
+GUIDED_SHARES = 4
 
 _IDLE, _WORKING, _WRITING = 0.0, 1.0, 2.0  # a worker's state, in its slot
 
@@ -323,15 +325,16 @@ class WorkerPool:
             on_outcome: Callable[[int, Outcome], None], limits: Limits | None = None) -> None:
         """Call `on_outcome(index, outcome)` once per item, in completion order: `function(item)`'s
         result, or an AnalysisFailed / AnalysisError. `function` must be picklable (module-level).
-        `limits`: this run's, instead of the pool's."""
+        Items go to the workers in order, in chunks of up to `chunk_size` (`_next_chunk`). `limits`:
+        this run's, instead of the pool's."""
         limits = limits or self.limits
-        pending = deque(list(enumerate(items))[start:start + chunk_size]
-                        for start in range(0, len(items), max(1, chunk_size)))
+        unsent = deque(enumerate(items))
+        pending: deque[list[tuple[int, Item]]] = deque()  # chunks sent again (their worker died)
         barren_deaths = 0
-        while pending or self._busy:
-            while pending and (self._idle or len(self._busy) < self.size):
+        while pending or unsent or self._busy:
+            while (pending or unsent) and (self._idle or len(self._busy) < self.size):
                 worker = self._idle.pop() if self._idle else _Worker(self.context)
-                worker.chunk = pending.popleft()
+                worker.chunk = pending.popleft() if pending else self._next_chunk(unsent, chunk_size)
                 try:
                     worker.connection.send((function, worker.chunk))
                 except (BrokenPipeError, OSError):
@@ -354,6 +357,12 @@ class WorkerPool:
                     barren_deaths += 1
                     if barren_deaths > MAX_BARREN_DEATHS:
                         raise RuntimeError(f"lintloop's worker processes keep failing at start: {worker.death_cause()}")
+
+    def _next_chunk(self, unsent: deque[tuple[int, Item]], chunk_size: int) -> list[tuple[int, Item]]:
+        """Up to `chunk_size` items, fewer as the work runs out (guided scheduling): the last chunks are
+        small, so that no worker is left with a long one while the others have finished."""
+        size = min(max(1, chunk_size), max(1, len(unsent) // (self.size * GUIDED_SHARES)))
+        return [unsent.popleft() for _ in range(min(size, len(unsent)))]
 
     def _receive(self, worker: _Worker, pending: deque, on_outcome: Callable[[int, Outcome], None]) -> bool:
         try:

@@ -37,13 +37,14 @@ from dataclasses import dataclass, field, replace
 from lintloop.analysis.project import MAX_HOPS, imports_of, in_project, module_files, project_root
 from lintloop.cache import ABSENT, dependency_digest, read_module
 from lintloop.finding import Finding
+from lintloop.line_pattern import LinePattern
 
 LineLabel = Callable[[int], str]
 
 
 # A `from X import` statement at the start of a line: the cheap test for a module that may import
 # from its project (most modules import nothing but libraries, and are not parsed again here).
-_FROM_IMPORT = re.compile(rb"^from[ \t]+([\w.]+)[ \t]+import\b", re.M)
+_FROM_IMPORT = LinePattern(rb"from[ \t]+([\w.]+)[ \t]+import\b")
 # The most lines the definitions brought into one module may add, and one definition may have: the
 # model classes, loops and helpers a script splits off are short; a library's base classes are not
 # (and what a rule asks of a model, such a class does not answer).
@@ -475,13 +476,12 @@ def _first_line(statement: ast.stmt) -> int:
 
 # A top-level import statement: `from X import names` (one line, or parenthesized over several),
 # `import X as y`.
-_IMPORT_STATEMENT = re.compile(r"^(?:from[ \t]+[\w.]+[ \t]+import[ \t]*(?:\([^)]*\)|[^\n#;]*)|import[ \t]+[^\n#;]*)",
-                               re.M)
+_IMPORT_STATEMENT = LinePattern(r"(?:from[ \t]+[\w.]+[ \t]+import[ \t]*(?:\([^)]*\)|[^\n#;]*)|import[ \t]+[^\n#;]*)")
 # What a program runs at its top level: a loop, a `with`, the main guard, a bare call statement. A
 # library module defines (functions, classes, constants) and runs nothing there.
-_TOP_LEVEL_RUN = re.compile(r"^(?:if[ \t]+__name__\b|for\b|while\b|with\b|async[ \t]+(?:for|with)\b|[A-Za-z_][\w.]*\("
-                            # `fast_step = tf.function(step)`: a compiled function of an imported one
-                            r"|[A-Za-z_]\w*[ \t]*=[ \t]*[\w.]*(?:function|jit|pmap|compile)\()", re.M)
+_TOP_LEVEL_RUN = LinePattern(r"(?:if[ \t]+__name__\b|for\b|while\b|with\b|async[ \t]+(?:for|with)\b|[A-Za-z_][\w.]*\("
+                             # `fast_step = tf.function(step)`: a compiled function of an imported one
+                             r"|[A-Za-z_]\w*[ \t]*=[ \t]*[\w.]*(?:function|jit|pmap|compile)\()")
 
 
 # A training step or loop in a module that runs nothing at its top level (`def train(loader)` with the
@@ -492,7 +492,7 @@ _TRAINING_WORDS = (".backward(", ".apply_gradients(", "GradientTape", "value_and
 # program where that function is one the module imports by name and the module defines no class (a
 # library module, which assigns from its package's helpers too, `logger = get_logger(__name__)`,
 # defines classes; a script's own definitions are functions).
-_TOP_LEVEL_ASSIGNED_CALL = re.compile(r"^[A-Za-z_]\w*[ \t]*=[ \t]*([A-Za-z_]\w*)\(", re.M)
+_TOP_LEVEL_ASSIGNED_CALL = LinePattern(r"[A-Za-z_]\w*[ \t]*=[ \t]*([A-Za-z_]\w*)\(")
 
 
 def imported_definitions(text: str, path: str) -> str | None:
@@ -508,8 +508,10 @@ def imported_definitions(text: str, path: str) -> str | None:
     if not runs and not assigned_from:
         return None
     kept = [False] * (text.count("\n") + 1)
+    first, counted_to = 0, 0  # the line breaks before `counted_to`: counted once, match by match
     for match in _IMPORT_STATEMENT.finditer(text):
-        first = text.count("\n", 0, match.start())
+        first += text.count("\n", counted_to, match.start())
+        counted_to = match.start()
         for line in range(first, first + match.group(0).count("\n") + 1):
             kept[line] = True
     imports_only = "\n".join(line if keep else "" for line, keep in zip(text.split("\n"), kept))
@@ -541,7 +543,7 @@ def importers(path: str) -> list[Importer]:
     callers whose arguments decide what its functions are given."""
     directory, filename = os.path.split(path)
     stem = re.escape(os.path.splitext(filename)[0].encode())
-    mention = re.compile(rb"^from[ \t]+[\w.]*\b" + stem + rb"[ \t]+import\b|^from[ \t]+\.[ \t]+import\b[^\n]*\b" + stem, re.M)
+    mention = LinePattern(rb"from[ \t]+(?:[\w.]*\b" + stem + rb"[ \t]+import\b|\.[ \t]+import\b[^\n]*\b" + stem + rb")")
     try:
         names = sorted(os.listdir(directory))
     except OSError:

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
 import pytest
@@ -161,10 +162,12 @@ class Unreadable:
 def test_a_chunk_the_worker_cannot_read_fails_its_items_and_the_worker_goes_on():
     runs: list[dict[int, object]] = [{}, {}, {}]
     with WorkerPool(1, NO_LIMITS) as pool:
-        for outcomes, items in zip(runs, (["pid:"], [Unreadable(), "ok:b"], ["pid:"])):
+        # Eight items for one worker: the first chunk holds two (a quarter of what is left), the rest one each.
+        for outcomes, items in zip(runs, (["pid:"], [Unreadable()] + ["ok:b"] * 7, ["pid:"])):
             pool.run(behave, items, 2, outcomes.__setitem__)
-    assert all(isinstance(outcome, AnalysisError) and "RuntimeError: no unpickling here" in outcome.message
-               for outcome in runs[1].values()) and sorted(runs[1]) == [0, 1]
+    assert all(isinstance(runs[1][index], AnalysisError) and "RuntimeError: no unpickling here" in runs[1][index].message
+               for index in (0, 1)), "the chunk fails as a whole"
+    assert [runs[1][index] for index in range(2, 8)] == ["b"] * 6
     assert runs[0] == runs[2], "the same worker still serves"
 
 
@@ -327,3 +330,14 @@ def test_the_not_analysed_rule_documents_the_default_bounds():
 
     remedy = BY_CODE["LL004"].remedy
     assert f"default {DEFAULT_SECONDS:g})" in remedy and f"default {DEFAULT_MEMORY_MIB})" in remedy
+
+
+def test_chunks_shrink_as_the_work_runs_out():
+    """Guided scheduling: full chunks while much is left, then smaller ones, the last of one item."""
+    with WorkerPool(2, NO_LIMITS) as pool:
+        unsent = deque(enumerate(range(200)))
+        sizes = []
+        while unsent:
+            sizes.append(len(pool._next_chunk(unsent, 16)))
+    assert sum(sizes) == 200 and sizes[0] == 16 and sizes[-4:] == [1, 1, 1, 1]
+    assert sizes == sorted(sizes, reverse=True)

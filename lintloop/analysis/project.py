@@ -21,7 +21,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -31,6 +30,7 @@ from lintloop.analysis.base import Analysis
 from lintloop.analysis.names import canonical
 from lintloop.analysis.syntax import dotted
 from lintloop.cache import ABSENT
+from lintloop.line_pattern import LinePattern
 
 # How many re-exports (`from .losses import compute_loss` in a package's `__init__.py`) a name
 # is followed through, and how many helper-of-helper calls a question follows.
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 else:
     nodes: Any = None  # `astroid.nodes`, imported with the first module read: most runs never need astroid
 # A relative import statement, at any indentation (one line, or parenthesized over several).
-_RELATIVE_IMPORT = re.compile(r"^[ \t]*from[ \t]+\.+[\w.]*[ \t]+import\b(?:[ \t]*\([^)]*\)|[^\n]*)", re.M)
+_RELATIVE_IMPORT = LinePattern(r"[ \t]*from[ \t]+\.+[\w.]*[ \t]+import\b(?:[ \t]*\([^)]*\)|[^\n]*)")
 
 
 @dataclass(frozen=True)
