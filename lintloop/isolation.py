@@ -178,9 +178,12 @@ def gc_paused() -> Iterator[None]:
         gc.enable()
 
 
-def _worker_main(connection: Connection, slot: Any, gc_thresholds: tuple[int, ...]) -> None:
+def _worker_main(connection: Connection, slot: Any, gc_thresholds: tuple[int, ...],
+                 initializer: Callable[[], None] | None = None) -> None:
     global _slot
     _slot = slot
+    if initializer is not None:
+        initializer()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops the workers
     faulthandler.disable()  # a crash is reported as the file's outcome, not as a dump on the terminal
     gc.set_threshold(*gc_thresholds)
@@ -238,10 +241,10 @@ def _serve(connection: Connection, slot: Any) -> None:
 
 
 class _Worker:
-    def __init__(self, context: BaseContext) -> None:
+    def __init__(self, context: BaseContext, initializer: Callable[[], None] | None = None) -> None:
         self.slot = context.RawArray("d", 3)
         self.connection, child_end = context.Pipe()
-        self.process = context.Process(target=_worker_main, args=(child_end, self.slot, gc.get_threshold()),
+        self.process = context.Process(target=_worker_main, args=(child_end, self.slot, gc.get_threshold(), initializer),
                                        daemon=True, name="lintloop-worker")
         self.process.start()
         child_end.close()
@@ -308,12 +311,20 @@ def default_context() -> BaseContext:
 class WorkerPool:
     """Up to `workers` processes running a function over items, within `limits`; see the module docstring."""
 
-    def __init__(self, workers: int, limits: Limits, context: BaseContext | None = None) -> None:
+    def __init__(self, workers: int, limits: Limits, context: BaseContext | None = None,
+                 initializer: Callable[[], None] | None = None) -> None:
+        """`initializer`: called in each worker as it starts (module-level, like `run`'s function)."""
         self.size = max(1, workers)
         self.limits = limits
         self.context = context or default_context()
+        self.initializer = initializer
         self._idle: list[_Worker] = []
         self._busy: list[_Worker] = []
+
+    def start(self) -> None:
+        """Start every worker now (else each starts when `run` first needs it): their initializer runs
+        while this process prepares the work."""
+        self._idle += [_Worker(self.context, self.initializer) for _ in range(self.size - len(self._idle) - len(self._busy))]
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -333,7 +344,7 @@ class WorkerPool:
         barren_deaths = 0
         while pending or unsent or self._busy:
             while (pending or unsent) and (self._idle or len(self._busy) < self.size):
-                worker = self._idle.pop() if self._idle else _Worker(self.context)
+                worker = self._idle.pop() if self._idle else _Worker(self.context, self.initializer)
                 worker.chunk = pending.popleft() if pending else self._next_chunk(unsent, chunk_size)
                 try:
                     worker.connection.send((function, worker.chunk))

@@ -79,12 +79,25 @@ def chunk_size(jobs: int, workers: int) -> int:
     return max(1, min(MAX_CHUNK, jobs // (workers * CHUNKS_PER_WORKER)))
 
 
+def started_workers(workers: int, limits: Limits) -> WorkerPool:
+    """A pool for `run_jobs` whose workers start now and import the engine (libcst, the rules) while
+    this process finds the files: a run over directories then starts linting at once. The caller closes it."""
+    pool = WorkerPool(workers, limits, initializer=_import_engine)
+    pool.start()
+    return pool
+
+
+def _import_engine() -> None:
+    import lintloop.linter  # noqa: F401 - imported for the worker's first file
+
+
 def run_jobs(jobs: list[Job], workers: int, on_result: Callable[[JobResult], None] | None = None,
-             limits: Limits = Limits()) -> list[JobResult]:
+             limits: Limits = Limits(), pool: WorkerPool | None = None) -> list[JobResult]:
     """Run the jobs on up to `workers` worker processes, each file within `limits` (lintloop.isolation):
     a file whose analysis crashes, overruns or exhausts its worker is reported as not analysed (LL004)
     and costs no other file. `on_result` (in this process) sees each result as it completes, in
-    completion order. Returns the results sorted by display path."""
+    completion order. `pool`: workers started already (`started_workers`), used instead of new ones.
+    Returns the results sorted by display path."""
     results: list[tuple[int, JobResult]] = []  # with the job's index: ties in display keep the job order
 
     def finish(index: int, result: JobResult) -> None:
@@ -110,13 +123,13 @@ def run_jobs(jobs: list[Job], workers: int, on_result: Callable[[JobResult], Non
         pending.sort(key=lambda index: -jobs[index].modified_ns if jobs[index].mode == "check" else 0)
         todo = [jobs[index] for index in pending]
         workers = min(workers, len(todo)) if len(todo) > 4 else 1
-        with WorkerPool(workers, limits) as pool:
+        with contextlib.nullcontext(pool) if pool is not None else WorkerPool(workers, limits) as running:
             try:
-                pool.run(run_job, todo, chunk_size(len(todo), workers),
-                         lambda index, outcome: finish(pending[index], _job_result(todo[index], outcome)))
+                running.run(run_job, todo, chunk_size(len(todo), workers),
+                            lambda index, outcome: finish(pending[index], _job_result(todo[index], outcome)), limits)
             except BaseException:
                 # Ctrl-C or a broken pool: stop now (the workers hold nothing worth keeping).
-                pool.close()
+                running.close()
                 raise
     results.sort(key=lambda item: (item[1].display, item[0]))
     return [result for _, result in results]

@@ -142,3 +142,21 @@ def test_a_small_run_of_files_without_deep_learning_code_starts_no_worker(tmp_pa
         (tmp_path / name).write_text("x = 1\n")
         jobs.append(runner.Job(str(tmp_path / name), name, ("LL001", "LL301"), "{}", "check", explicit=False))
     assert [(r.display, r.passed_over) for r in runner.run_jobs(jobs, 2)] == [("a.py", True), ("b.py", True)]
+
+
+@pytest.mark.parametrize(("args", "started"), [(["check", "--no-cache", "--jobs", "2", "."], 2),
+                                               (["fix", "--jobs", "2", "."], 2),
+                                               (["check", "--jobs", "2", "."], 0),  # a warm run may need no engine
+                                               (["check", "--no-cache", "--jobs", "2", "a.py"], 0)])  # files named
+def test_without_a_cache_a_directory_run_starts_its_workers_before_finding_the_files(project, args, started):
+    """The workers import the engine while the parent walks the directories (a cold run's start-up)."""
+    (project / "a.py").write_text((FIXTURES / "LL301_bad.py").read_text())
+    probe = ("import multiprocessing, sys, lintloop.cli as cli\n"
+             "find = cli._discover\n"
+             "def watched(*args):\n"
+             "    print('workers while finding:', len(multiprocessing.active_children()))\n"
+             "    return find(*args)\n"
+             "cli._discover = watched\n"
+             f"sys.exit(cli.main({args!r}))\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=project, capture_output=True, text=True, timeout=120)
+    assert f"workers while finding: {started}\n" in done.stdout, done.stdout + done.stderr
