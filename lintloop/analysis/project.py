@@ -172,6 +172,7 @@ class Project(Analysis):
         self.file: LintedFile | None = ctx.file
         self.consulted: dict[str, str] = {}  # path -> content digest (`ABSENT`): what the findings depend on
         self._own_imports: dict[str, str] | None = None
+        self._wrappers: dict[str, bool] = {}  # dotted name -> `wraps_tf_function`: a file decorates with a few, often
         if self.file is not None:
             self.root, parts = project_root(self.file.path)
             is_package = os.path.basename(self.file.path) == "__init__.py"
@@ -253,9 +254,16 @@ class Project(Analysis):
         """`expr` names a project function that returns `tf.function(...)` of its arguments (a
         decorator such as tf_agents' `common.function`), or a project module's alias of
         `tf.function` (`function = tf.function`)."""
-        if self.file is None or not dotted(expr):
+        name = dotted(expr) if self.file is not None else None
+        if not name:
             return False
-        head, _, rest = dotted(expr).partition(".")
+        wraps = self._wrappers.get(name)
+        if wraps is None:
+            wraps = self._wrappers[name] = self._wraps_tf_function(name)
+        return wraps
+
+    def _wraps_tf_function(self, name: str) -> bool:
+        head, _, rest = name.partition(".")
         imported = self._imports.get(head)
         if imported is None:
             return False
