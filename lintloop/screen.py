@@ -31,6 +31,11 @@ method's class, and a selected callable class's `__init__`, `build`, `forward`/`
 `dataset.map(Preprocess())`, runs them without naming them). The file's
 imports and bound names come from the whole file. So the analyses answer as on the whole file,
 and the findings are the same (tests/test_screen.py, bench/compare_modes.py).
+
+Before any parse, `SourceScreen` asks the same of the text, never saying no where the tree would say
+yes: a word counts where it starts a word on a line that is not a comment line (a comment, or a
+string's text: the tree holds neither), a call where `NAME(` follows no `def`, and an outside call where
+a `.` (or a line break that may continue a chain) comes before it.
 """
 
 from __future__ import annotations
@@ -101,12 +106,19 @@ def _call(word: str) -> re.Pattern[str]:
 
 
 def _found(pattern: re.Pattern[str], text: str) -> bool:
-    """A match of `pattern` that does not continue an identifier on its left."""
-    return any(_starts_word(text, m.start()) for m in pattern.finditer(text))
+    """A match of `pattern` that starts a word of code (`_code_word`)."""
+    return any(_code_word(text, m.start()) for m in pattern.finditer(text))
 
 
-def _starts_word(text: str, start: int) -> bool:
-    return start == 0 or not (text[start - 1].isalnum() or text[start - 1] == "_")
+def _code_word(text: str, start: int) -> bool:
+    """The match at `start` does not continue an identifier on its left, and is not on a comment line
+    (a line whose text starts with `#`, which is a comment or a string's text, never code: the tree
+    holds neither; unless a `{` before it on the line may open an f-string's expression)."""
+    if start and (text[start - 1].isalnum() or text[start - 1] == "_"):
+        return False
+    line = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start)) + 1
+    head = text[line:start]
+    return not head.lstrip(" \t").startswith("#") or "{" in head
 
 
 _IMPORT_WORD = re.compile(r"\b(?:import|from)\b")
@@ -133,11 +145,21 @@ _NOT_A_CALL_BEFORE = re.compile(rf"(?:{_DEFINITION_OR_BASE_CALL})$")
 _NOT_AN_OUTSIDE_CALL_BEFORE = re.compile(rf"(?:{_DEFINITION_OR_BASE_CALL}|(?<![\w.])self\.)$")
 
 
-def _found_call(word: str, text: str, before: re.Pattern[str] = _NOT_A_CALL_BEFORE) -> bool:
+def _found_call(word: str, text: str, before: re.Pattern[str] = _NOT_A_CALL_BEFORE, method: bool = False) -> bool:
     """`text` may call `word`: it spells `word(` other than after what `before` matches (`def`,
-    `super().`)."""
-    return any(_starts_word(text, m.start()) and not before.search(text, max(0, m.start() - 12), m.start())
-               for m in _call(word).finditer(text))
+    `super().`); `method`: only as an attribute (`_after_a_dot`)."""
+    return any(_code_word(text, m.start()) and not before.search(text, max(0, m.start() - 12), m.start())
+               and (not method or _after_a_dot(text, m.start())) for m in _call(word).finditer(text))
+
+
+def _after_a_dot(text: str, start: int) -> bool:
+    """The word at `start` may be an attribute's name: a `.` before it (spaces aside), or a line break,
+    which may continue a chain (`model\n    .forward(x)`, even with a comment between). Not the word
+    of a comment or docstring's prose (`in forward() so`, `feed-forward (MLP)`)."""
+    index = start - 1
+    while index >= 0 and text[index] in " \t":
+        index -= 1
+    return index >= 0 and text[index] in ".\n\r\\"
 
 
 # Every byte but an ASCII letter, digit or `_` as a space: `bytes.split` then gives the text's words.
@@ -193,7 +215,7 @@ class SourceScreen:
         held = self._held.get(key)
         if held is None:
             held = self._held[key] = self.has_word(root) and any(
-                _starts_word(self.text, m.start()) and _on_import_line(self.text, m.start())
+                _code_word(self.text, m.start()) and _on_import_line(self.text, m.start())
                 for m in _word(root).finditer(self.text))
         return held
 
@@ -215,7 +237,7 @@ class SourceScreen:
         if kind == "name":
             return _found(_word(word), text)
         if kind == "outside_call":
-            return _found_call(word, text, _NOT_AN_OUTSIDE_CALL_BEFORE)
+            return _found_call(word, text, _NOT_AN_OUTSIDE_CALL_BEFORE, method=True)
         # A call spells `word(`, or calls an alias of `word`, which an import statement spells.
         return _found_call(word, text) or _found(_word(word), self.imports)
 

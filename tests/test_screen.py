@@ -137,6 +137,25 @@ def test_a_class_calling_its_own_forward_is_no_outside_call():
     assert any("outside_call:forward" in unit.tokens for unit in FileFacts(ast.parse(outside)).units)
 
 
+@pytest.mark.parametrize("line, method", [
+    ("# the attention mask is precomputed in BertModel forward() for all layers\n", False),
+    ('"""feed-forward (MLP), see forward()"""\n', False),
+    ("y = forward(x)\n", False),  # a function of that name: no method
+    ("y = model . forward(x)\n", True),
+    ("y = (model\n     .forward(x))\n", True),
+    ("y = (model.  # the raw module\n     forward(x))\n", True),  # the chain goes on after a comment
+    ("y = model.\\\n    forward(x)\n", True),
+])
+def test_an_outside_call_is_a_method_call_to_the_text_screen_as_to_the_tree(line, method):
+    """`outside_call:NAME` is an attribute's call (`x.NAME(...)`): prose that names `NAME()` in a
+    comment or docstring is none; a chain split over lines is one."""
+    import ast
+
+    text = "import torch\nself.forward\n" + line
+    assert SourceScreen(text).may_hold("outside_call:forward") is method
+    assert any("outside_call:forward" in unit.tokens for unit in FileFacts(ast.parse(text)).units) is method
+
+
 @pytest.mark.parametrize("text, imported", [
     ("import tensorflow as tf\n", True),
     ("from tensorflow import keras\n", True),
@@ -310,3 +329,26 @@ def test_selecting_a_chain_of_helpers_reads_each_unit_a_bounded_number_of_times(
 ])
 def test_a_word_is_looked_up_among_the_text_s_words_before_any_search(text, word, held):
     assert SourceScreen(text).has_word(word) is held
+
+
+@pytest.mark.parametrize("text, token, held", [
+    ("import torch\n# remember model.eval() before scoring\n", "call:eval", False),
+    ("import torch\n    # model.eval() is called by the caller\n", "call:eval", False),
+    ('import torch\ns = """\n# then model.eval()\n"""\n', "call:eval", False),  # a string's text: no code either
+    ("import torch\nmodel.eval()  # model.eval()\n", "call:eval", True),
+    ('import torch\ns = f"""\n# {model.eval()}\n"""\n', "call:eval", True),  # an f-string's expression
+    ("import torch\n# a comment\rmodel.eval()\n", "call:eval", True),  # a line ended by a lone CR
+    ("# import torch\nimport numpy\n", "import:torch", False),
+])
+def test_a_word_on_a_comment_line_is_no_code_to_the_text_screen(text, token, held):
+    """A line whose text starts with `#` is a comment, or a string's text: the tree holds neither, so
+    the text screen does not count what it names."""
+    import ast
+
+    screen = SourceScreen(text)
+    if token.startswith("import:"):
+        assert screen.imports_framework(token.partition(":")[2]) is held
+        return
+    assert screen.may_hold(token) is held
+    if held:
+        assert any(token in unit.tokens for unit in FileFacts(ast.parse(text)).units)
