@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator
+import operator
+from typing import Any, Callable, Iterator
 
 import libcst as cst
 
@@ -61,7 +62,8 @@ def string_value(expr: cst.BaseExpression | None) -> str | None:
 _LAYOUT_SUBSTRINGS = ("whitespace", "lpar", "rpar", "leading_lines", "lines_after_decorators")
 _LAYOUT_FIELDS = {"comma", "semicolon", "header", "footer", "newline", "dot", "equal", "colon", "operator",
                   "asynchronous", "lbracket", "rbracket", "lbrace", "rbrace", "star", "relative"}
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+# Per node type, what reads its non-layout fields at once (`operator.attrgetter`, in C).
+_CHILD_FIELDS: dict[type, Callable[[cst.CSTNode], tuple[Any, ...]]] = {}
 
 
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
@@ -72,17 +74,28 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     """
     fields = _CHILD_FIELDS.get(type(node))
     if fields is None:
-        fields = tuple(f.name for f in dataclasses.fields(node)
-                       if f.name not in _LAYOUT_FIELDS and not any(w in f.name for w in _LAYOUT_SUBSTRINGS))
-        _CHILD_FIELDS[type(node)] = fields
+        fields = _CHILD_FIELDS[type(node)] = _field_reader(type(node))
     result: list[cst.CSTNode] = []
-    for name in fields:
-        value = getattr(node, name)
-        if _is_node_type(type(value)):
+    for value in fields(node):
+        is_node = _NODE_TYPES.get(type(value))  # `_is_node_type`, inline: a call per field costs here
+        if is_node is None:
+            is_node = _is_node_type(type(value))
+        if is_node:
             result.append(value)
         elif isinstance(value, (tuple, list)):
-            result.extend(v for v in value if _is_node_type(type(v)))
+            result.extend([v for v in value if _is_node_type(type(v))])
     return result
+
+
+def _field_reader(node_type: type) -> Callable[[cst.CSTNode], tuple[Any, ...]]:
+    names = [f.name for f in dataclasses.fields(node_type)
+             if f.name not in _LAYOUT_FIELDS and not any(w in f.name for w in _LAYOUT_SUBSTRINGS)]
+    if len(names) > 1:
+        return operator.attrgetter(*names)
+    if names:
+        read = operator.attrgetter(names[0])
+        return lambda node: (read(node),)
+    return lambda node: ()
 
 
 # Node types, by type: `isinstance(value, cst.CSTNode)` goes through ABCMeta.__instancecheck__ (CSTNode is
