@@ -61,6 +61,8 @@ class SourceText:
 
 
 def _dominant_newline(text: str) -> str:
+    if "\r" not in text:  # most files: one fast scan
+        return "\n"
     crlf = text.count("\r\n")
     return "\r\n" if crlf and crlf >= text.count("\n") - crlf else "\n"
 

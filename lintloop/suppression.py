@@ -31,9 +31,11 @@ class Suppressions:
     def may_report(text: str) -> bool:
         """Can `text` hold a suppression that is reported by itself (LL002, LL003) without any finding?
         Only `# lintloop:` comments and noqa comments naming LL codes can."""
-        lowered = text.lower()  # a plain search of the lowered text is faster than a case-blind regex
-        return ("lintloop" in lowered and bool(_LINTLOOP.search(text))) or (
-            "noqa" in lowered and bool(_NOQA_NAMING_OURS.search(text)))
+        # A plain search of the lowered text is faster than a case-blind regex; its bytes lower faster
+        # than the text (ASCII letters only: no other character lowers to one of these words' letters).
+        lowered = text.encode("utf-8", "surrogatepass").lower()
+        return (b"lintloop" in lowered and bool(_LINTLOOP.search(text))) or (
+            b"noqa" in lowered and bool(_NOQA_NAMING_OURS.search(text)))
 
     @classmethod
     def scan(cls, text: str) -> Suppressions:
