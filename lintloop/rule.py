@@ -100,7 +100,10 @@ class Rule:
     @classmethod
     def may_fire(cls, source: SourceScreen) -> bool:
         """Cheap text test: False when this rule cannot fire on a file (so it needs no parse)."""
-        return any(source.may_use(fw) for fw in cls.frameworks) and cls.needs.possible_in(source)
+        for framework in cls.frameworks:
+            if source.may_use(framework):
+                return cls.needs.possible_in(source)
+        return False
 
     @classmethod
     def metadata(cls) -> dict[str, Any]:
