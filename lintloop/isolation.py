@@ -182,11 +182,11 @@ def _worker_main(connection: Connection, slot: Any, gc_thresholds: tuple[int, ..
                  initializer: Callable[[], None] | None = None) -> None:
     global _slot
     _slot = slot
-    if initializer is not None:
-        initializer()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops the workers
     faulthandler.disable()  # a crash is reported as the file's outcome, not as a dump on the terminal
     gc.set_threshold(*gc_thresholds)
+    if initializer is not None:
+        initializer()
     threading.stack_size(WORKER_STACK_BYTES)
     parent = multiprocessing.parent_process()
     if parent is not None:
