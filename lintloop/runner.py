@@ -118,9 +118,11 @@ def run_jobs(jobs: list[Job], workers: int, on_result: Callable[[JobResult], Non
                 finish(index, found)
     if pending:
         # A check takes the most recently modified first: in a warm run they are the files to analyse,
-        # which then start at once while the other workers answer the rest from the cache. (fix and
-        # diff, never cached, go in the order of the paths.)
-        pending.sort(key=lambda index: -jobs[index].modified_ns if jobs[index].mode == "check" else 0)
+        # which then start at once while the other workers answer the rest from the cache. (fix, diff
+        # and a check without a cache go in the order of the paths: a package's modules together, in
+        # the chunks of one worker, which then parses the modules they import once.)
+        pending.sort(key=lambda index: -jobs[index].modified_ns
+                     if jobs[index].mode == "check" and jobs[index].cache_dir is not None else 0)
         todo = [jobs[index] for index in pending]
         workers = min(workers, len(todo)) if len(todo) > 4 else 1
         with contextlib.nullcontext(pool) if pool is not None else WorkerPool(workers, limits) as running:

@@ -112,22 +112,29 @@ def test_a_warm_directory_run_imports_the_engine_in_no_process(project):
 
 def test_a_check_dispatches_the_most_recently_modified_files_first(tmp_path):
     """In a warm run the files just edited are the ones to analyse: they start first; the results
-    still come back in the order of the paths."""
+    still come back in the order of the paths. Without a cache (fix, diff, `--no-cache`), the files
+    go in the order of the paths: a package's modules together."""
+    from dataclasses import replace
+
+    from lintloop.cache import ResultCache
     from lintloop.runner import MAX_CHUNK, Job, run_jobs
 
+    cache = ResultCache.open(tmp_path)
+    assert cache is not None
     jobs = []
     for index in range(MAX_CHUNK + 3):  # more than the parent answers alone
         path = tmp_path / f"m{index:03}.py"
         path.write_text("x = 1\n")
-        jobs.append(Job(str(path), path.name, ("LL001",), "{}", "check", modified_ns=index))
+        jobs.append(Job(str(path), path.name, ("LL001",), "{}", "check", cache_dir=str(cache.directory),
+                        modified_ns=index))
     seen: list[str] = []
     results = run_jobs(jobs, 1, on_result=lambda result: seen.append(result.display))
     assert seen == [job.display for job in reversed(jobs)]
     assert [result.display for result in results] == [job.display for job in jobs]
-    fixes = [Job(job.path, job.display, job.codes, job.options, "diff", modified_ns=job.modified_ns) for job in jobs]
-    seen.clear()
-    run_jobs(fixes, 1, on_result=lambda result: seen.append(result.display))
-    assert seen == [job.display for job in jobs]  # fix and diff: in the order of the paths
+    for uncached in ([replace(job, mode="diff", cache_dir=None) for job in jobs], [replace(job, cache_dir=None) for job in jobs]):
+        seen.clear()
+        run_jobs(uncached, 1, on_result=lambda result: seen.append(result.display))
+        assert seen == [job.display for job in jobs]
 
 
 def test_a_small_run_of_files_without_deep_learning_code_starts_no_worker(tmp_path, monkeypatch):
