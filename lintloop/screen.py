@@ -80,18 +80,13 @@ class Needs:
         """Cheap text test: False when no statement of the file can hold these tokens. (Plain loops:
         asked of every rule for every file, where generators cost as much as the cached answers.)"""
         may_hold = text.may_hold
-        for group in self.file:
-            for token in group:
-                if may_hold(token):
-                    break
-            else:
-                return False
-        for group in self.statement:
-            for token in group:
-                if may_hold(token):
-                    break
-            else:
-                return False
+        for groups in (self.file, self.statement):
+            for group in groups:
+                for token in group:
+                    if may_hold(token):
+                        break
+                else:
+                    return False
         return True
 
 
