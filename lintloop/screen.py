@@ -6,7 +6,9 @@ Each rule declares its `Needs` in tokens this module understands:
                imported alias of it: `from tensorflow import function as tfn; tfn(f)`), not a
                `super().NAME(...)` call (a class extending its base's method)
 - `outside_call:NAME`  a call `x.NAME(...)` of a method on something other than `self` (or
-               `super()`): a method called from outside its class (`model.forward(x)`)
+               `super()`): a method called from outside its class (`model.forward(x)`); not on a
+               name the file imports or defines a class by, nor an attribute of one
+               (`Base.forward(self, x)`, `nn.LayerNorm.forward(self, x)`: no instance)
 - `name:NAME`  an identifier NAME: a name, an attribute, or a part of an imported name
                (`from tensorflow.distribute import MirroredStrategy` gives `distribute`)
 - `loop`, `augassign`, `return`, `global`: a `for`/`while` loop, an augmented assignment, a return
@@ -15,6 +17,12 @@ Each rule declares its `Needs` in tokens this module understands:
                iteration: for the rules that ask `LoopValues.iteration_unit`
 - `calls_loop` a unit that calls a function of the file holding a loop (by its last name): the loop
                runs there, after what the unit did before the call (`model.eval()`)
+- `serial_map` a call `x.map(...)` passing no `num_parallel_calls`: not by keyword, nor as its second
+               positional argument
+- `runs_evaluated`  a unit calling `X.eval()` (no arguments) where X may run afterwards: some call
+               of the file runs X (`X(...)`, or `X.sub(...)` with `sub` an attribute the file assigns,
+               or `module`), or the unit passes X to a call and some call of the file runs a parameter
+               (by its name); module code is one unit here too
 - `text:TEXT`  TEXT appears anywhere in the file (file needs only: a loose, cheap pre-condition)
 
 `Needs.file` groups must each be matched somewhere in the file; `Needs.statement` groups must all
@@ -43,6 +51,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
@@ -50,7 +59,8 @@ from lintloop.analysis.calls import REPEAT_DEPTH
 from lintloop.analysis.names import Names
 from lintloop.frameworks import FRAMEWORK_ROOTS, shows_framework
 
-STRUCTURAL_TOKENS = frozenset({"loop", "repeated", "calls_loop", "augassign", "return", "global"})
+STRUCTURAL_TOKENS = frozenset({"loop", "repeated", "calls_loop", "runs_evaluated", "serial_map", "augassign", "return",
+                               "global"})
 # Statements holding a fact about the whole file that the analyses may need wherever a rule reports:
 # the Keras version (TF_USE_LEGACY_KERAS) and a global mixed-precision policy (set at module level,
 # or by a setup function, while the training step is elsewhere).
@@ -95,6 +105,8 @@ _STRUCTURAL_TEXT = {
     "loop": re.compile(r"\b(?:for|while)\b"),
     "repeated": re.compile(r"\b(?:for|while)\b"),  # a function called in a loop: the file holds a loop
     "calls_loop": re.compile(r"\b(?:for|while)\b"),  # a call of a function holding a loop: likewise
+    "runs_evaluated": re.compile(r"\beval\b"),  # an `X.eval()` call
+    "serial_map": re.compile(r"\bmap\b"),  # an `x.map(...)` call
     "augassign": re.compile(r"(?:[-+*/%&|^@]|//|\*\*|>>|<<)="),
     "return": re.compile(r"\breturn\b"),
     "global": re.compile(r"\b(?:global|nonlocal)\b"),
@@ -288,6 +300,8 @@ class Unit:
     # `ds.map(Preprocess())`) runs them without naming them.
     call_path: list[int] = field(default_factory=list)
     empty_alone: bool = False  # a class whose body is only methods: it parses only with one of them
+    evaluated: set[str] = field(default_factory=set)  # X of each `X.eval()` call (a dotted name)
+    calls: list[ast.Call] = field(default_factory=list)  # its calls, for `_mark_evaluated_runs`
 
     @property
     def first_line(self) -> int:
@@ -318,6 +332,11 @@ class FileFacts:
     def __init__(self, tree: ast.Module) -> None:
         self.imports: dict[str, str] = {}
         self.bound_names: set[str] = set()
+        self.parameters: set[str] = set()  # the names of every function's (and lambda's) parameters
+        self.classes: set[str] = set()  # the names of the file's classes (at any depth)
+        # (unit, method, name) of each outside call on a name or attribute chain (`model.`, `nn.LayerNorm.`,
+        # not `self.`): a token unless the name is a class or an import, known once the file is walked.
+        self._named_outside_calls: list[tuple[Unit, str, str]] = []
         self.units: list[Unit] = []
         self._fallback_imports: set[ast.Import | ast.ImportFrom] = set()  # under an `except` handler
         imports: list[ast.Import | ast.ImportFrom] = []
@@ -338,6 +357,9 @@ class FileFacts:
                 unit.defines.add(changed)
         for node in sorted(imports, key=lambda n: (n.lineno, n.col_offset)):
             self._record_import(node)
+        for unit, method, name in self._named_outside_calls:
+            if name not in self.classes and name not in self.imports:
+                unit.tokens.add("outside_call:" + method)
         for unit, plain_calls in called:  # what imported aliases stand for, now that imports are known
             tokens = unit.tokens
             for name in unit.reads & self.imports.keys():
@@ -347,6 +369,7 @@ class FileFacts:
             tokens.update("name:" + name for name in unit.reads)
         self._mark_repeated()
         self._mark_loop_callers()
+        self._mark_evaluated_runs()
         self.names = Names(self.imports, self.bound_names)
         self.tokens = set().union(*(s.tokens for s in self.units)) if self.units else set()
         self._starts = sorted(start for s in self.units for start in s.starts)
@@ -379,6 +402,34 @@ class FileFacts:
         self.units.append(unit)
         return unit
 
+    def _mark_evaluated_runs(self) -> None:
+        """`runs_evaluated` for a unit (or the module code together) calling `X.eval()` where X may run
+        after it: run by a call of the file (`X(x)`, `X.decoder(x)`: what EvalWithoutNoGrad takes for a
+        forward pass, `X.sub` being a module only where the file assigns the attribute `sub`, or `X.module`
+        of a wrapper), or passed to one of the unit's calls where some call of the file runs a parameter
+        (`evaluate(model, loader)` and `def evaluate(net, loader): ... net(x)`; by name, as the rule
+        follows a name into the functions a loop calls). Nothing else can be a forward pass after it."""
+        if not any(unit.evaluated for unit in self.units):
+            return
+        assigned = set().union(*(unit.attributes for unit in self.units)) | {"module"}
+        run: set[str] = set()
+        for unit in self.units:
+            for call in unit.calls:
+                func = call.func
+                if type(func) is ast.Attribute and func.attr in assigned:
+                    run.add(_dotted(func.value))
+                run.add(_dotted(func))
+        run.discard(None)
+        run_parameters = not run.isdisjoint(self.parameters)
+        module_code = [unit for unit in self.units if not unit.definition]
+        groups = [[unit] for unit in self.units if unit.definition and unit.evaluated] + [module_code]
+        for group in groups:
+            evaluated = set().union(*(unit.evaluated for unit in group))
+            if evaluated & run or run_parameters and evaluated & {
+                    _dotted(value) for unit in group for call in unit.calls for value in _argument_values(call)}:
+                for unit in group:
+                    unit.tokens.add("runs_evaluated")
+
     def _split_class(self, node: ast.ClassDef, imports: list) -> list[tuple[Unit, set[str]]]:
         """A class with methods is screened method by method: a 5,000-line trainer class whose
         `training_step` holds a `backward()` needs only that method (and what it uses) in a CST."""
@@ -387,6 +438,7 @@ class FileFacts:
         shell.definition = True
         shell.defines.add(node.name)
         self.bound_names.add(node.name)
+        self.classes.add(node.name)
         own: list[ast.AST] = [*node.decorator_list, *node.bases, *node.keywords]
         called = [(shell, set())]
         for child in node.body:
@@ -430,13 +482,26 @@ class FileFacts:
             if kind is ast.Attribute:
                 reads.add(node.attr)
             elif kind is ast.Call:
+                unit.calls.append(node)
                 func = node.func
                 if type(func) is ast.Attribute:
                     value = func.value
+                    if func.attr == "eval" and not node.args and not node.keywords:
+                        evaluated = _dotted(value)
+                        if evaluated is not None:
+                            unit.evaluated.add(evaluated)
+                    elif func.attr == "map" and _serial_map(node):
+                        tokens.add("serial_map")
                     if not (type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "super"):
                         tokens.add("call:" + func.attr)
                         if func.attr in _OUTSIDE_CALLS and not (type(value) is ast.Name and value.id == "self"):
-                            tokens.add("outside_call:" + func.attr)
+                            head = value
+                            while type(head) is ast.Attribute:
+                                head = head.value
+                            if type(head) is ast.Name and head.id != "self":
+                                self._named_outside_calls.append((unit, func.attr, head.id))
+                            else:
+                                tokens.add("outside_call:" + func.attr)
                     if func.attr in _FILE_FACT_CALLS:
                         unit.always = True
                     if where & _IN_LOOP:
@@ -454,6 +519,7 @@ class FileFacts:
                 continue
             elif kind is ast.arg:
                 bound.add(node.arg)
+                self.parameters.add(node.arg)
                 if not in_function:
                     defines.add(node.arg)  # a lambda's parameters bind in the enclosing scope, as in the index
             elif kind is ast.Assign:
@@ -491,7 +557,9 @@ class FileFacts:
             elif kind in _DEFINITIONS:
                 bound.add(node.name)
                 defines.add(node.name)
-                if kind is not ast.ClassDef:
+                if kind is ast.ClassDef:
+                    self.classes.add(node.name)
+                else:
                     unit.functions.add(node.name)
                     if not in_function:  # its name and decorators belong to the enclosing scope
                         stack.extend((d, where) for d in node.decorator_list)
@@ -644,6 +712,39 @@ class FileFacts:
         if pieces and not pieces[-1].endswith(("\n", "\r")):
             pieces[-1] += "\n"
         return "".join(pieces), line_map
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """`a.b.c` for a name/attribute chain, else None, as the analyses' `dotted` reads the CST (where
+    `True`, `False` and `None` are names too)."""
+    parts = []
+    while type(node) is ast.Attribute:
+        parts.append(node.attr)
+        node = node.value
+    if type(node) is ast.Name:
+        parts.append(node.id)
+    elif type(node) is ast.Constant and (node.value is True or node.value is False or node.value is None):
+        parts.append(str(node.value))
+    else:
+        return None
+    return ".".join(reversed(parts))
+
+
+def _serial_map(call: ast.Call) -> bool:
+    """A `map` call that may leave `num_parallel_calls` out: no keyword names it, and its second argument
+    is no positional one (`ds.map(fn, 4)`; with a `*args`, whose place among the keywords the tree does
+    not keep, it may be)."""
+    if any(keyword.arg == "num_parallel_calls" for keyword in call.keywords):
+        return False
+    return len(call.args) < 2 or any(type(argument) is ast.Starred for argument in call.args)
+
+
+def _argument_values(call: ast.Call) -> Iterator[ast.expr]:
+    """What a call passes: its arguments' values (starred ones' too) and its keywords' values."""
+    for argument in call.args:
+        yield argument.value if type(argument) is ast.Starred else argument
+    for keyword in call.keywords:
+        yield keyword.value
 
 
 def _changed_by_method_call(node: ast.stmt) -> str | None:

@@ -137,6 +137,34 @@ def test_a_class_calling_its_own_forward_is_no_outside_call():
     assert any("outside_call:forward" in unit.tokens for unit in FileFacts(ast.parse(outside)).units)
 
 
+@pytest.mark.parametrize("call, outside", [
+    ("Block.forward(self, x)", False),  # the base's method through its class: no instance
+    ("Base.forward(self, x)", False),  # an imported class (or any imported name): no instance either
+    ("torch.nn.LayerNorm.forward(self, x)", False),  # an attribute of an import
+    ("block.forward(x)", True),
+    ("self.block.forward(x)", True),
+    ("trainer.model.forward(x)", True),
+    ("Block(1).forward(x)", True),
+])
+def test_a_call_through_a_class_or_an_import_is_no_outside_call(call, outside):
+    import ast
+    code = textwrap.dedent(f"""
+        import torch
+        from models import Base
+
+        class Block(torch.nn.Module):
+            def forward(self, x):
+                return x
+
+        class Wide(Block):
+            def forward(self, x):
+                return {call}
+    """)
+    assert any("outside_call:forward" in unit.tokens for unit in FileFacts(ast.parse(code)).units) is outside
+    rules = RuleSet([BY_CODE["LL705"]])
+    assert lint_text("m.py", code, rules).findings == lint_text("m.py", code, RuleSet([BY_CODE["LL705"]], screen=False)).findings
+
+
 @pytest.mark.parametrize("line, method", [
     ("# the attention mask is precomputed in BertModel forward() for all layers\n", False),
     ('"""feed-forward (MLP), see forward()"""\n', False),
@@ -272,6 +300,44 @@ def test_a_module_statement_calling_a_method_of_a_name_comes_with_the_statements
     on = lint_text("m.py", code, RuleSet([BY_CODE["LL703"]]))
     assert [(f.code, f.line) for f in on.findings] == [("LL703", 5)]
     assert on.findings == lint_text("m.py", code, RuleSet([BY_CODE["LL703"]], screen=False)).findings
+
+
+@pytest.mark.parametrize("code, marked", [
+    # The loop runs the evaluated model, or a submodule the file assigns.
+    ("model.eval()\nfor x in loader:\n    out = model(x)\n", True),
+    ("class Net:\n    def __init__(self):\n        self.decoder = make()\nnet.eval()\nfor z in zs:\n    net.decoder(z)\n", True),
+    ("def score(self):\n    self.model.eval()\n    return [self.model(x) for x in self.loader]\n", True),
+    # Passed to a function of the file that runs its parameter (by name, as the rule follows it).
+    ("def evaluate(net, loader):\n    for x in loader:\n        net(x)\n\nmodel.eval()\nevaluate(model, val)\n", True),
+    ("def evaluate(net, loader):\n    for x in loader:\n        net(x)\n\nmodel.eval()\nevaluate(loader=val, net=model)\n", True),
+    # Nothing runs the model after `eval()`: its parameters, its methods, a log call.
+    ("model.eval()\nfor name, p in model.named_parameters():\n    print(name, p.shape)\n", False),
+    ("def freeze(model):\n    model.eval()\n    for p in model.parameters():\n        p.requires_grad_(False)\n    log(model)\n", False),
+    ("model.eval()\nfor x in loader:\n    other(x)\n", False),
+])
+def test_a_unit_that_may_run_what_it_evaluated_is_marked(code, marked):
+    import ast
+    code = "import torch\n" + code
+    facts = FileFacts(ast.parse(code))
+    assert any("runs_evaluated" in u.tokens for u in facts.units) is marked
+    rules = RuleSet([BY_CODE["LL703"]])
+    assert lint_text("m.py", code, rules).findings == lint_text("m.py", code, RuleSet([BY_CODE["LL703"]], screen=False)).findings
+
+
+@pytest.mark.parametrize("call, serial", [
+    ("ds.map(parse)", True),
+    ("ds.map(parse, deterministic=False)", True),
+    ("ds.map(**options)", True),
+    ("ds.map(parse, *more)", True),  # where `*more` stands among the arguments, the tree does not keep
+    ("ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)", False),
+    ("ds.map(parse, tf.data.AUTOTUNE)", False),
+])
+def test_a_map_call_passing_no_parallelism_is_serial(call, serial):
+    import ast
+    code = f"import tensorflow as tf\nds = tf.data.Dataset.range(8).shuffle(8)\nds = {call}\nmodel.fit(ds)\n"
+    assert any("serial_map" in u.tokens for u in FileFacts(ast.parse(code)).units) is serial
+    rules = RuleSet([BY_CODE["LL502"]])
+    assert lint_text("m.py", code, rules).findings == lint_text("m.py", code, RuleSet([BY_CODE["LL502"]], screen=False)).findings
 
 
 def test_a_function_called_in_a_loop_is_repeated_and_so_are_the_functions_it_calls():

@@ -14,8 +14,10 @@ class DdpModuleForward(Rule):
     frameworks = ("pt",)
     fix_kind = "unsafe"
     probe = "effect"
-    # The backward that makes the call a training forward may be in a caller, which the screen selects.
-    needs = Needs(file=(("name:DistributedDataParallel",),), statement=(("name:module",),))
+    # The forward pass past the wrapper is in the unit (`ddp.module(x)`, `ddp.module.forward(x)`); the
+    # backward that makes it a training forward may be in a caller, which the screen selects.
+    needs = Needs(file=(("name:DistributedDataParallel",),),
+                  statement=(("name:module",), ("call:module", "outside_call:forward")))
     summary = ("In training (a training loop or a train-step function), the forward pass runs through "
                "`ddp_model.module(x)` or `ddp_model.module.forward(x)` on a `DistributedDataParallel` "
                "wrapper instead of `ddp_model(x)`.")

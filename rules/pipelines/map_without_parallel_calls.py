@@ -16,7 +16,7 @@ class MapWithoutParallelCalls(Rule):
     frameworks = ("tf",)
     kind = "perf"
     fix_kind = "safe (add `num_parallel_calls=tf.data.AUTOTUNE`)"
-    needs = Needs(file=(SOURCE_TOKENS,), statement=(("call:map",),))
+    needs = Needs(file=(SOURCE_TOKENS,), statement=(("call:map",), ("serial_map",)))
     summary = ("`Dataset.map(fn)` without `num_parallel_calls` in a training pipeline (one consumed by `fit`, a "
                "training loop or a distribution strategy) where TensorFlow will not parallelize it by itself: "
                "`fn` (a lambda, a same-file function, or a callable instance of a same-file class — its "

@@ -55,7 +55,8 @@ class EvalWithoutNoGrad(Rule):
     name = "eval-without-no-grad"
     frameworks = ("pt",)
     kind = "perf"
-    needs = Needs(file=(("call:eval",),), statement=(("loop", "calls_loop"), ("call:eval", "name:eval")))
+    needs = Needs(file=(("call:eval",),),
+                  statement=(("loop", "calls_loop"), ("call:eval", "name:eval"), ("runs_evaluated",)))
     probe = "mem"
     summary = ("A loop after `model.eval()` calls the model (or a submodule of it the file shows, "
                "`model.decoder(x)`) without `torch.no_grad()` / `torch.inference_mode()` "
