@@ -246,6 +246,11 @@ class ResultCache:
     def entries(self) -> list[tuple[float, int, Path]]:
         """(mtime, bytes on disk, path) of every file named as an entry or an entry's temporary file
         (regular files only; vanished files are skipped)."""
+        return [(mtime, size, self.directory / shard / name) for mtime, size, shard, name in self._listing()]
+
+    def _listing(self) -> list[tuple[float, int, str, str]]:
+        """`entries` with (shard, name) for the path: what `prune` reads of each of thousands of files
+        (a path object apiece would cost half of it)."""
         found = []
         with self._own_directory() as directory_fd:
             if directory_fd is None:
@@ -270,7 +275,7 @@ class ResultCache:
                                 except OSError:
                                     continue
                                 if stat.S_ISREG(st.st_mode):
-                                    found.append((st.st_mtime, _usage(st), self.directory / shard / item.name))
+                                    found.append((st.st_mtime, _usage(st), shard, item.name))
                     except OSError:
                         continue
         return found
@@ -284,23 +289,23 @@ class ResultCache:
         Safe against concurrent runs. Returns the number of files removed."""
         now = time.time()
         doomed, entries = [], []
-        for mtime, size, path in self.entries():
-            if path.suffix != ".tmp":
-                entries.append((mtime, size, path))
+        for mtime, size, shard, name in self._listing():
+            if not name.endswith(".tmp"):
+                entries.append((mtime, size, shard, name))
             elif now - mtime > STALE_TMP_S:
-                doomed.append(path)  # left by a crashed writer
-        total = sum(size for _, size, _ in entries)
+                doomed.append((shard, name))  # left by a crashed writer
+        total = sum(entry[1] for entry in entries)
         if total > self.max_bytes:
             target = int(self.max_bytes * LOW_WATER)
-            for _, size, path in sorted(entries, key=lambda e: e[0]):
+            for _, size, shard, name in sorted(entries, key=lambda e: e[0]):
                 if total <= target:
                     break
-                doomed.append(path)
+                doomed.append((shard, name))
                 total -= size  # gone, by us or by a concurrent run, or not ours (and then not counted)
         removed = 0
         shards: dict[str, list[str]] = {}
-        for path in doomed:
-            shards.setdefault(path.parent.name, []).append(path.name)
+        for shard, name in doomed:
+            shards.setdefault(shard, []).append(name)
         for shard, names in shards.items():
             with self._shard(shard) as shard_fd:
                 if shard_fd is not None:

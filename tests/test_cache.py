@@ -383,7 +383,7 @@ def test_a_cache_dir_swapped_during_the_run_is_not_followed(tmp_path, monkeypatc
     elsewhere = tmp_path / "elsewhere"
     shutil.copytree(cache.directory, elsewhere)  # the same names, the same (valid) contents
     before = snapshot(elsewhere)
-    listing = cache.entries
+    listing = cache._listing
 
     def list_then_swap():
         listed = listing()
@@ -394,7 +394,7 @@ def test_a_cache_dir_swapped_during_the_run_is_not_followed(tmp_path, monkeypatc
             elsewhere.rename(cache.directory)
         return listed
 
-    monkeypatch.setattr(cache, "entries", list_then_swap)
+    monkeypatch.setattr(cache, "_listing", list_then_swap)
     cache.max_bytes = 0
     assert cache.prune() == 0
     assert not cache.put("ff" + "0" * 62, [])
