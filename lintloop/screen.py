@@ -17,6 +17,11 @@ Each rule declares its `Needs` in tokens this module understands:
                iteration: for the rules that ask `LoopValues.iteration_unit`
 - `calls_loop` a unit that calls a function of the file holding a loop (by its last name): the loop
                runs there, after what the unit did before the call (`model.eval()`)
+- `jax_traced` a name or attribute the file's imports resolve to a JAX transform that traces a function
+               (`jax.jit`, `lax.scan`, `nnx.cond`, ... `TRACING_TRANSFORMS`): what traced code needs
+- `optax_update` a call `x.update(...)` of two or three positional arguments (an optax optimizer's
+               `update(grads, state[, params])`; `dict.update` takes one)
+- `flax_apply` a call `x.apply_gradients(grads=...)` with no positional argument (flax's `TrainState`)
 - `serial_map` a call `x.map(...)` passing no `num_parallel_calls`: not by keyword, nor as its second
                positional argument
 - `runs_evaluated`  a unit calling `X.eval()` (no arguments) where X may run afterwards: some call
@@ -56,11 +61,12 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
 from lintloop.analysis.calls import REPEAT_DEPTH
+from lintloop.analysis.jax import TRACING_TRANSFORMS
 from lintloop.analysis.names import Names
 from lintloop.frameworks import FRAMEWORK_ROOTS, shows_framework
 
-STRUCTURAL_TOKENS = frozenset({"loop", "repeated", "calls_loop", "runs_evaluated", "serial_map", "augassign", "return",
-                               "global"})
+STRUCTURAL_TOKENS = frozenset({"loop", "repeated", "calls_loop", "runs_evaluated", "serial_map", "jax_traced",
+                               "optax_update", "flax_apply", "augassign", "return", "global"})
 # Statements holding a fact about the whole file that the analyses may need wherever a rule reports:
 # the Keras version (TF_USE_LEGACY_KERAS) and a global mixed-precision policy (set at module level,
 # or by a setup function, while the training step is elsewhere).
@@ -107,6 +113,10 @@ _STRUCTURAL_TEXT = {
     "calls_loop": re.compile(r"\b(?:for|while)\b"),  # a call of a function holding a loop: likewise
     "runs_evaluated": re.compile(r"\beval\b"),  # an `X.eval()` call
     "serial_map": re.compile(r"\bmap\b"),  # an `x.map(...)` call
+    # A transform's name: in the reference itself, or in the import of an alias of it.
+    "jax_traced": re.compile(r"\b(?:%s)\b" % "|".join(sorted({q.rsplit(".", 1)[1] for q in TRACING_TRANSFORMS}))),
+    "optax_update": re.compile(r"\bupdate\b"),
+    "flax_apply": re.compile(r"\bapply_gradients\b"),
     "augassign": re.compile(r"(?:[-+*/%&|^@]|//|\*\*|>>|<<)="),
     "return": re.compile(r"\breturn\b"),
     "global": re.compile(r"\b(?:global|nonlocal)\b"),
@@ -302,6 +312,7 @@ class Unit:
     empty_alone: bool = False  # a class whose body is only methods: it parses only with one of them
     evaluated: set[str] = field(default_factory=set)  # X of each `X.eval()` call (a dotted name)
     calls: list[ast.Call] = field(default_factory=list)  # its calls, for `_mark_evaluated_runs`
+    roots: list[ast.AST] = field(default_factory=list)  # the module-scope nodes it was walked from
 
     @property
     def first_line(self) -> int:
@@ -370,6 +381,7 @@ class FileFacts:
         self._mark_repeated()
         self._mark_loop_callers()
         self._mark_evaluated_runs()
+        self._mark_jax_transforms()
         self.names = Names(self.imports, self.bound_names)
         self.tokens = set().union(*(s.tokens for s in self.units)) if self.units else set()
         self._starts = sorted(start for s in self.units for start in s.starts)
@@ -430,6 +442,19 @@ class FileFacts:
                 for unit in group:
                     unit.tokens.add("runs_evaluated")
 
+    def _mark_jax_transforms(self) -> None:
+        """`jax_traced` for each unit naming a JAX tracing transform as the analyses resolve one (`Names`:
+        the file's imports, at a name or an attribute chain's head). Walked again only in a file that
+        imports from a package such a transform is in (a torch module importing `jax.numpy` for a
+        checkpoint holds none)."""
+        roots = {name.split(".")[0] for name in TRACING_TRANSFORMS}
+        if not any(qualified.split(".")[0] in roots for qualified in self.imports.values()):
+            return
+        for unit in self.units:
+            if any(_imported_name(node, self.imports) in TRACING_TRANSFORMS
+                   for root in unit.roots for node in ast.walk(root) if type(node) in (ast.Name, ast.Attribute)):
+                unit.tokens.add("jax_traced")
+
     def _split_class(self, node: ast.ClassDef, imports: list) -> list[tuple[Unit, set[str]]]:
         """A class with methods is screened method by method: a 5,000-line trainer class whose
         `training_step` holds a `backward()` needs only that method (and what it uses) in a CST."""
@@ -468,6 +493,7 @@ class FileFacts:
         """Record the facts of `roots` (module-scope nodes) into `unit`; return the names it
         calls as plain names."""
         tokens, reads, defines, bound = unit.tokens, unit.reads, unit.defines, self.bound_names
+        unit.roots.extend(roots)
         plain_calls: set[str] = set()
         loop_calls = unit.loop_calls
         # (node, where: _IN_FUNCTION (in a function's body) | _IN_LOOP (in a loop's body))
@@ -492,6 +518,11 @@ class FileFacts:
                             unit.evaluated.add(evaluated)
                     elif func.attr == "map" and _serial_map(node):
                         tokens.add("serial_map")
+                    elif func.attr == "update" and 2 <= _positional_count(node) <= 3:
+                        tokens.add("optax_update")
+                    elif func.attr == "apply_gradients" and not _positional_count(node) and \
+                            any(keyword.arg == "grads" for keyword in node.keywords):
+                        tokens.add("flax_apply")
                     if not (type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "super"):
                         tokens.add("call:" + func.attr)
                         if func.attr in _OUTSIDE_CALLS and not (type(value) is ast.Name and value.id == "self"):
@@ -728,6 +759,22 @@ def _dotted(node: ast.expr) -> str | None:
     else:
         return None
     return ".".join(reversed(parts))
+
+
+def _imported_name(node: ast.expr, imports: dict[str, str]) -> str | None:
+    """The qualified name a name or attribute chain stands for through `imports` (`lax.scan` ->
+    `jax.lax.scan`), as `Names.raw_qualname` reads it from the CST; None where its head is not imported."""
+    dotted = _dotted(node)
+    if dotted is None:
+        return None
+    head, dot, rest = dotted.partition(".")
+    qualified = imports.get(head)
+    return None if qualified is None else qualified + dot + rest
+
+
+def _positional_count(call: ast.Call) -> int:
+    """The call's positional arguments, `*args` aside (the analyses' `positional_args`)."""
+    return sum(type(argument) is not ast.Starred for argument in call.args)
 
 
 def _serial_map(call: ast.Call) -> bool:

@@ -340,6 +340,30 @@ def test_a_map_call_passing_no_parallelism_is_serial(call, serial):
     assert lint_text("m.py", code, rules).findings == lint_text("m.py", code, RuleSet([BY_CODE["LL502"]], screen=False)).findings
 
 
+@pytest.mark.parametrize("code, token, held", [
+    # A JAX transform named through the file's imports, however spelled.
+    ("import jax\n@jax.jit\ndef step(x):\n    return x\n", "jax_traced", True),
+    ("from jax import lax\ndef run(xs):\n    return lax.scan(body, 0, xs)\n", "jax_traced", True),
+    ("from jax import jit as compile_\nstep = compile_(train_step)\n", "jax_traced", True),
+    ("import flax.nnx as nnx\nout = nnx.cond(flag, f, g, x)\n", "jax_traced", True),
+    # JAX imported for its arrays alone; `map`, `jit` and `cond` of other things.
+    ("import torch\ndef load(w):\n    import jax.numpy as jnp\n    return list(map(jnp.asarray, w))\n"
+     "def fast():\n    return torch.jit.is_scripting()\n", "jax_traced", False),
+    ("import jax.numpy as jnp\nfrom lib import cond\ny = cond(jnp.ones(3))\n", "jax_traced", False),
+    # optax's `update(grads, state[, params])`, flax's `apply_gradients(grads=...)`; not `dict.update(d)`.
+    ("import optax\nupdates, state = tx.update(grads, state, params)\n", "optax_update", True),
+    ("import optax\nconfig.update(defaults)\nconfig.update(*pairs)\n", "optax_update", False),
+    ("import jax\nstate = state.apply_gradients(grads=grads)\n", "flax_apply", True),
+    ("import jax\nopt.apply_gradients(zip(grads, variables))\n", "flax_apply", False),
+])
+def test_what_jax_rules_need_of_a_unit(code, token, held):
+    import ast
+    assert any(token in u.tokens for u in FileFacts(ast.parse(code)).units) is held
+    codes = ["LL901", "LL902", "LL903", "LL904", "LL905"]
+    assert lint_text("m.py", code, RuleSet([BY_CODE[c] for c in codes])).findings == \
+        lint_text("m.py", code, RuleSet([BY_CODE[c] for c in codes], screen=False)).findings
+
+
 def test_a_function_called_in_a_loop_is_repeated_and_so_are_the_functions_it_calls():
     import ast
     code = ("import jax\n\ndef inner(f):\n    return jax.jit(f)(1)\n\ndef step(f):\n    return inner(f)\n\n"

@@ -49,6 +49,9 @@ _TRACED_BODIES: dict[str, tuple[str, tuple[tuple[int, str], ...]]] = {
     "haiku.switch": ("hk.switch", ((1, "branches"),)),
     "haiku.map": ("hk.map", ((0, "f"),)),
 }
+# Every transform that makes JAX trace a function: a file that names none of them (through its imports)
+# has no traced code (`FileFacts`' `jax_traced`).
+TRACING_TRANSFORMS = frozenset({*_COMPILERS, *_DECORATING_LOOPS, *_TRACED_BODIES})
 # Transforms whose result calls the function they wrap: `jax.jit(jax.grad(loss))` traces `loss`.
 _PASS_THROUGH = {
     "jax.grad", "jax.value_and_grad", "jax.vmap", "jax.jacfwd", "jax.jacrev", "jax.hessian", "jax.checkpoint",
@@ -77,7 +80,7 @@ _DEPTH = 4
 
 # Screen tokens (a rule's `Needs.file` groups) of a file where JAX may trace a function: a JAX import, and
 # a compile or a traced control-flow body.
-TRACING_FILE_NEEDS = (("name:jax", "name:nnx", "name:equinox"),
+TRACING_FILE_NEEDS = (("name:jax", "name:nnx", "name:equinox"), ("jax_traced",),
                       ("name:jit", "name:pmap", "name:pjit", "name:filter_jit", "name:filter_pmap", "name:scan",
                        "name:fori_loop", "name:while_loop", "name:cond", "name:switch", "name:map"))
 

@@ -23,7 +23,7 @@ class ChangingStaticArgument(Rule):
     frameworks = ("jax",)
     kind = "perf"
     needs = Needs(file=(("name:jax", "name:flax"),
-                        ("text:static_arg", "text:static_broadcasted_arg")),
+                        ("text:static_arg", "text:static_broadcasted_arg"), ("jax_traced",)),
                   statement=(("loop",),))
     probe = "trace"
     summary = ("A call, inside a loop (or a function the loop calls every iteration), of a jitted function (`@jax.jit` / `@partial(jax.jit, ...)` / "

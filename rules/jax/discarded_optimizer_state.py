@@ -16,7 +16,7 @@ class DiscardedOptimizerState(Rule):
     frameworks = ("jax",)
     kind = "bug"
     needs = Needs(file=(("name:optax", "name:flax", "name:jax"),),
-                  statement=(("call:update", "call:apply_updates", "call:apply_gradients"),))
+                  statement=(("optax_update", "call:apply_updates", "flax_apply"),))
     probe = "effect"
     summary = ("In a training loop, or a step function called from one (directly, jitted, or as a `lax.scan` / "
                "`fori_loop` body): the new optimizer state from optax's `tx.update(grads, opt_state, ...)` "

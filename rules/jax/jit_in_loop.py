@@ -29,7 +29,7 @@ class JitInLoop(Rule):
     name = "jit-in-loop"
     frameworks = ("jax",)
     kind = "perf"
-    needs = Needs(file=(("name:jax", "name:flax"), ("name:jit", "name:pmap", "name:pjit")),
+    needs = Needs(file=(("name:jax", "name:flax"), ("name:jit", "name:pmap", "name:pjit"), ("jax_traced",)),
                   statement=(("loop", "repeated"), ("name:jit", "name:pmap", "name:pjit")))
     probe = "trace"
     summary = ("`jax.jit(...)` / `jax.pmap(...)` / `pjit(...)` (any spelling, also `partial(jax.jit, ...)(f)` "
