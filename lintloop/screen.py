@@ -416,30 +416,29 @@ class FileFacts:
 
     def _mark_evaluated_runs(self) -> None:
         """`runs_evaluated` for a unit (or the module code together) calling `X.eval()` where X may run
-        after it: run by a call of the file (`X(x)`, `X.decoder(x)`: what EvalWithoutNoGrad takes for a
-        forward pass, `X.sub` being a module only where the file assigns the attribute `sub`, or `X.module`
-        of a wrapper), or passed to one of the unit's calls where some call of the file runs a parameter
-        (`evaluate(model, loader)` and `def evaluate(net, loader): ... net(x)`; by name, as the rule
-        follows a name into the functions a loop calls). Nothing else can be a forward pass after it."""
+        after it, as EvalWithoutNoGrad follows it: run (`X(x)`, or `X.decoder(x)`: a module only where
+        the file assigns the attribute `decoder`, or `X.module` of a wrapper) in the unit, or in a
+        function the unit names (one its loop calls, reading X from around); or passed to one of the
+        unit's calls where some call of the file runs a parameter (`evaluate(model, loader)` and
+        `def evaluate(net, loader): ... net(x)`; by name, as the rule follows a name into the functions
+        a loop calls). Nothing else can be a forward pass after it."""
         if not any(unit.evaluated for unit in self.units):
             return
         assigned = set().union(*(unit.attributes for unit in self.units)) | {"module"}
-        run: set[str] = set()
-        for unit in self.units:
-            for call in unit.calls:
-                func = call.func
-                if type(func) is ast.Attribute and func.attr in assigned:
-                    run.add(_dotted(func.value))
-                run.add(_dotted(func))
-        run.discard(None)
-        run_parameters = not run.isdisjoint(self.parameters)
-        module_code = [unit for unit in self.units if not unit.definition]
-        groups = [[unit] for unit in self.units if unit.definition and unit.evaluated] + [module_code]
+        runs = [_runs(unit.calls, assigned) for unit in self.units]
+        run_parameters = not set().union(*runs).isdisjoint(self.parameters)
+        definers = self._by_name[0]
+        module_code = [i for i, unit in enumerate(self.units) if not unit.definition]
+        groups = [[i] for i, unit in enumerate(self.units) if unit.definition and unit.evaluated] + [module_code]
         for group in groups:
-            evaluated = set().union(*(unit.evaluated for unit in group))
-            if evaluated & run or run_parameters and evaluated & {
-                    _dotted(value) for unit in group for call in unit.calls for value in _argument_values(call)}:
-                for unit in group:
+            units = [self.units[i] for i in group]
+            evaluated = set().union(*(unit.evaluated for unit in units))
+            if not evaluated:
+                continue
+            named = {j for unit in units for name in unit.reads for j in definers.get(name, ())}
+            if any(not evaluated.isdisjoint(runs[i]) for i in (*group, *named)) or run_parameters and evaluated & {
+                    _dotted(value) for unit in units for call in unit.calls for value in _argument_values(call)}:
+                for unit in units:
                     unit.tokens.add("runs_evaluated")
 
     def _mark_jax_transforms(self) -> None:
@@ -784,6 +783,19 @@ def _serial_map(call: ast.Call) -> bool:
     if any(keyword.arg == "num_parallel_calls" for keyword in call.keywords):
         return False
     return len(call.args) < 2 or any(type(argument) is ast.Starred for argument in call.args)
+
+
+def _runs(calls: list[ast.Call], assigned: set[str]) -> set[str]:
+    """What `calls` may run as a model (the analyses' dotted names): `X` of `X(...)`, and of
+    `X.sub(...)` where `sub` is an attribute the file assigns (or `module`)."""
+    found = set()
+    for call in calls:
+        func = call.func
+        if type(func) is ast.Attribute and func.attr in assigned:
+            found.add(_dotted(func.value))
+        found.add(_dotted(func))
+    found.discard(None)
+    return found
 
 
 def _argument_values(call: ast.Call) -> Iterator[ast.expr]:

@@ -314,6 +314,9 @@ def test_a_module_statement_calling_a_method_of_a_name_comes_with_the_statements
     ("model.eval()\nfor name, p in model.named_parameters():\n    print(name, p.shape)\n", False),
     ("def freeze(model):\n    model.eval()\n    for p in model.parameters():\n        p.requires_grad_(False)\n    log(model)\n", False),
     ("model.eval()\nfor x in loader:\n    other(x)\n", False),
+    # Run in a function the unit calls (reading the model from around), not in one nothing here calls.
+    ("def predict(x):\n    return model(x)\n\nmodel.eval()\nfor x in loader:\n    predict(x)\n", True),
+    ("def predict(x):\n    return model(x)\n\nmodel.eval()\nfor x in loader:\n    show(x)\n", False),
 ])
 def test_a_unit_that_may_run_what_it_evaluated_is_marked(code, marked):
     import ast
