@@ -22,6 +22,8 @@ Each rule declares its `Needs` in tokens this module understands:
 - `optax_update` a call `x.update(...)` of two or three positional arguments (an optax optimizer's
                `update(grads, state[, params])`; `dict.update` takes one)
 - `flax_apply` a call `x.apply_gradients(grads=...)` with no positional argument (flax's `TrainState`)
+- `probability_loss`  a unit naming a Keras cross-entropy (`CLASS_OF_FUNCTION`, class or function)
+               other than as the callee of a call given `from_logits=True`
 - `serial_map` a call `x.map(...)` passing no `num_parallel_calls`: not by keyword, nor as its second
                positional argument
 - `runs_evaluated`  a unit calling `X.eval()` (no arguments) where X may run afterwards: some call
@@ -62,11 +64,12 @@ from functools import cached_property, lru_cache
 
 from lintloop.analysis.calls import REPEAT_DEPTH
 from lintloop.analysis.jax import TRACING_TRANSFORMS
+from lintloop.analysis.keras_models import CLASS_OF_FUNCTION
 from lintloop.analysis.names import Names
 from lintloop.frameworks import FRAMEWORK_ROOTS, shows_framework
 
 STRUCTURAL_TOKENS = frozenset({"loop", "repeated", "calls_loop", "runs_evaluated", "serial_map", "jax_traced",
-                               "optax_update", "flax_apply", "augassign", "return", "global"})
+                               "optax_update", "flax_apply", "probability_loss", "augassign", "return", "global"})
 # Statements holding a fact about the whole file that the analyses may need wherever a rule reports:
 # the Keras version (TF_USE_LEGACY_KERAS) and a global mixed-precision policy (set at module level,
 # or by a setup function, while the training step is elsewhere).
@@ -76,6 +79,8 @@ _FILE_FACT_CALLS = frozenset({"set_global_policy", "set_dtype_policy", "set_poli
 _INSTANCE_CALL_PATH = frozenset({"__init__", "build", "forward", "call", "__call__"})
 
 
+# The Keras cross-entropies, by their class and function names (`probability_loss`).
+_CROSS_ENTROPIES = frozenset({*CLASS_OF_FUNCTION, *CLASS_OF_FUNCTION.values()})
 # The method names some rule asks `outside_call:NAME` of (registered by `Needs`): only their calls get
 # the token, not every method call of a file.
 _OUTSIDE_CALLS: set[str] = set()
@@ -116,6 +121,7 @@ _STRUCTURAL_TEXT = {
     # A transform's name: in the reference itself, or in the import of an alias of it.
     "jax_traced": re.compile(r"\b(?:%s)\b" % "|".join(sorted({q.rsplit(".", 1)[1] for q in TRACING_TRANSFORMS}))),
     "optax_update": re.compile(r"\bupdate\b"),
+    "probability_loss": re.compile(r"\b(?:%s)\b" % "|".join(sorted({*CLASS_OF_FUNCTION, *CLASS_OF_FUNCTION.values()}))),
     "flax_apply": re.compile(r"\bapply_gradients\b"),
     "augassign": re.compile(r"(?:[-+*/%&|^@]|//|\*\*|>>|<<)="),
     "return": re.compile(r"\breturn\b"),
@@ -382,6 +388,7 @@ class FileFacts:
         self._mark_loop_callers()
         self._mark_evaluated_runs()
         self._mark_jax_transforms()
+        self._mark_probability_losses()
         self.names = Names(self.imports, self.bound_names)
         self.tokens = set().union(*(s.tokens for s in self.units)) if self.units else set()
         self._starts = sorted(start for s in self.units for start in s.starts)
@@ -440,6 +447,22 @@ class FileFacts:
                     _dotted(value) for unit in units for call in unit.calls for value in _argument_values(call)}:
                 for unit in units:
                     unit.tokens.add("runs_evaluated")
+
+    def _mark_probability_losses(self) -> None:
+        """`probability_loss` for each unit naming a Keras cross-entropy other than in a call that passes
+        `from_logits=True` (`SparseCategoricalCrossentropy(from_logits=True)`: no loss taking logits for
+        probabilities there; a flag the analyses resolve through a name counts as naming one)."""
+        for unit in self.units:
+            if unit.reads.isdisjoint(_CROSS_ENTROPIES):
+                continue
+            nodes = [node for root in unit.roots for node in ast.walk(root)]
+            excused = {id(node.func) for node in nodes if type(node) is ast.Call and any(
+                keyword.arg == "from_logits" and type(keyword.value) is ast.Constant and keyword.value.value is True
+                for keyword in node.keywords)}
+            if any((type(node) is ast.Name and node.id in _CROSS_ENTROPIES
+                    or type(node) is ast.Attribute and node.attr in _CROSS_ENTROPIES) and id(node) not in excused
+                   for node in nodes):
+                unit.tokens.add("probability_loss")
 
     def _mark_jax_transforms(self) -> None:
         """`jax_traced` for each unit naming a JAX tracing transform as the analyses resolve one (`Names`:

@@ -360,9 +360,27 @@ def test_a_map_call_passing_no_parallelism_is_serial(call, serial):
     ("import jax\nopt.apply_gradients(zip(grads, variables))\n", "flax_apply", False),
 ])
 def test_what_jax_rules_need_of_a_unit(code, token, held):
+    _assert_token_and_screen_agree(code, token, held, ["LL901", "LL902", "LL903", "LL904", "LL905"])
+
+
+@pytest.mark.parametrize("code, held", [
+    ("loss = keras.losses.SparseCategoricalCrossentropy()\n", True),
+    ("loss = keras.losses.SparseCategoricalCrossentropy(from_logits=flag)\n", True),  # resolved through the name
+    ("loss = SparseCategoricalCrossentropy(True)\n", True),  # positional: a call the analyses read too
+    ("out = keras.losses.sparse_categorical_crossentropy(y, p)\n", True),
+    ("model.compile(loss=keras.losses.binary_crossentropy)\n", True),
+    ("loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)\n", False),
+    ("out = keras.losses.sparse_categorical_crossentropy(y, p, from_logits=True)\n", False),
+])
+def test_a_unit_naming_a_cross_entropy_that_may_take_probabilities(code, held):
+    code = "import keras\nfrom keras.losses import SparseCategoricalCrossentropy\n" + code + (
+        "model = keras.Sequential([keras.layers.Dense(10)])\nmodel.compile(loss=loss)\n")
+    _assert_token_and_screen_agree(code, "probability_loss", held, ["LL709"])
+
+
+def _assert_token_and_screen_agree(code: str, token: str, held: bool, codes: list[str]) -> None:
     import ast
     assert any(token in u.tokens for u in FileFacts(ast.parse(code)).units) is held
-    codes = ["LL901", "LL902", "LL903", "LL904", "LL905"]
     assert lint_text("m.py", code, RuleSet([BY_CODE[c] for c in codes])).findings == \
         lint_text("m.py", code, RuleSet([BY_CODE[c] for c in codes], screen=False)).findings
 

@@ -19,11 +19,11 @@ class LogitsWithoutFromLogits(Rule):
     kind = "bug"
     fix_kind = "unsafe"
     probe = "effect"
-    # The loss is spelled in the unit holding the finding (a class or function name, or a string in a
-    # `compile` call); the unit applying a loss object in a custom loop computes gradients; a subclassed
-    # model's `call` comes with its class.
+    # The loss is spelled in the unit holding the finding (a class or function name, not in a call given
+    # `from_logits=True`; or a string in a `compile` call); the unit applying a loss object in a custom
+    # loop computes gradients; a subclassed model's `call` comes with its class.
     needs = Needs(file=(("text:rossentropy",), ("call:compile", *_LOSS_NAMES)),
-                  statement=(("call:compile", *_LOSS_NAMES, "call:gradient", "name:GradientTape",
+                  statement=(("call:compile", "probability_loss", "call:gradient", "name:GradientTape",
                               "name:train_step"),))
     summary = ("A Keras `CategoricalCrossentropy` / `SparseCategoricalCrossentropy` / `BinaryCrossentropy` "
                "(also the focal ones) — a class, a function (`keras.losses.sparse_categorical_crossentropy(y, "
