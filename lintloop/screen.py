@@ -9,6 +9,9 @@ Each rule declares its `Needs` in tokens this module understands:
                `super()`): a method called from outside its class (`model.forward(x)`); not on a
                name the file imports or defines a class by, nor an attribute of one
                (`Base.forward(self, x)`, `nn.LayerNorm.forward(self, x)`: no instance)
+- `callee:QUALNAME`  a call of QUALNAME (`tensorflow.summary.scalar`) as the analyses' `Names.callee`
+               resolves one through the file's imports (`tf.summary.scalar(...)`, `from tensorflow.summary
+               import scalar as log; log(...)`); to the text screen, a call of its last name
 - `name:NAME`  an identifier NAME: a name, an attribute, or a part of an imported name
                (`from tensorflow.distribute import MirroredStrategy` gives `distribute`)
 - `loop`, `augassign`, `return`, `global`: a `for`/`while` loop, an augmented assignment, a return
@@ -65,7 +68,7 @@ from functools import cached_property, lru_cache
 from lintloop.analysis.calls import REPEAT_DEPTH
 from lintloop.analysis.jax import TRACING_TRANSFORMS
 from lintloop.analysis.keras_models import CLASS_OF_FUNCTION
-from lintloop.analysis.names import Names
+from lintloop.analysis.names import Names, canonical
 from lintloop.frameworks import FRAMEWORK_ROOTS, shows_framework
 
 STRUCTURAL_TOKENS = frozenset({"loop", "repeated", "calls_loop", "runs_evaluated", "serial_map", "jax_traced",
@@ -84,6 +87,9 @@ _CROSS_ENTROPIES = frozenset({*CLASS_OF_FUNCTION, *CLASS_OF_FUNCTION.values()})
 # The method names some rule asks `outside_call:NAME` of (registered by `Needs`): only their calls get
 # the token, not every method call of a file.
 _OUTSIDE_CALLS: set[str] = set()
+# The qualified names some rule asks `callee:QUALNAME` of (registered by `Needs`), and their last names.
+_CALLEES: set[str] = set()
+_CALLEE_LAST_NAMES: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -94,8 +100,11 @@ class Needs:
     statement: tuple[tuple[str, ...], ...] = ()
 
     def __post_init__(self) -> None:
-        _OUTSIDE_CALLS.update(t.partition(":")[2] for group in (*self.file, *self.statement) for t in group
-                              if t.startswith("outside_call:"))
+        tokens = [t for group in (*self.file, *self.statement) for t in group]
+        _OUTSIDE_CALLS.update(t.partition(":")[2] for t in tokens if t.startswith("outside_call:"))
+        callees = [t.partition(":")[2] for t in tokens if t.startswith("callee:")]
+        _CALLEES.update(callees)
+        _CALLEE_LAST_NAMES.update(callee.rsplit(".", 1)[-1] for callee in callees)
 
     def possible_in(self, text: SourceScreen) -> bool:
         """Cheap text test: False when no statement of the file can hold these tokens. (Plain loops:
@@ -269,12 +278,14 @@ class SourceScreen:
             return self.contains(word)
         if not word:
             return bool(_STRUCTURAL_TEXT[token].search(text))
-        if not self.has_word(word):
+        if not self.has_word(word.rsplit(".", 1)[-1]):
             return False
         if kind == "name":
             return _found(_word(word), text)
         if kind == "outside_call":
             return _found_call(word, text, _NOT_AN_OUTSIDE_CALL_BEFORE, method=True)
+        if kind == "callee":
+            word = word.rsplit(".", 1)[-1]
         # A call spells `word(`, or calls an alias of `word`, which an import statement spells.
         return _found_call(word, text) or _found(_word(word), self.imports)
 
@@ -288,6 +299,7 @@ class SourceScreen:
 def valid_token(token: str, in_file_needs: bool) -> bool:
     kind, _, word = token.partition(":")
     return (token in STRUCTURAL_TOKENS or (kind in ("call", "outside_call", "name") and word.isidentifier())
+            or (kind == "callee" and all(part.isidentifier() for part in word.split(".")))
             or (kind == "text" and bool(word) and in_file_needs))
 
 
@@ -389,6 +401,7 @@ class FileFacts:
         self._mark_evaluated_runs()
         self._mark_jax_transforms()
         self._mark_probability_losses()
+        self._mark_callees()
         self.names = Names(self.imports, self.bound_names)
         self.tokens = set().union(*(s.tokens for s in self.units)) if self.units else set()
         self._starts = sorted(start for s in self.units for start in s.starts)
@@ -447,6 +460,21 @@ class FileFacts:
                     _dotted(value) for unit in units for call in unit.calls for value in _argument_values(call)}:
                 for unit in units:
                     unit.tokens.add("runs_evaluated")
+
+    def _mark_callees(self) -> None:
+        """`callee:QUALNAME` for each call of a registered qualified name, resolved as `Names.callee` does:
+        a name or attribute chain whose head the file imports, canonical spelling."""
+        roots = {callee.split(".")[0] for callee in _CALLEES}
+        if not any(qualified.split(".")[0] in roots for qualified in self.imports.values()):
+            return
+        for unit in self.units:
+            for call in unit.calls:
+                func = call.func
+                if type(func) is ast.Attribute and func.attr in _CALLEE_LAST_NAMES or \
+                        type(func) is ast.Name and func.id in self.imports:
+                    qualified = _imported_name(func, self.imports)
+                    if qualified is not None and canonical(qualified) in _CALLEES:
+                        unit.tokens.add("callee:" + canonical(qualified))
 
     def _mark_probability_losses(self) -> None:
         """`probability_loss` for each unit naming a Keras cross-entropy other than in a call that passes

@@ -378,6 +378,17 @@ def test_a_unit_naming_a_cross_entropy_that_may_take_probabilities(code, held):
     _assert_token_and_screen_agree(code, "probability_loss", held, ["LL709"])
 
 
+@pytest.mark.parametrize("code, held", [
+    ("import tensorflow as tf\ntf.summary.scalar('loss', 1.0, step=0)\n", True),
+    ("from tensorflow.compat.v2 import summary\nsummary.scalar('loss', 1.0, step=0)\n", True),  # canonical
+    ("from tensorflow.summary import scalar as log_scalar\nlog_scalar('loss', 1.0, step=0)\n", True),
+    ("import tensorflow as tf\nmodel.summary()\nlogger.scalar('loss', 1.0)\nlog_file.write('done')\n", False),
+    ("import tensorflow as tf\nfrom tensorboardX import summary\nsummary.scalar('loss', 1.0)\n", False),
+])
+def test_a_call_of_a_qualified_name_through_the_imports(code, held):
+    _assert_token_and_screen_agree(code, "callee:tensorflow.summary.scalar", held, ["LL802"])
+
+
 def _assert_token_and_screen_agree(code: str, token: str, held: bool, codes: list[str]) -> None:
     import ast
     assert any(token in u.tokens for u in FileFacts(ast.parse(code)).units) is held

@@ -30,8 +30,8 @@ class SummaryWithoutDefaultWriter(Rule):
     name = "summary-without-default-writer"
     frameworks = ("tf",)
     probe = "effect"
-    # A finding is a call of one of `_SUMMARY_OPS`, by that last name (or an import of it).
-    needs = Needs(file=(("text:summary",), tuple(f"call:{op.rsplit('.', 1)[1]}" for op in sorted(_SUMMARY_OPS))),
+    # A finding is a call of one of `_SUMMARY_OPS`.
+    needs = Needs(file=(("text:summary",), tuple(f"callee:{op}" for op in sorted(_SUMMARY_OPS))),
                   # `set_as_default()` and `as_default()` anywhere in the file clear findings: their units are parsed.
                   statement=(("name:summary", "call:scalar", "call:histogram", "call:set_as_default",
                               "call:as_default", "call:Session", "call:InteractiveSession"),))
