@@ -445,19 +445,26 @@ class FileFacts:
         if not any(unit.evaluated for unit in self.units):
             return
         assigned = set().union(*(unit.attributes for unit in self.units)) | {"module"}
-        runs = [_runs(unit.calls, assigned) for unit in self.units]
-        run_parameters = not set().union(*runs).isdisjoint(self.parameters)
-        definers = self._by_name[0]
+        receivers = set().union(*(unit.evaluated for unit in self.units))
+        # Per receiver X: the units running it, and the names they define (a unit reading one may call them).
+        runners: dict[str, set[int]] = defaultdict(set)
+        runner_names: dict[str, set[str]] = defaultdict(set)
+        run_parameters = False
+        for i, unit in enumerate(self.units):
+            runs = _runs(unit.calls, assigned)
+            run_parameters = run_parameters or not runs.isdisjoint(self.parameters)
+            for receiver in runs & receivers:
+                runners[receiver].add(i)
+                runner_names[receiver].update(unit.defines)
         module_code = [i for i, unit in enumerate(self.units) if not unit.definition]
         groups = [[i] for i, unit in enumerate(self.units) if unit.definition and unit.evaluated] + [module_code]
         for group in groups:
             units = [self.units[i] for i in group]
             evaluated = set().union(*(unit.evaluated for unit in units))
-            if not evaluated:
-                continue
-            named = {j for unit in units for name in unit.reads for j in definers.get(name, ())}
-            if any(not evaluated.isdisjoint(runs[i]) for i in (*group, *named)) or run_parameters and evaluated & {
-                    _dotted(value) for unit in units for call in unit.calls for value in _argument_values(call)}:
+            reads = set().union(*(unit.reads for unit in units))
+            if any(not runners[x].isdisjoint(group) or not runner_names[x].isdisjoint(reads) for x in evaluated) \
+                    or run_parameters and evaluated & {_dotted(value) for unit in units for call in unit.calls
+                                                       for value in _argument_values(call)}:
                 for unit in units:
                     unit.tokens.add("runs_evaluated")
 
