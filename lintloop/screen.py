@@ -29,10 +29,10 @@ Each rule declares its `Needs` in tokens this module understands:
                other than as the callee of a call given `from_logits=True`
 - `serial_map` a call `x.map(...)` passing no `num_parallel_calls`: not by keyword, nor as its second
                positional argument
-- `runs_evaluated`  a unit calling `X.eval()` (no arguments) where X may run afterwards: some call
-               of the file runs X (`X(...)`, or `X.sub(...)` with `sub` an attribute the file assigns,
-               or `module`), or the unit passes X to a call and some call of the file runs a parameter
-               (by its name); module code is one unit here too
+- `runs_evaluated`  a unit calling `X.eval()` (no arguments) where X may run afterwards: the unit, or
+               a function it names, runs X (`X(...)`, or `X.sub(...)` with `sub` an attribute the file
+               assigns, or `module`); or the unit passes X to a call and some call of the file runs a
+               parameter (by its name); module code is one unit here too
 - `text:TEXT`  TEXT appears anywhere in the file (file needs only: a loose, cheap pre-condition)
 
 `Needs.file` groups must each be matched somewhere in the file; `Needs.statement` groups must all
@@ -130,7 +130,7 @@ _STRUCTURAL_TEXT = {
     # A transform's name: in the reference itself, or in the import of an alias of it.
     "jax_traced": re.compile(r"\b(?:%s)\b" % "|".join(sorted({q.rsplit(".", 1)[1] for q in TRACING_TRANSFORMS}))),
     "optax_update": re.compile(r"\bupdate\b"),
-    "probability_loss": re.compile(r"\b(?:%s)\b" % "|".join(sorted({*CLASS_OF_FUNCTION, *CLASS_OF_FUNCTION.values()}))),
+    "probability_loss": re.compile(r"\b(?:%s)\b" % "|".join(sorted(_CROSS_ENTROPIES))),
     "flax_apply": re.compile(r"\bapply_gradients\b"),
     "augassign": re.compile(r"(?:[-+*/%&|^@]|//|\*\*|>>|<<)="),
     "return": re.compile(r"\breturn\b"),
@@ -274,18 +274,18 @@ class SourceScreen:
     def _may_hold(self, token: str) -> bool:
         kind, _, word = token.partition(":")
         text = self.text
+        if kind == "callee":  # to the text, a call of its last name
+            kind, word = "call", word.rsplit(".", 1)[-1]
         if kind == "text":
             return self.contains(word)
         if not word:
             return bool(_STRUCTURAL_TEXT[token].search(text))
-        if not self.has_word(word.rsplit(".", 1)[-1]):
+        if not self.has_word(word):
             return False
         if kind == "name":
             return _found(_word(word), text)
         if kind == "outside_call":
             return _found_call(word, text, _NOT_AN_OUTSIDE_CALL_BEFORE, method=True)
-        if kind == "callee":
-            word = word.rsplit(".", 1)[-1]
         # A call spells `word(`, or calls an alias of `word`, which an import statement spells.
         return _found_call(word, text) or _found(_word(word), self.imports)
 

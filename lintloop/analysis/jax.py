@@ -78,8 +78,9 @@ _TREE_MAPS = {"jax.tree.map", "jax.tree_util.tree_map", "jax.tree_map", "tree.ma
 # How many names, partials and wrappers deep `transform_of` follows.
 _DEPTH = 4
 
-# Screen tokens (a rule's `Needs.file` groups) of a file where JAX may trace a function: a JAX import, and
-# a compile or a traced control-flow body.
+# Screen tokens (a rule's `Needs.file` groups) of a file where JAX may trace a function: a JAX import, a
+# tracing transform its imports resolve (`jax_traced`), and that transform's name (a compile or a
+# traced control-flow body) for the text screen.
 TRACING_FILE_NEEDS = (("name:jax", "name:nnx", "name:equinox"), ("jax_traced",),
                       ("name:jit", "name:pmap", "name:pjit", "name:filter_jit", "name:filter_pmap", "name:scan",
                        "name:fori_loop", "name:while_loop", "name:cond", "name:switch", "name:map"))
