@@ -12,6 +12,7 @@ from lintloop.analysis.syntax import argument, call_name, positional_args
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext, SourceOrdered
+    from lintloop.analysis.index import Binding
 
 # Calls that return (a compiled version of) the function passed first: `tf.function(f)`.
 FUNCTION_WRAPPERS = {"tensorflow.function"}
@@ -34,6 +35,10 @@ class CallGraph(Analysis):
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._local: dict[cst.CSTNode, list[cst.FunctionDef]] = {}  # `local_functions`, per expression
+        # Per class (each asked once: a class of thousands of methods is asked about as often).
+        self._methods: dict[cst.ClassDef, tuple[cst.FunctionDef, ...]] = {}
+        self._methods_by_name: dict[cst.ClassDef, dict[str, list[cst.FunctionDef]]] = {}
+        self._instance_bindings: dict[cst.ClassDef, dict[str, list[Binding]]] = {}
 
     @computed
     def functions(self) -> dict[str, list[cst.FunctionDef]]:
@@ -65,14 +70,37 @@ class CallGraph(Analysis):
             found.setdefault(cls.name.value, cls)
         return found
 
-    def methods(self, cls: cst.ClassDef) -> list[cst.FunctionDef]:
+    def methods(self, cls: cst.ClassDef) -> tuple[cst.FunctionDef, ...]:
         """`cls`'s methods, and those of its same-file base classes."""
-        found = [s for s in cls.body.body if isinstance(s, cst.FunctionDef)]
-        for base in cls.bases:
-            parent = self.local_class(base.value)
-            if parent is not None and parent is not cls:
-                found += self.methods(parent)
+        found = self._methods.get(cls)
+        if found is None:
+            own = [s for s in cls.body.body if isinstance(s, cst.FunctionDef)]
+            for base in cls.bases:
+                parent = self.local_class(base.value)
+                if parent is not None and parent is not cls:
+                    own += self.methods(parent)
+            found = self._methods[cls] = tuple(own)
         return found
+
+    def methods_named(self, cls: cst.ClassDef, name: str) -> list[cst.FunctionDef]:
+        """`cls`'s methods (`methods`) named `name`, in their order."""
+        by_name = self._methods_by_name.get(cls)
+        if by_name is None:
+            by_name = self._methods_by_name[cls] = defaultdict(list)
+            for method in self.methods(cls):
+                by_name[method.name.value].append(method)
+        return by_name.get(name, [])
+
+    def instance_bindings(self, cls: cst.ClassDef, name: str) -> list[Binding]:
+        """The bindings of `name` (`self.x`) in `cls`'s methods (`methods`), method by method."""
+        by_name = self._instance_bindings.get(cls)
+        if by_name is None:
+            by_name = self._instance_bindings[cls] = defaultdict(list)
+            for method in self.methods(cls):
+                for bound, bindings in self.ctx.bindings.get(method, {}).items():
+                    if bound.startswith("self."):
+                        by_name[bound] += bindings
+        return by_name.get(name, [])
 
     def method_class(self, function: cst.FunctionDef) -> cst.ClassDef | None:
         """The class `function` is a method of: its def stands in the class's own body."""
@@ -115,11 +143,11 @@ class CallGraph(Analysis):
             cls = self.method_class(method) if method is not None else None
             if cls is None:
                 return self.functions[name]
-            own = [m for c in (cls, *self._subclasses(cls)) for m in self.methods(c) if m.name.value == name]
+            own = [m for c in (cls, *self._subclasses(cls)) for m in self.methods_named(c, name)]
             return list(dict.fromkeys(own)) or self.functions[name]
         instance = owner if isinstance(owner, cst.Call) else self.ctx.flow.resolve_value(owner)
         cls = self.local_class(instance.func) if isinstance(instance, cst.Call) else None
-        return [m for m in self.methods(cls) if m.name.value == name] if cls is not None else []
+        return list(self.methods_named(cls, name)) if cls is not None else []
 
     def _subclasses(self, cls: cst.ClassDef) -> list[cst.ClassDef]:
         """The classes of this file that derive from `cls`, directly or through others of this file."""

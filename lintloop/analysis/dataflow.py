@@ -197,7 +197,7 @@ class DataFlow(Analysis):
         found = self._instance_bindings.get(key)
         if found is None:
             found = self._instance_bindings[key] = sorted(
-                (b for fn in calls.methods(cls) for b in self.ctx.bindings_in(fn, name)
+                (b for b in calls.instance_bindings(cls, name)
                  if not (isinstance(b.value, cst.Name) and b.value.value == "None")), key=_order)
         return [b for b in found if not self.ctx.is_inside(b.node, method)]
 

@@ -415,7 +415,7 @@ class TorchModules(Analysis):
     def _attribute_assignments(self, cls: cst.ClassDef, attr: str) -> list[tuple[cst.BaseExpression, cst.CSTNode]]:
         """(value, assignment) for each `self.attr = value` in `cls`'s methods, `None` left out."""
         name = f"self.{attr}"
-        return [(b.value, b.node) for fn in self.ctx.calls.methods(cls) for b in self.ctx.bindings_in(fn, name)
+        return [(b.value, b.node) for b in self.ctx.calls.instance_bindings(cls, name)
                 if b.value is not None and not (isinstance(b.value, cst.Name) and b.value.value == "None")]
 
     def _call_value(self, call: cst.Call, at: cst.CSTNode) -> ModuleValue | None:
@@ -952,7 +952,7 @@ class TorchModules(Analysis):
         if cls in self._class_layers:
             return self._class_layers[cls]
         self._class_layers[cls] = None  # guards recursion
-        forward = next((m for m in self.ctx.calls.methods(cls) if m.name.value == "forward"), None)
+        forward = next(iter(self.ctx.calls.methods_named(cls, "forward")), None)
         returns = [r for r in self.ctx.returns_of(forward)
                    if r.value is not None] if forward is not None else []
         found = [self.activation_of(r.value, r) for r in returns]

@@ -27,12 +27,17 @@ file does not define are not followed: such draws are not judged.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
+from lintloop.analysis.index import Scope
 from lintloop.analysis.syntax import (argument, call_name, children, dotted, keyword_arg, names_in, positional_args,
                                       receiver, walk)
+
+if TYPE_CHECKING:
+    from lintloop.analysis.context import FileContext, SourceOrdered
 
 # Every `jax.random` function that draws numbers from the key it is given (jax 0.10).
 SAMPLERS = frozenset({
@@ -689,6 +694,10 @@ def _constant_index(node: cst.Subscript) -> int | None:
 class Prng(Analysis):
     """The key flow of every function of the file and its module code (see the module docstring)."""
 
+    def __init__(self, ctx: FileContext) -> None:
+        super().__init__(ctx)
+        self._comparing: dict[Scope, SourceOrdered] = {}  # per scope: `_comparing_nodes`
+
     @computed
     def flows(self) -> list[_ScopeFlow]:
         return [_ScopeFlow(self, scope, 0) for scope in (self.ctx.module, *self.ctx.nodes(cst.FunctionDef))]
@@ -728,15 +737,19 @@ class Prng(Analysis):
         results = [self._bound_name(c) for c in (first, second)]
         if None in results:
             return False
-        scope = self.ctx.scope_of(second)
-        for node in self.ctx.nodes_within((cst.Comparison, cst.Call), scope):
-            if self.ctx.order[node] <= self.ctx.order[second] or self.ctx.scope_of(node) is not scope:
-                continue
-            comparing = isinstance(node, cst.Comparison) or (call_name(node) or "").startswith("assert") \
-                or call_name(node) in _COMPARISONS
-            if comparing and set(results) <= names_in(node):
-                return True
-        return False
+        compared = set(results)
+        return any(compared <= names_in(node) for node in self._comparing_nodes(self.ctx.scope_of(second)).after(second))
+
+    def _comparing_nodes(self, scope: Scope) -> SourceOrdered:
+        """The comparisons and assert-like calls of `scope` (not of scopes nested in it), found once per
+        scope: every pair of draws there asks for those after it."""
+        found = self._comparing.get(scope)
+        if found is None:
+            found = self._comparing[scope] = self.ctx.in_order([
+                node for node in self.ctx.nodes_in_scope((cst.Comparison, cst.Call), scope).nodes
+                if isinstance(node, cst.Comparison) or (call_name(node) or "").startswith("assert")
+                or call_name(node) in _COMPARISONS])
+        return found
 
     def _applied_module(self, call: cst.Call, depth: int = _HELPER_DEPTH) -> str | None:
         """The flax module whose `apply(rngs=...)` draws, directly or in a same-file helper (`vae_encode(x,
