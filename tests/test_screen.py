@@ -345,7 +345,7 @@ def test_a_map_call_passing_no_parallelism_is_serial(call, serial):
 
 @pytest.mark.parametrize("code, token, held", [
     # A JAX transform named through the file's imports, however spelled.
-    ("import jax\n@jax.jit\ndef step(x):\n    return x\n", "jax_traced", True),
+    ("import jax\n@jax.jit\ndef step(x):\n    print(x)\n    return x\n", "jax_traced", True),  # LL206 reports
     ("from jax import lax\ndef run(xs):\n    return lax.scan(body, 0, xs)\n", "jax_traced", True),
     ("from jax import jit as compile_\nstep = compile_(train_step)\n", "jax_traced", True),
     ("import flax.nnx as nnx\nout = nnx.cond(flag, f, g, x)\n", "jax_traced", True),
@@ -360,7 +360,7 @@ def test_a_map_call_passing_no_parallelism_is_serial(call, serial):
     ("import jax\nopt.apply_gradients(zip(grads, variables))\n", "flax_apply", False),
 ])
 def test_what_jax_rules_need_of_a_unit(code, token, held):
-    _assert_token_and_screen_agree(code, token, held, ["LL901", "LL902", "LL903", "LL904", "LL905"])
+    _assert_token_and_screen_agree(code, token, held, ["LL206", "LL901", "LL902", "LL903", "LL904", "LL905"])
 
 
 @pytest.mark.parametrize("code, held", [
