@@ -68,7 +68,7 @@ from functools import cached_property, lru_cache
 from lintloop.analysis.calls import REPEAT_DEPTH
 from lintloop.analysis.jax import TRACING_TRANSFORMS
 from lintloop.analysis.keras_models import CLASS_OF_FUNCTION
-from lintloop.analysis.names import Names, canonical
+from lintloop.analysis.names import Names
 from lintloop.frameworks import FRAMEWORK_ROOTS, shows_framework
 
 STRUCTURAL_TOKENS = frozenset({"loop", "repeated", "calls_loop", "runs_evaluated", "serial_map", "jax_traced",
@@ -396,13 +396,13 @@ class FileFacts:
             for name in plain_calls & self.imports.keys():
                 tokens.add("call:" + self.imports[name].rsplit(".", 1)[-1])
             tokens.update("name:" + name for name in unit.reads)
+        self.names = Names(self.imports, self.bound_names)
         self._mark_repeated()
         self._mark_loop_callers()
         self._mark_evaluated_runs()
         self._mark_jax_transforms()
         self._mark_probability_losses()
         self._mark_callees()
-        self.names = Names(self.imports, self.bound_names)
         self.tokens = set().union(*(s.tokens for s in self.units)) if self.units else set()
         self._starts = sorted(start for s in self.units for start in s.starts)
 
@@ -468,20 +468,29 @@ class FileFacts:
                 for unit in units:
                     unit.tokens.add("runs_evaluated")
 
+    def _imports_from(self, qualnames: set[str] | frozenset[str]) -> bool:
+        """Does the file import from a package one of `qualnames` is in? (Else none can resolve.)"""
+        roots = {qualname.split(".")[0] for qualname in qualnames}
+        return any(qualified.split(".")[0] in roots for qualified in self.imports.values())
+
+    def _qualname(self, node: ast.expr) -> str | None:
+        """What a name or attribute chain stands for through the file's imports (`Names.qualname`)."""
+        path = _dotted(node)
+        return self.names.qualified(path) if path else None
+
     def _mark_callees(self) -> None:
         """`callee:QUALNAME` for each call of a registered qualified name, resolved as `Names.callee` does:
         a name or attribute chain whose head the file imports, canonical spelling."""
-        roots = {callee.split(".")[0] for callee in _CALLEES}
-        if not any(qualified.split(".")[0] in roots for qualified in self.imports.values()):
+        if not self._imports_from(_CALLEES):
             return
         for unit in self.units:
             for call in unit.calls:
                 func = call.func
                 if type(func) is ast.Attribute and func.attr in _CALLEE_LAST_NAMES or \
                         type(func) is ast.Name and func.id in self.imports:
-                    qualified = _imported_name(func, self.imports)
-                    if qualified is not None and canonical(qualified) in _CALLEES:
-                        unit.tokens.add("callee:" + canonical(qualified))
+                    qualified = self._qualname(func)
+                    if qualified in _CALLEES:
+                        unit.tokens.add("callee:" + qualified)
 
     def _mark_probability_losses(self) -> None:
         """`probability_loss` for each unit naming a Keras cross-entropy other than in a call that passes
@@ -504,11 +513,10 @@ class FileFacts:
         the file's imports, at a name or an attribute chain's head). Walked again only in a file that
         imports from a package such a transform is in (a torch module importing `jax.numpy` for a
         checkpoint holds none)."""
-        roots = {name.split(".")[0] for name in TRACING_TRANSFORMS}
-        if not any(qualified.split(".")[0] in roots for qualified in self.imports.values()):
+        if not self._imports_from(TRACING_TRANSFORMS):
             return
         for unit in self.units:
-            if any(_imported_name(node, self.imports) in TRACING_TRANSFORMS
+            if any(self._qualname(node) in TRACING_TRANSFORMS
                    for root in unit.roots for node in ast.walk(root) if type(node) in (ast.Name, ast.Attribute)):
                 unit.tokens.add("jax_traced")
 
@@ -816,17 +824,6 @@ def _dotted(node: ast.expr) -> str | None:
     else:
         return None
     return ".".join(reversed(parts))
-
-
-def _imported_name(node: ast.expr, imports: dict[str, str]) -> str | None:
-    """The qualified name a name or attribute chain stands for through `imports` (`lax.scan` ->
-    `jax.lax.scan`), as `Names.raw_qualname` reads it from the CST; None where its head is not imported."""
-    dotted = _dotted(node)
-    if dotted is None:
-        return None
-    head, dot, rest = dotted.partition(".")
-    qualified = imports.get(head)
-    return None if qualified is None else qualified + dot + rest
 
 
 def _positional_count(call: ast.Call) -> int:

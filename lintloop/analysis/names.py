@@ -47,18 +47,26 @@ class Names:
 
     def raw_qualname(self, expr: cst.BaseExpression) -> str | None:
         """Like `qualname`, without merging spellings (`tf_keras.X` stays `tf_keras.X`)."""
-        head = expr
-        while isinstance(head, cst.Attribute):
-            head = head.value
-        if not isinstance(head, cst.Name) or head.value not in self.imports:
-            return None
         path = dotted(expr)
-        return self.imports[head.value] + path[len(head.value):] if path else None
+        return self.resolve(path) if path else None
 
     def qualname(self, expr: cst.BaseExpression) -> str | None:
         """Fully qualified, canonical name of an imported thing however it is spelled."""
-        raw = self.raw_qualname(expr)
+        path = dotted(expr)
+        return self.qualified(path) if path else None
+
+    def qualified(self, path: str) -> str | None:
+        """`qualname` of a dotted path (`tf.summary.scalar` -> `tensorflow.summary.scalar`)."""
+        raw = self.resolve(path)
         return canonical(raw) if raw else None
+
+    def resolve(self, path: str) -> str | None:
+        """The qualified name a dotted path (`lax.scan`) stands for through the imports (`jax.lax.scan`),
+        spelled as imported; None where its head is not imported. From either tree's nodes (the
+        screen reads CPython's)."""
+        head, dot, rest = path.partition(".")
+        qualified = self.imports.get(head)
+        return None if qualified is None else qualified + dot + rest
 
     def callee(self, call: cst.Call) -> str | None:
         return self.qualname(call.func)
