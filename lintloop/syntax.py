@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
+from lintloop import pieces
 from lintloop.finding import Finding, engine_finding
 from lintloop.nesting import ANALYSIS_DEPTH, COMPILE_DEPTH, Nesting, mask, scan
 from lintloop.rules import BY_CODE
@@ -320,7 +321,7 @@ def parse_cst(text: str, lines: list[str], tree: ast.Module | None) -> cst.Modul
 
 def _parse_cst(text: str, lines: list[str], tree: ast.Module | None) -> cst.Module:
     if len(lines) <= CHUNK_LINES:
-        return cst.parse_module(text)
+        return pieces.parse_module(text, lines)
     statements: dict[int, ast.stmt | None] = {}  # by first line; None: several statements start there
     if tree is not None:
         previous_end = 0
@@ -353,7 +354,7 @@ def _parsed_chunk(lines: list[str], first: int, last: int, statement: ast.stmt |
         in_pieces = _display_in_pieces(lines, first, last, statement)
         if in_pieces is not None:
             return in_pieces
-    return cst.parse_module("".join(lines[first - 1:last]))
+    return pieces.parse_module("".join(lines[first - 1:last]), lines[first - 1:last])
 
 
 _DISPLAYS = {ast.List: cst.List, ast.Tuple: cst.Tuple, ast.Set: cst.Set, ast.Dict: cst.Dict}
