@@ -22,6 +22,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
+from lintloop.isolation import DEFAULT_MEMORY_MIB, DEFAULT_SECONDS
 from lintloop.rules.index import ENTRIES, KINDS
 
 if TYPE_CHECKING:
@@ -486,8 +487,16 @@ def settings_from_table(table: dict[str, Any], path: Path, locator: _KeyLocator 
     for key, value in (("file-timeout", settings.file_timeout), ("file-memory-limit", settings.file_memory_limit)):
         if value is not None and not value >= 0:  # also refuses nan
             raise ConfigError(where.error((key,), "must be 0 (no limit) or more"))
+    # A configuration file comes with the project (a clone, a pull request): it may tighten the limits of
+    # a file's analysis, never lift them past the defaults (0, no limit, included); the command line may.
+    settings.file_timeout = _tightened(settings.file_timeout, DEFAULT_SECONDS)
+    settings.file_memory_limit = _tightened(settings.file_memory_limit, DEFAULT_MEMORY_MIB)
     settings.rule_options = _rule_options(table.get("rules", {}), where)
     return settings
+
+
+def _tightened(limit: float | None, default: float) -> float | None:
+    return None if limit is None or limit == 0 or limit > default else limit
 
 
 def _known_keys() -> str:

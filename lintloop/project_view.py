@@ -542,7 +542,7 @@ def importers(path: str) -> list[Importer]:
     """The modules in the linted module's directory whose views bring in its definitions: the
     callers whose arguments decide what its functions are given."""
     directory, filename = os.path.split(path)
-    stem = re.escape(os.path.splitext(filename)[0].encode())
+    stem = re.escape(os.fsencode(os.path.splitext(filename)[0]))  # a name's undecodable bytes as they are
     mention = LinePattern(rb"from[ \t]+(?:[\w.]*\b" + stem + rb"[ \t]+import\b|\.[ \t]+import\b[^\n]*\b" + stem + rb")")
     try:
         names = sorted(os.listdir(directory))

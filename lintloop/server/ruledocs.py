@@ -13,6 +13,7 @@ from pygls.uris import from_fs_path
 
 from lintloop import __version__
 from lintloop.frameworks import FRAMEWORK_LABELS
+from lintloop.user_cache import user_cache_directory
 
 if TYPE_CHECKING:
     from lintloop.rule import Rule
@@ -42,9 +43,7 @@ def rule_markdown(rule: type[Rule]) -> str:
 
 def docs_directory() -> Path:
     """`$XDG_CACHE_HOME/lintloop/docs/<version>` (`~/.cache` when unset or relative, per the XDG spec)."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    cache = Path(base) if os.path.isabs(base) else Path.home() / ".cache"
-    return cache / "lintloop" / "docs" / __version__
+    return user_cache_directory() / "docs" / __version__
 
 
 class RuleDocs:
