@@ -27,8 +27,8 @@ import lintloop.source as source
 from lintloop.linter import fix_text
 from lintloop.runner import run_job
 from lintloop.source import fcntl, journal_path, settled_for_reading, write_in_place
-from test_fs_faults import (FIXED, NOBODY, ORIGINAL, RULESET, SELECT, fix_job, journal_of, leftovers,  # noqa: F401
-                            private_user_cache)
+from test_fs_faults import FIXED, NOBODY, ORIGINAL, RULESET, SELECT, fix_job, journal_of, leftovers
+from test_fs_faults import private_user_cache  # noqa: F401 - the autouse fixture, for this module's tests too
 
 pytestmark = pytest.mark.skipif(fcntl is None or not hasattr(os, "fork"), reason="POSIX: flock, fork")
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import json
-import multiprocessing
 import os
 import signal
 import subprocess
@@ -321,13 +320,13 @@ def faulty_lint(analysis: Analysis) -> FileResult:
 
 
 def serve_with_faults() -> int:
-    server = create_server(FAULT_LIMITS, faulty_lint)
-    # A worker imports this module to unpickle faulty_lint: the fork server imports it first, on its main
-    # thread (lintloop.cli, imported with it, sets a signal handler: a worker's serving thread cannot),
-    # and finds it on PYTHONPATH (Python 3.11's fork server leaves out the sys.path it is given).
-    multiprocessing.set_forkserver_preload([*ENGINE_MODULES, __name__])
+    # A worker imports this module to unpickle faulty_lint: the fork server (which the server starts as
+    # it is made) imports it first, on its main thread (lintloop.cli, imported with it, sets a signal
+    # handler: a worker's serving thread cannot), and finds it on PYTHONPATH (the fork server of Python
+    # 3.10-3.13 leaves out the sys.path it is given).
+    ENGINE_MODULES.append(__name__)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")]))
-    return serve(server)
+    return serve(create_server(FAULT_LIMITS, faulty_lint))
 
 
 TESTS = str(Path(__file__).parent)

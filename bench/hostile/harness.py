@@ -13,7 +13,8 @@ Invariants checked on every case (`Outcome.failures`), whatever the case also as
 - nothing it printed holds a control character (ESC, BEL, C1, ...) but newline and tab;
 - nothing outside `project/` and `home/.cache/lintloop/` changed; inside `project/`, only what the
   case lets change (`writes`: e.g. `fix`'s targets) and `.lintloop_cache/`;
-- the largest process stayed within the case's memory bound (`max_rss_mib`).
+- the largest process stayed within the case's memory bound (`max_rss_mib`), and the session never held
+  more processes at once than the case allows (`max_processes`).
 
 A category module (`bench/hostile/<category>.py`) defines CATEGORY, DESCRIPTION and
 `cases(quick: bool) -> list[Case]`; `run.py` runs them all, tests/test_hostile.py their quick lists.
@@ -32,6 +33,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -39,6 +41,9 @@ from pathlib import Path
 from typing import Union
 
 LINTLOOP = [sys.executable, "-m", "lintloop"]  # the lintloop this interpreter imports
+# The console script beside this interpreter (what pre-commit, editors and users run): `python -m` puts
+# the working directory first on the module path, which the script does not.
+SCRIPT = [str(Path(sys.executable).with_name("lintloop"))]
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,7 @@ class Outcome:
     max_rss_mib: float
     changed: dict[str, str]  # sandbox-relative path -> "created" / "changed" / "removed"
     left_running: list[int]
+    most_processes: int  # the most processes its session held at once (sampled)
     timed_out: bool
     sandbox: Path
     extra: list[str] = field(default_factory=list)
@@ -102,6 +108,8 @@ class Outcome:
         for path, how in sorted(self.changed.items()):
             if not self.case.may_change(path):
                 found.append(f"{how} {path}")
+        if self.case.max_processes is not None and self.most_processes > self.case.max_processes:
+            found.append(f"ran {self.most_processes} processes at once > {self.case.max_processes}")
         if self.case.max_rss_mib is not None and self.max_rss_mib > self.case.max_rss_mib:
             found.append(f"peak memory {self.max_rss_mib:.0f} MiB > {self.case.max_rss_mib:g} MiB")
         if self.case.expect is not None and not found:
@@ -126,6 +134,8 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     timeout: float = 60.0
     max_rss_mib: float | None = None
+    max_processes: int | None = None
+    script: bool = False  # run the console script (SCRIPT), not `python -m lintloop`
     plain_output: bool = True  # no control character in what it prints
     setup: Callable[[Path], None] | None = None  # after the files are made: the sandbox
 
@@ -220,6 +230,11 @@ def session_processes(session: int) -> list[int]:
     return found
 
 
+def _count_processes(session: int, counts: list[int], done: threading.Event) -> None:
+    while not done.wait(0.05):
+        counts.append(len(session_processes(session)))
+
+
 def run_case(case: Case, command: list[str] | None = None, keep: Path | None = None) -> Outcome:
     """Run one case in a fresh sandbox (removed afterwards unless `keep` names a folder for it)."""
     root = Path(tempfile.mkdtemp(prefix="lintloop-hostile-")) if keep is None else keep
@@ -231,9 +246,14 @@ def run_case(case: Case, command: list[str] | None = None, keep: Path | None = N
         env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), PYTHONDONTWRITEBYTECODE="1", **case.env)
         usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.monotonic()
-        process = subprocess.Popen([*(command or LINTLOOP), *case.argv], cwd=sandbox / "project", env=env,
+        program = command or (SCRIPT if case.script else LINTLOOP)
+        process = subprocess.Popen([*program, *case.argv], cwd=sandbox / "project", env=env,
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    start_new_session=True)
+        counts = [1]
+        counting = threading.Event()
+        counter = threading.Thread(target=_count_processes, args=(process.pid, counts, counting), daemon=True)
+        counter.start()
         timed_out = False
         try:
             stdout, stderr = process.communicate(case.stdin, timeout=case.timeout)
@@ -241,6 +261,8 @@ def run_case(case: Case, command: list[str] | None = None, keep: Path | None = N
             timed_out = True
             os.killpg(process.pid, signal.SIGKILL)
             stdout, stderr = process.communicate()
+        counting.set()
+        counter.join()
         seconds = time.monotonic() - started
         left = session_processes(process.pid)
         for pid in left:
@@ -251,7 +273,7 @@ def run_case(case: Case, command: list[str] | None = None, keep: Path | None = N
         rss_kib = usage.ru_maxrss if usage.ru_maxrss > usage_before.ru_maxrss else 0
         after = snapshot(sandbox)
         return Outcome(case, process.returncode, stdout, stderr, seconds, rss_kib / 1024, changes(before, after),
-                       left, timed_out, sandbox)
+                       left, max(counts), timed_out, sandbox)
     finally:
         if keep is None:
             _remove(root)
