@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections import Counter
 from pathlib import PurePath
@@ -123,8 +124,19 @@ def _snippet(finding: Finding, lines: list[str] | None) -> str | None:
     line = lines[finding.line - 1].rstrip().expandtabs(1)
     width = (finding.end_column - finding.column) if finding.end_line == finding.line else len(line) - finding.column + 1
     gutter = str(finding.line)
-    caret = " " * (finding.column - 1) + "^" * max(1, width)
-    return f"    {gutter} | {line}\n    {' ' * len(gutter)} | {caret}"
+    start, width = finding.column - 1, max(1, width)
+    under = line[start:start + width]  # an escape written for a character widens what stands over it
+    caret = " " * len(_encodable(line[:start])) + "^" * (width + len(_encodable(under)) - len(under))
+    return f"    {gutter} | {_encodable(line)}\n    {' ' * len(gutter)} | {caret}"
+
+
+# A lone surrogate (a notebook's or editor's JSON escape "\ud800"): no output encoding writes it.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _encodable(text: str) -> str:
+    """The text with each lone surrogate shown as its escape (`\\ud800`)."""
+    return _LONE_SURROGATE.sub(lambda found: found[0].encode("unicode_escape").decode("ascii"), text)
 
 
 def _concise(findings: list[Finding], stream: IO[str], **_: object) -> None:
