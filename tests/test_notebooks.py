@@ -416,6 +416,39 @@ def test_malformed_notebook_json_is_one_ll001(tmp_path, capsys, document, messag
     assert err == "" and finding["code"] == "LL001" and message in finding["message"]
 
 
+def _nested_notebook(where: str, depth: int) -> str:
+    """A notebook (SETUP, LEAKY_LOOP) whose JSON nests `depth` deep through the metadata at `where`:
+    the notebook's, a cell's, or an output's data."""
+    document = json.loads(_notebook(SETUP, LEAKY_LOOP))
+    holder, above = {"notebook": (document["metadata"], 2), "cell": (document["cells"][1]["metadata"], 4),
+                     "output": (document["cells"][1], 4)}[where]
+    if where == "output":
+        holder["outputs"] = [{"output_type": "display_data", "metadata": {}, "data": {}}]
+        holder, above = holder["outputs"][0]["data"], 6
+    placeholder = "NESTED-HERE"
+    holder["application/json" if where == "output" else "deep"] = placeholder
+    inner = depth - above
+    return json.dumps(document).replace(json.dumps(placeholder), "[" * inner + "0" + "]" * inner)
+
+
+@pytest.mark.parametrize("where", ["notebook", "cell", "output"])
+def test_a_notebook_is_read_as_deep_as_the_bound_and_no_deeper(tmp_path, capsys, where):
+    from lintloop.bounded_json import MAX_DEPTH
+
+    path = tmp_path / "deep.ipynb"
+    path.write_text(_nested_notebook(where, MAX_DEPTH))
+    assert [(f.code, f.cell) for f in _lint(path)] == [("LL301", 2)]
+    for depth in (MAX_DEPTH + 1, 100_000):
+        path.write_text(_nested_notebook(where, depth))
+        assert main(["check", "--no-cache", "--format", "concise", str(path)]) == 1
+        out, err = capsys.readouterr()
+        assert err == "" and out == (f"{path}:1:1: LL001 not a notebook: its JSON has arrays and objects nested more "
+                                     f"than {MAX_DEPTH} deep [syntax-error]\n")
+        before = path.read_bytes()
+        assert main(["fix", "--unsafe-fixes", str(path)]) == 1
+        assert capsys.readouterr()[1] == "Fixed 0 findings in 0 files.\n" and path.read_bytes() == before
+
+
 @pytest.mark.parametrize("cell", [
     {"metadata": {}, "source": "total += loss"},  # no cell_type: not a code cell
     {"cell_type": 3, "metadata": {}, "source": "total += loss"},
