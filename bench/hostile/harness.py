@@ -71,8 +71,9 @@ class Outcome:
     changed: dict[str, str]  # sandbox-relative path -> "created" / "changed" / "removed"
     left_running: list[int]
     timed_out: bool
-    sandbox: Path
+    sandbox: Path  # removed once the run is over, unless kept: `written` holds what a check may read of it
     extra: list[str] = field(default_factory=list)
+    written: dict[str, bytes] = field(default_factory=dict)  # the case's `writes` files the run changed, as left
 
     @property
     def out(self) -> str:
@@ -250,8 +251,12 @@ def run_case(case: Case, command: list[str] | None = None, keep: Path | None = N
         # ru_maxrss of children is the largest ever waited for: a new maximum is this run's.
         rss_kib = usage.ru_maxrss if usage.ru_maxrss > usage_before.ru_maxrss else 0
         after = snapshot(sandbox)
-        return Outcome(case, process.returncode, stdout, stderr, seconds, rss_kib / 1024, changes(before, after),
-                       left, timed_out, sandbox)
+        changed = changes(before, after)
+        written = {path: (sandbox / path).read_bytes() for path, how in changed.items()
+                   if how != "removed" and after[path][0] == "file"
+                   and any(_matches(path, pattern) for pattern in case.writes)}
+        return Outcome(case, process.returncode, stdout, stderr, seconds, rss_kib / 1024, changed, left, timed_out,
+                       sandbox, written=written)
     finally:
         if keep is None:
             _remove(root)
