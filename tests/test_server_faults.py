@@ -261,6 +261,9 @@ MALFORMED_NOTIFICATIONS = {
     "an unknown notification": message(method="lintloop/unknown", params={}),
     "a response to no request": message(id=424242, result={"anything": 1}),
     "an error response that is malformed": message(id=424243, error="no object"),
+    "a change to a notebook never opened": message(method="notebookDocument/didChange", params={
+        "notebookDocument": {"uri": "file:///nowhere/never.ipynb", "version": 2}, "change": {}}),
+    "a progress cancel naming an object": message(method="window/workDoneProgress/cancel", params={"token": {"x": 1}}),
 }
 
 
@@ -270,6 +273,7 @@ def test_a_malformed_notification_or_response_is_dropped_and_the_server_goes_on(
     raw.send_bytes(frame(body))
     raw.answers_requests()
     assert not any("method" not in m for m in raw.received[seen:-1]), "nothing answers a notification"
+    assert not any(m.get("method") == "window/showMessage" for m in raw.received[seen:]), "a client's fault: no popup"
 
 
 def test_a_malformed_notification_is_logged(raw):
@@ -436,6 +440,21 @@ def test_a_document_holding_a_lone_surrogate_is_LL001_at_it(raw):
     (diagnostic,) = published(raw, "untitled:surrogate", seen)
     assert diagnostic["code"] == "LL001" and "lone surrogate (U+D800)" in diagnostic["message"]
     assert diagnostic["range"]["start"] == {"line": 1, "character": 5}
+    assert not raw.logs(seen)
+
+
+def test_a_notebook_cell_holding_a_lone_surrogate_is_LL001_in_that_cell(raw):
+    cells = ["import torch\n", "x = '\ud800'\n"]
+    uris = [f"vscode-notebook-cell:/surrogate.ipynb#c{index}" for index in range(len(cells))]
+    seen = len(raw.received)
+    raw.send({"jsonrpc": "2.0", "method": "notebookDocument/didOpen", "params": {
+        "notebookDocument": {"uri": "untitled:surrogate.ipynb", "notebookType": "jupyter-notebook", "version": 1,
+                             "cells": [{"kind": 2, "document": uri} for uri in uris]},
+        "cellTextDocuments": [{"uri": uri, "languageId": "python", "version": 1, "text": text}
+                              for uri, text in zip(uris, cells)]}})
+    (diagnostic,) = published(raw, uris[1], seen)
+    assert diagnostic["code"] == "LL001" and "lone surrogate (U+D800)" in diagnostic["message"]
+    assert diagnostic["range"]["start"] == {"line": 0, "character": 5} and published(raw, uris[0], seen) == []
     assert not raw.logs(seen)
 
 

@@ -258,6 +258,13 @@ def _lifecycle_cases() -> list[Case]:
                     {7: METHOD_NOT_FOUND, 8: METHOD_NOT_FOUND}),
         server_case("cancel-of-nothing", frame(notification("$/cancelRequest", {"id": 12345}))
                     + frame(notification("$/cancelRequest", {"id": {"nested": 1}})), {}),
+        # Notifications out of step with what the client opened: pygls's handlers fail; logged, no popup.
+        server_case("notebook-change-never-opened", frame(notification("notebookDocument/didChange", {
+            "notebookDocument": {"uri": "file:///nowhere/never.ipynb", "version": 2}, "change": {}})), {},
+                    logged=("a notification failed: KeyError",)),
+        server_case("progress-cancel-of-an-object", frame(notification("window/workDoneProgress/cancel",
+                                                                       {"token": {"x": 1}})), {},
+                    logged=("a notification failed: TypeError",)),
         server_case("docs-url-template", frame(request(2, "initialize", {**INITIALIZE_PARAMS, "initializationOptions": {
             "docsUrl": "https://example.org/{code:>999999999}"}})), {2: RESULT}, initialize=False,
                     logged=("docsUrl ignored",)),

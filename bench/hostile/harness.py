@@ -8,7 +8,8 @@
 
 Invariants checked on every case (`Outcome.failures`), whatever the case also asks:
 - the process ends by itself within the case's time limit, by no signal, with an exit status the
-  case allows (default 0 or 1), and no process of its session is left behind;
+  case allows (default 0 or 1), and no process of its session is left behind (still running
+  `LEFT_GRACE_S` after it: a helper that is ending, as a fork server finishing its imports, is not);
 - no traceback and no "internal error" in its output;
 - nothing it printed holds a control character (ESC, BEL, C1, ...) but newline and tab;
 - nothing outside `project/` and `home/.cache/lintloop/` changed; inside `project/`, only what the
@@ -39,6 +40,9 @@ from pathlib import Path
 from typing import Union
 
 LINTLOOP = [sys.executable, "-m", "lintloop"]  # the lintloop this interpreter imports
+# How long a process of the run's session may outlive it: `lintloop server` exiting right after
+# `initialized` leaves the fork server it started importing the engine; it ends once its imports are done.
+LEFT_GRACE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -244,6 +248,10 @@ def run_case(case: Case, command: list[str] | None = None, keep: Path | None = N
             stdout, stderr = process.communicate()
         seconds = time.monotonic() - started
         left = session_processes(process.pid)
+        grace_ends = time.monotonic() + LEFT_GRACE_S
+        while left and time.monotonic() < grace_ends:
+            time.sleep(0.05)
+            left = session_processes(process.pid)
         for pid in left:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 from cattrs import Converter, transform_error
 from cattrs.errors import ClassValidationError
 from lsprotocol import types
-from pygls.exceptions import (JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams, JsonRpcInvalidRequest,
-                              JsonRpcMethodNotFound, JsonRpcParseError, JsonRpcServerNotInitialized)
+from pygls.exceptions import (FeatureRequestError, JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams,
+                              JsonRpcInvalidRequest, JsonRpcMethodNotFound, JsonRpcParseError,
+                              JsonRpcServerNotInitialized)
 from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import JsonRPCProtocol, LanguageServerProtocol
@@ -360,6 +361,14 @@ class LintloopServer(LanguageServer):
         # A worker's exception comes with the worker's traceback: the one raised here says nothing.
         details = error.details if isinstance(error, AnalysisError) else "".join(traceback.format_exception(error))
         self.log(types.MessageType.Error, f"lintloop: internal error while {doing}:\n{details}")
+
+    def report_server_error(self, error: Exception, source: type[Exception]) -> None:
+        """A failure pygls caught outside a request (a notification's handler, sending a message) is
+        logged, not shown in a popup as pygls would: most come of a client's notification out of step (a
+        change to a notebook never opened); a request's failure is in its answer."""
+        if source is not FeatureRequestError:  # pygls wraps a handler's exception: its message names the type
+            what = error.message if isinstance(error, JsonRpcException) else f"{type(error).__name__}: {error}"
+            self.log(types.MessageType.Error, f"lintloop: a notification failed: {what}")
 
     def log(self, level: types.MessageType, message: str) -> None:
         self.window_log_message(types.LogMessageParams(type=level, message=message))
