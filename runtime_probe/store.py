@@ -6,9 +6,8 @@ matching diagnostic for as long as the file's text is the text that was probed (
 makes the record stale: it is then ignored, never shown against moved lines). Records are JSON, read
 within bounds of size, depth and values and type-checked (a verdict is kept only where its one-line
 description can be made of it); an unreadable, foreign or malformed record is ignored, whoever planted
-it in the working tree. The store is opened
-as the result cache is (`lintloop.cache.cache_directory`): never through a symbolic link, nor in
-another user's cache directory; there the run goes on without it.
+it in the working tree. The store is opened as the result cache is (`lintloop.cache.cache_directory`):
+never through a symbolic link, nor in another user's cache directory; there the run goes on without it.
 """
 
 from __future__ import annotations
@@ -91,7 +90,8 @@ def _valid(item: Any) -> bool:
     if not all(isinstance(item.get(k), int) and not isinstance(item.get(k), bool) for k in ("line", "column")):
         return False
     probe = item.get("probe")
-    if not (isinstance(probe, dict) and probe.get("status") in _STATUSES and isinstance(probe.get("evidence", {}), dict)):
+    if not (isinstance(probe, dict) and probe.get("status") in _STATUSES
+            and isinstance(probe.get("evidence", {}), dict)):
         return False
     try:
         describe(probe)  # what the editor is shown of it
