@@ -77,12 +77,15 @@ def config_error(run_cli, tmp_path, *args):
     # dotted keys and inline tables
     ("pyproject.toml", '# top\n\ntool.lintloop.select = ["LL999"]\n[project]\nname = "x"\n', "pyproject.toml:3: [tool.lintloop] select: unknown"),
     ("pyproject.toml", '[tool.lintloop]\nrules = { LL402 = { keras = 9 } }\n', "pyproject.toml:2: [tool.lintloop] rules.LL402.keras: must be one of"),
-    # TOML that tomllib cannot read for want of stack or digits: the line of the deepest nesting
+    # TOML nested deeper than any configuration (tomllib's own limit depends on the stack), or with more
+    # digits than Python converts: the line where the nesting goes too deep
     ("pyproject.toml", '[tool.lintloop]\nselect = ["LL1"]\nx = ' + "[" * 100_000 + "]" * 100_000 + "\n",
-     "pyproject.toml:3: cannot read configuration: invalid TOML: arrays or inline tables nested too deeply"),
+     "pyproject.toml:3: cannot read configuration: invalid TOML: arrays or inline tables nested more than 100 deep"),
     ("pyproject.toml", '[tool.lintloop]\nselect = ["LL1"]  # [[[[ a comment\nnote = "[[[["\n[tool.other]\nx = [\n  '
      + "{a = " * 5_000 + "1" + "}" * 5_000 + "\n]\n",
-     "pyproject.toml:6: cannot read configuration: invalid TOML: arrays or inline tables nested too deeply"),
+     "pyproject.toml:6: cannot read configuration: invalid TOML: arrays or inline tables nested more than 100 deep"),
+    ("lintloop.toml", "x = [\n" + "[" * 50 + "\n" + "{a = [" * 25 + "1" + "]}" * 25 + "]" * 50 + "]\n",
+     "lintloop.toml:3: cannot read configuration: invalid TOML: arrays or inline tables nested more than 100 deep"),
     ("pyproject.toml", '[tool.lintloop]\njobs = ' + "1" * 5_000 + "\n",
      "pyproject.toml: cannot read configuration: invalid TOML: Exceeds the limit (4300"),  # Python's words, per version
     # patterns that pathspec cannot compile, in every option that holds patterns
@@ -126,6 +129,14 @@ def test_valid_rule_options_are_accepted(run_cli, write, tmp_path):
         [tool.lintloop.rules.dataset-without-prefetch]
         tf_injects_prefetch = false
     """)
+    write("a.py", "x = 1\n")
+    assert concise(run_cli, "a.py", cwd=tmp_path)[:2] == (0, [])
+
+
+@pytest.mark.parametrize("nested", ["[" * 100 + "]" * 100, "{a = " * 100 + "1" + "}" * 100,
+                                    "[" * 50 + "{a = [" * 25 + "1" + "]}" * 25 + "]" * 50])
+def test_a_configuration_nested_as_deep_as_the_bound_is_read(run_cli, write, tmp_path, nested):
+    write("pyproject.toml", '[tool.lintloop]\nselect = ["LL1"]\n[tool.other]\nx = ' + nested + "\n")
     write("a.py", "x = 1\n")
     assert concise(run_cli, "a.py", cwd=tmp_path)[:2] == (0, [])
 

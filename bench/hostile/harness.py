@@ -8,7 +8,8 @@
 
 Invariants checked on every case (`Outcome.failures`), whatever the case also asks:
 - the process ends by itself within the case's time limit, by no signal, with an exit status the
-  case allows (default 0 or 1), and no process of its session is left behind;
+  case allows (default 0 or 1), and no process of its session is left behind (still running
+  `LEFT_GRACE_S` after it: a helper that is ending, as a fork server finishing its imports, is not);
 - no traceback and no "internal error" in its output;
 - nothing it printed holds a control character (ESC, BEL, C1, ...) but newline and tab;
 - nothing outside `project/` and `home/.cache/lintloop/` changed; inside `project/`, only what the
@@ -44,6 +45,9 @@ LINTLOOP = [sys.executable, "-m", "lintloop"]  # the lintloop this interpreter i
 # The console script beside this interpreter (what pre-commit, editors and users run): `python -m` puts
 # the working directory first on the module path, which the script does not.
 SCRIPT = [str(Path(sys.executable).with_name("lintloop"))]
+# How long a process of the run's session may outlive it: `lintloop server` exiting right after
+# `initialized` leaves the fork server it started importing the engine; it ends once its imports are done.
+LEFT_GRACE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -77,8 +81,9 @@ class Outcome:
     left_running: list[int]
     most_processes: int  # the most processes its session held at once (sampled)
     timed_out: bool
-    sandbox: Path
+    sandbox: Path  # removed once the run is over, unless kept: `written` holds what a check may read of it
     extra: list[str] = field(default_factory=list)
+    written: dict[str, bytes] = field(default_factory=dict)  # the case's `writes` files the run changed, as left
 
     @property
     def out(self) -> str:
@@ -265,6 +270,10 @@ def run_case(case: Case, command: list[str] | None = None, keep: Path | None = N
         counter.join()
         seconds = time.monotonic() - started
         left = session_processes(process.pid)
+        grace_ends = time.monotonic() + LEFT_GRACE_S
+        while left and time.monotonic() < grace_ends:
+            time.sleep(0.05)
+            left = session_processes(process.pid)
         for pid in left:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
@@ -272,8 +281,12 @@ def run_case(case: Case, command: list[str] | None = None, keep: Path | None = N
         # ru_maxrss of children is the largest ever waited for: a new maximum is this run's.
         rss_kib = usage.ru_maxrss if usage.ru_maxrss > usage_before.ru_maxrss else 0
         after = snapshot(sandbox)
-        return Outcome(case, process.returncode, stdout, stderr, seconds, rss_kib / 1024, changes(before, after),
-                       left, max(counts), timed_out, sandbox)
+        changed = changes(before, after)
+        written = {path: (sandbox / path).read_bytes() for path, how in changed.items()
+                   if how != "removed" and after[path][0] == "file"
+                   and any(_matches(path, pattern) for pattern in case.writes)}
+        return Outcome(case, process.returncode, stdout, stderr, seconds, rss_kib / 1024, changed, left,
+                       max(counts), timed_out, sandbox, written=written)
     finally:
         if keep is None:
             _remove(root)

@@ -37,8 +37,8 @@ def _journals(old: bytes, new: bytes, path: str) -> dict[str, bytes]:
 
 
 def _not_planted(outcome) -> str | None:
-    text = (outcome.sandbox / "project" / "train.py").read_bytes() if (outcome.sandbox / "project").exists() else b""
-    return "the planted journal's text was written into train.py" if b"os.system" in text else None
+    return "the planted journal's text was written into train.py" \
+        if b"os.system" in outcome.written.get("project/train.py", b"") else None
 
 
 def _journal_cases(quick: bool) -> list[Case]:
@@ -117,7 +117,7 @@ def _plant_modules(names: list[str]):
 
 
 def _no_marker(outcome) -> str | None:
-    return "a module planted in the project was imported" if (outcome.sandbox / "outside" / "PWNED").exists() else None
+    return "a module planted in the project was imported" if "outside/PWNED" in outcome.changed else None
 
 
 def _server_session() -> bytes:
