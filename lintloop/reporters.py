@@ -122,7 +122,8 @@ def _snippet(finding: Finding, lines: list[str] | None) -> str | None:
     if lines is None or not 1 <= finding.line <= len(lines):
         return None
     line = lines[finding.line - 1].rstrip().expandtabs(1)
-    end = finding.end_column if finding.end_line == finding.line else len(line) + 1
+    # At least the one character at the finding's column (an empty range has a caret too).
+    end = max(finding.end_column if finding.end_line == finding.line else len(line) + 1, finding.column + 1)
     # Printed escaped, the caret under the escapes of the characters it marks.
     before, marked = printable(line[:finding.column - 1]), printable(line[finding.column - 1:end - 1])
     gutter = str(finding.line)
