@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shlex
 import sys
 from pathlib import Path
@@ -29,7 +28,7 @@ EXIT_CLEAN, EXIT_PROBLEMS, EXIT_ERROR = 0, 1, 2
 def probe_command(args: argparse.Namespace, script_args: list[str]) -> int:
     path = Path(args.file)
     if not path.is_file():
-        print(f"lintloop: error: {args.file}: no such file", file=sys.stderr)
+        print(f"lintloop: error: {terminal.printable(args.file)}: no such file", file=sys.stderr)
         return EXIT_ERROR
     pages = report_pages() if args.report is not None else None
     findings = _static_findings(path) if pages is not None else []  # a bad configuration stops us before the run
@@ -38,7 +37,7 @@ def probe_command(args: argparse.Namespace, script_args: list[str]) -> int:
         run = run_probe(path, script_args, steps=steps, timeout=args.timeout, device=args.device,
                         python=args.python, memory_limit_mb=args.memory_limit, sample_every=sample_interval(steps))
     except NotebookError as exc:
-        print(f"lintloop: error: {args.file}: {exc}", file=sys.stderr)
+        print(f"lintloop: error: {terminal.printable(f'{args.file}: {exc}')}", file=sys.stderr)
         return EXIT_ERROR
     summary = Summary.from_events(run.events, run.returncode, run.timed_out or run.killed_for_memory)
     page = None
@@ -168,40 +167,20 @@ def _render(fmt: str, path: Path, run: ProbeRun, summary: Summary, stream: IO[st
         return
     console = terminal.console(stream, is_file)
     stop = " (step cap reached)" if summary.stop_reason == "step_limit" else ""
-    console.print(f"[bold]{escape(printable(str(path)))}[/bold]: {escape(printable(describe_outcome(run)))} after "
-                  f"{summary.steps} step(s){stop}, {run.duration:.1f} s")
+    outcome = terminal.printable(describe_outcome(run))
+    console.print(f"[bold]{escape(terminal.printable(str(path)))}[/bold]: {escape(outcome)} after {summary.steps} "
+                  f"step(s){stop}, {run.duration:.1f} s")
     for line in describe_summary(summary, path.name) + describe_containment(run):
-        console.print("  " + escape(printable(line)))
+        console.print("  " + escape(terminal.printable(line)))
     not_run = describe_dropped(run.notebook.to_json() if run.notebook is not None else None)
     if not_run:
-        console.print("  notebook: " + escape(printable(not_run)))
+        console.print("  notebook: " + escape(terminal.printable(not_run)))
     if run.returncode not in (0, None) and run.stderr_tail and not summary.errors:
         console.print("  program output (stderr, last lines):")
-        console.print("\n".join("    " + printable(line, lines=True)
-                                for line in run.stderr_tail.strip().split("\n")[-8:]), markup=False)
+        tail = terminal.printable_lines(run.stderr_tail.strip()).splitlines()[-8:]
+        console.print("\n".join("    " + line for line in tail), markup=False)
     if page is not None:
-        console.print(f"  report: {printable(str(page))}", markup=False, highlight=False)
-
-
-# What a terminal takes for an instruction (C0 and C1 controls, DEL), or to reorder the text (the bidirectional
-# overrides and isolates), and the lone surrogates of undecodable bytes: nothing a program prints or names can
-# move the cursor, retitle the window, hide text or turn it around.
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-_UNPRINTABLE_IN_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-
-
-def printable(text: str, lines: bool = False) -> str:
-    """`text` with what a terminal would obey written as escapes, as Python writes them: ``\\x1b``, ``\\u202e``;
-    an undecodable byte of a name (a lone surrogate, ``os.fsdecode``'s) as ``\\xff``.  With `lines`, newlines
-    and tabs stay as they are."""
-    return (_UNPRINTABLE_IN_LINES if lines else _UNPRINTABLE).sub(_escaped, text)
-
-
-def _escaped(found: re.Match[str]) -> str:
-    code = ord(found.group())
-    if 0xDC80 <= code <= 0xDCFF:  # (surrogateescape's: the byte it stands for)
-        return f"\\x{code - 0xDC00:02x}"
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+        console.print(f"  report: {terminal.printable(str(page))}", markup=False, highlight=False)
 
 
 def describe_summary(summary: Summary, name: str) -> list[str]:

@@ -15,7 +15,8 @@ rename files, folders, onto a file; a file made a folder and back; links made, r
 through; changes made by a shell; thousands of files; a tree 60 deep; a file made and removed), on a
 name of one family (plain, with a space, a terminal escape, a newline, a bidirectional override, bytes
 that are no UTF-8, 200 characters).  The JSON report must list exactly what the harness's own snapshot of
-the sandbox saw change, no more; the text report must print every name escaped.  The probe's temporary
+the sandbox saw change, no more; the text report must print every name escaped, as it must what the
+program prints, raises and warns, and the name of a program that is not there.  The probe's temporary
 folder (in the sandbox: TMPDIR) must be gone after the run.
 """
 
@@ -349,5 +350,22 @@ def _under(seen: dict[str, str], folder: str, how: str) -> list[str]:
     return [path for path, change in seen.items() if path.startswith(folder + "/") and change == how]
 
 
+# What the program prints or raises, and the name it is given, printed back by the text report.
+_ESCAPES = "\x1b]0;owned\x07\x1b[2J\x9b31m\u202e\r"
+_OUTPUT = {
+    "printed": f"import sys\nprint({_ESCAPES!r})\nprint({_ESCAPES!r}, file=sys.stderr)\nsys.exit(3)\n",
+    "raised": f"raise RuntimeError({_ESCAPES!r})\n",
+    "warned": f"import warnings\nwarnings.warn({_ESCAPES!r})\n",
+}
+
+
+def _output_cases() -> list[Case]:
+    found = [Case(CATEGORY, f"output-{name}", {"project/program.py": program, **_TMP}, ["probe", "program.py"],
+                  exits=frozenset({0, 1}), env=_ENV) for name, program in _OUTPUT.items()]
+    found.append(Case(CATEGORY, "output-missing-program", dict(_TMP), ["probe", f"gone{_ESCAPES}.py"],
+                      exits=frozenset({2}), env=_ENV))
+    return found
+
+
 def cases(quick: bool) -> list[Case]:
-    return _process_cases(quick) + _file_cases(quick)
+    return _process_cases(quick) + _file_cases(quick) + _output_cases()
