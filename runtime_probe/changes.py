@@ -8,8 +8,9 @@ Two sources, each covering the other's gaps:
   seen however it was made: by Python, by native code (``torch.save`` to a path, TensorFlow's
   checkpoints), by another program it started (``rm -rf``).  Left out: ``__pycache__``, ``.git`` and
   virtual environments (a folder holding ``pyvenv.cfg``): tools' state, not the program's; and the
-  contents of a folder that could not be listed before or after.  A folder of more than ``LISTED_MAX``
-  entries is not listed at all (the report says so): its changes come from the second source only;
+  contents of a folder that could not be listed before or after.  What else changes the folder during
+  the run (an editor, another program) is counted too.  A folder of more than ``LISTED_MAX`` entries is
+  not listed at all (the report says so): its changes come from the second source only;
 - every path the program's Python code wrote, made, renamed, linked or removed, anywhere (the
   bootstrap's ``file`` events: the path, its folders' links resolved, and the entry it named just
   before the first call), compared with the entry at the end of the run.
