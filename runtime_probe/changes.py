@@ -134,6 +134,8 @@ class Listing:
 
 @dataclass
 class Change:
+    """One path's change, the entry before and after it, and where the program's Python code named it."""
+
     change: str  # created, deleted, modified, replaced, renamed
     path: str
     kind: str  # of the entry after (deleted: before)
