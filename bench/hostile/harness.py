@@ -8,8 +8,10 @@
 
 Invariants checked on every case (`Outcome.failures`), whatever the case also asks:
 - the process ends by itself within the case's time limit, by no signal, with an exit status the
-  case allows (default 0 or 1), and no process of its session is left behind (still running
-  `LEFT_GRACE_S` after it: a helper that is ending, as a fork server finishing its imports, is not);
+  case allows (default 0 or 1), and no process of its session is left behind, nor any that holds the
+  case's mark (`MARK_VARIABLE`, in the environment every process it starts inherits; a case whose
+  processes drop their environment passes the mark in their arguments), still running `LEFT_GRACE_S`
+  after it (a helper that is ending, as a fork server finishing its imports, is not left behind);
 - no traceback and no "internal error" in its output;
 - nothing it printed holds a control character (ESC, BEL, C1, ...) but newline and tab;
 - nothing outside `project/` and `home/.cache/lintloop/` changed; inside `project/`, only what the
@@ -36,6 +38,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +51,7 @@ SCRIPT = [str(Path(sys.executable).with_name("lintloop"))]
 # How long a process of the run's session may outlive it: `lintloop server` exiting right after
 # `initialized` leaves the fork server it started importing the engine; it ends once its imports are done.
 LEFT_GRACE_S = 5.0
+MARK_VARIABLE = "HOSTILE_CASE_MARK"  # in lintloop's environment: a text naming the case's run
 
 
 @dataclass(frozen=True)
@@ -136,7 +140,7 @@ class Case:
     writes: tuple[str, ...] = ()  # sandbox-relative paths (or fnmatch patterns) the run may change
     expect: Callable[[Outcome], str | None] | None = None  # a further check: a failure's text, or None
     stdin: bytes = b""
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)  # `{sandbox}` in a value is replaced
     timeout: float = 60.0
     max_rss_mib: float | None = None
     max_processes: int | None = None
@@ -214,8 +218,8 @@ def changes(before: dict[str, tuple], after: dict[str, tuple]) -> dict[str, str]
             changed[path] = "removed"
         elif path not in before:
             changed[path] = "created"
-        elif before[path] != after[path] and before[path][0] != "dir":
-            changed[path] = "changed"
+        elif before[path][0] != after[path][0] or (before[path] != after[path] and before[path][0] != "dir"):
+            changed[path] = "changed"  # (a folder whose mode changed aside)
     return changed
 
 
@@ -240,6 +244,28 @@ def _count_processes(session: int, counts: list[int], done: threading.Event) -> 
         counts.append(len(session_processes(session)))
 
 
+def marked_processes(mark: str) -> list[int]:
+    """The live processes whose environment or arguments hold `mark` (Linux /proc; empty elsewhere)."""
+    needle, found = mark.encode(), []
+    for entry in Path("/proc").iterdir() if Path("/proc/self/stat").exists() else ():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            stat = (entry / "stat").read_bytes()
+            held = (entry / "environ").read_bytes() + (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if stat[stat.rindex(b")") + 2:].split()[0] not in (b"Z", b"X") and needle in held:
+            found.append(int(entry.name))
+    return found
+
+
+def _left_behind(session: int, mark: str) -> list[int]:
+    """The processes of the session and those that hold the case's mark."""
+    found = session_processes(session)
+    return found + [pid for pid in marked_processes(mark) if pid not in found]
+
+
 def run_case(case: Case, command: list[str] | None = None, keep: Path | None = None) -> Outcome:
     """Run one case in a fresh sandbox (removed afterwards unless `keep` names a folder for it)."""
     root = Path(tempfile.mkdtemp(prefix="lintloop-hostile-")) if keep is None else keep
@@ -248,7 +274,10 @@ def run_case(case: Case, command: list[str] | None = None, keep: Path | None = N
         before = snapshot(sandbox)
         home = sandbox / "home"
         env = {key: value for key, value in os.environ.items() if not key.startswith(("LINTLOOP", "XDG_", "COLUMNS"))}
-        env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), PYTHONDONTWRITEBYTECODE="1", **case.env)
+        mark = f"hostile-{uuid.uuid4().hex}"
+        env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), PYTHONDONTWRITEBYTECODE="1",
+                   **{key: value.replace("{sandbox}", str(sandbox)) for key, value in case.env.items()})
+        env[MARK_VARIABLE] = mark
         usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.monotonic()
         program = command or (SCRIPT if case.script else LINTLOOP)
@@ -269,11 +298,11 @@ def run_case(case: Case, command: list[str] | None = None, keep: Path | None = N
         counting.set()
         counter.join()
         seconds = time.monotonic() - started
-        left = session_processes(process.pid)
+        left = _left_behind(process.pid, mark)
         grace_ends = time.monotonic() + LEFT_GRACE_S
         while left and time.monotonic() < grace_ends:
             time.sleep(0.05)
-            left = session_processes(process.pid)
+            left = _left_behind(process.pid, mark)
         for pid in left:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
