@@ -11,13 +11,11 @@ import argparse
 import gc
 import json
 import os
-import stat
 import sys
 import traceback
 import warnings
 from pathlib import Path
 from collections.abc import Callable
-from typing import IO
 
 from lintloop import __version__, terminal
 from lintloop.entry import EXIT_INTERRUPTED
@@ -27,6 +25,7 @@ from lintloop.discovery import SourceFile, discover
 from lintloop.finding import Finding, unique
 from lintloop.isolation import DEFAULT_MEMORY_MIB, DEFAULT_SECONDS, Limits, WorkerPool, usable_cores
 from lintloop.notebook import Notebook, NotebookError, is_notebook
+from lintloop.output import OutputError, output_target, write_report
 from lintloop.progress import progress_bar
 from lintloop.reporters import FORMATS, render
 from lintloop.runner import JobResult, make_jobs, run_jobs, started_workers
@@ -120,10 +119,6 @@ def build_parser() -> argparse.ArgumentParser:
                         "suppressions and rule documentation on hover. Configure your editor to start "
                         "`lintloop server` for Python files.")
     return parser
-
-
-class OutputError(Exception):
-    """The report (or a command's output) cannot be written: one line, exit 2."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -310,7 +305,7 @@ def _lint(args: argparse.Namespace) -> int:
     resolver = _resolver(args)
     settings = resolver.for_directory(Path.cwd())  # the run's own: cache, workers, report
     if args.output:
-        _output_target(args.output, settings.root)  # an --output that cannot be written: said before the run
+        output_target(args.output, settings.root)  # an --output that cannot be written: said before the run
     paths = args.paths or ["."]
     # Linting allocates many short-lived tree objects: at the default threshold (700) the cyclic GC
     # runs constantly (measured: parsing the corpus 2.03 s -> 1.19 s). Workers inherit it.
@@ -409,7 +404,7 @@ def _report(args: argparse.Namespace, results: list[JobResult], findings: list[F
         for message in result.messages:
             _say(message)
     if mode == "diff":
-        _write_report(lambda stream: stream.write(terminal.printable_lines("".join(r.diff for r in results))))
+        write_report(lambda stream: stream.write(terminal.printable_lines("".join(r.diff for r in results))))
     elif mode == "fix" and not args.quiet:
         fixed = sum(r.fixed for r in results)
         touched = sum(1 for r in results if r.fixed)
@@ -418,7 +413,7 @@ def _report(args: argparse.Namespace, results: list[JobResult], findings: list[F
     with_findings = {f.path for f in findings}
     sources = {f.display: _read_source(f.path) for f in files if f.display in with_findings} if fmt == "text" else {}
     if args.output:
-        _write_report(lambda stream: render(
+        write_report(lambda stream: render(
             findings, fmt, stream, sources=sources, statistics=args.statistics, quiet=args.quiet,
             unsafe_fixes=settings.unsafe_fixes, is_file=True, unchecked=unchecked, passed_over=passed_over,
             root=str(settings.root)), args.output, settings.root)
@@ -427,7 +422,7 @@ def _report(args: argparse.Namespace, results: list[JobResult], findings: list[F
                unsafe_fixes=settings.unsafe_fixes, is_file=False, unchecked=unchecked, passed_over=passed_over,
                root=str(settings.root))
     elif mode != "diff":
-        _write_report(lambda stream: render(
+        write_report(lambda stream: render(
             findings, fmt, stream, sources=sources, statistics=args.statistics, quiet=args.quiet,
             unsafe_fixes=settings.unsafe_fixes, is_file=False, unchecked=unchecked, passed_over=passed_over,
             root=str(settings.root)))
@@ -436,50 +431,6 @@ def _report(args: argparse.Namespace, results: list[JobResult], findings: list[F
 def _say(message: str) -> None:
     """A line for the user on stderr, escaped: it may hold a file's name or text."""
     print(f"lintloop: {terminal.printable(message)}", file=sys.stderr)
-
-
-def _write_report(write: Callable[[IO[str]], object], output: str | None = None, root: Path | None = None) -> None:
-    """Run `write` on the `--output` file (opened by `_output_target`'s rules), or on stdout; a report
-    that cannot be written (no room, a closed device) is an OutputError, not a traceback."""
-    where = output or "standard output"
-    try:
-        if output is None:
-            write(sys.stdout)
-            sys.stdout.flush()
-            return
-        assert root is not None
-        fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _output_target(output, root), 0o666)
-        with open(fd, "w", encoding="utf-8", errors="backslashreplace") as stream:
-            write(stream)
-    except BrokenPipeError:
-        raise
-    except OSError as exc:
-        raise OutputError(f"cannot write the report to {where}: {exc.strerror or exc}") from None
-
-
-def _output_target(output: str, root: Path) -> int:
-    """Whether the report may be written to `output`, checked before the run and when it is opened: its
-    folder exists, it is no folder, and it is no symbolic link in the project (where a cloned repository
-    could have put one that leads anywhere: not followed, as `fix` follows none out). The flag to open it
-    with: O_NOFOLLOW, except for a link outside the project that the user named (`/dev/stdout`)."""
-    try:
-        status = os.lstat(output)
-    except FileNotFoundError:
-        folder = os.path.dirname(os.path.abspath(output))
-        if not os.path.isdir(folder):
-            raise ConfigError(f"--output {output}: no such folder: {folder}") from None
-        return getattr(os, "O_NOFOLLOW", 0)
-    except OSError as exc:
-        raise ConfigError(f"--output {output}: cannot write: {exc.strerror or exc}") from None
-    if stat.S_ISDIR(status.st_mode):
-        raise ConfigError(f"--output {output}: a folder, not a file")
-    if stat.S_ISLNK(status.st_mode):
-        folder = os.path.realpath(os.path.dirname(os.path.abspath(output)))
-        if folder == str(root) or folder.startswith(str(root) + os.sep):
-            raise ConfigError(f"--output {output}: a symbolic link in the project (to {os.readlink(output)}), "
-                              "not followed: name the file itself")
-        return 0
-    return getattr(os, "O_NOFOLLOW", 0)
 
 
 def _read_text(path: Path) -> str | None:

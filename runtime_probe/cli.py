@@ -17,6 +17,7 @@ from lintloop.config import load_settings
 from lintloop.finding import Finding
 from lintloop.linter import lint_bytes
 from lintloop.notebook import NotebookError
+from lintloop.output import output_target, write_report
 from lintloop.runtime_probe.changes import LISTED_MAX
 from lintloop.runtime_probe.correlate import probeable, report_pages
 from lintloop.runtime_probe.runner import ProbeRun, run_probe
@@ -30,6 +31,9 @@ def probe_command(args: argparse.Namespace, script_args: list[str]) -> int:
     if not path.is_file():
         print(f"lintloop: error: {terminal.printable(args.file)}: no such file", file=sys.stderr)
         return EXIT_ERROR
+    root = load_settings().root  # the project, whose links `--output` does not follow
+    if args.output:
+        output_target(args.output, root)  # an --output that cannot be written: said before the run
     pages = report_pages() if args.report is not None else None
     findings = _static_findings(path) if pages is not None else []  # a bad configuration stops us before the run
     steps = args.steps or 100
@@ -47,10 +51,10 @@ def probe_command(args: argparse.Namespace, script_args: list[str]) -> int:
                 finding.probe = verdict(finding.code, summary)
         page = pages.write_report(args.report, str(path), [pages.ProgramRun("program", run)], findings)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as stream:
-            _render(args.format, path, run, summary, stream, is_file=True, page=page)
+        write_report(lambda stream: _render(args.format, path, run, summary, stream, is_file=True, page=page),
+                     args.output, root)
     else:
-        _render(args.format, path, run, summary, sys.stdout, is_file=False, page=page)
+        write_report(lambda stream: _render(args.format, path, run, summary, stream, is_file=False, page=page))
     if run.returncode is None or run.timed_out or run.killed_for_memory:
         return EXIT_ERROR
     problems = (run.signal_name is not None or summary.none_gradients or summary.errors or summary.trace_prints

@@ -137,3 +137,17 @@ def test_standard_output_on_a_full_device_is_one_line_and_exit_2(project, args):
                                                     "left on device", "lintloop: error: cannot write the report "
                                                     "to standard output: No space left on device")
     assert b"Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize("redirect", ["missing folder", "full device", "link in the project"])
+def test_the_probe_s_report_follows_the_same_rules(project, redirect):
+    (project / "prog.py").write_text("print('ran')\n")
+    (project / "report.txt").symlink_to("../outside.txt")
+    output = {"missing folder": ["--output", "missing/r.txt"], "link in the project": ["--output", "report.txt"],
+              "full device": []}[redirect]
+    with open("/dev/full", "wb") if redirect == "full device" else open(os.devnull, "wb") as stdout:
+        run = subprocess.run([*LINTLOOP, "probe", "prog.py", *output], cwd=project, stdout=stdout,
+                             stderr=subprocess.PIPE, timeout=120)
+    assert run.returncode == 2 and len(run.stderr.splitlines()) == 1, run.stderr
+    assert run.stderr.startswith(b"lintloop: error: ")
+    assert (project.parent / "outside.txt").read_text() == "keep me\n"
