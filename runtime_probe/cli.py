@@ -31,9 +31,10 @@ def probe_command(args: argparse.Namespace, script_args: list[str]) -> int:
     if not path.is_file():
         print(f"lintloop: error: {terminal.printable(args.file)}: no such file", file=sys.stderr)
         return EXIT_ERROR
-    root = load_settings().root  # the project, whose links `--output` does not follow
-    if args.output:
-        output_target(args.output, root)  # an --output that cannot be written: said before the run
+    root = None
+    if args.output:  # said before the run: an --output that cannot be written
+        root = load_settings().root  # the project, whose links `--output` does not follow
+        output_target(args.output, root)
     pages = report_pages() if args.report is not None else None
     findings = _static_findings(path) if pages is not None else []  # a bad configuration stops us before the run
     steps = args.steps or 100
