@@ -178,6 +178,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lintloop import bounded_json
 from lintloop.notebook import MASK_MARKER, CellPosition, Notebook, NotebookError, NotebookModule, is_notebook
 from lintloop.runtime_probe.changes import FileChanges, Listing, file_changes
 from lintloop.runtime_probe.supervisor import END_S, describe_process, process_stat
@@ -387,20 +388,42 @@ def strip_framework_noise(text: str) -> str:
                    if not any(p.match(line) for p in _NOISE))
 
 
+# What the parent reads of the events the program's process wrote (it can write anything there): the
+# first MAX_EVENTS objects, each on a line of at most MAX_EVENT_LINE_BYTES, nested within bounded_json's
+# depth. A run of the probe writes a few hundred; what is past the bounds is counted, not read.
+MAX_EVENTS = 200_000
+MAX_EVENT_LINE_BYTES = 1 << 20
+
+
 def read_events(path: Path) -> list[dict]:
-    events = []
+    """The events of a run, in order: each line of the file that is a JSON object within bounds (a line
+    cut short by a kill, or one the program wrote that is not an event, is passed over); past
+    MAX_EVENTS, one `events_truncated` event says how many lines were not read."""
+    events: list[dict] = []
+    unread = 0
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                line = line.strip()
+        with open(path, "rb") as fh:
+            while raw := fh.readline(MAX_EVENT_LINE_BYTES + 1):
+                if len(raw) > MAX_EVENT_LINE_BYTES and not raw.endswith(b"\n"):
+                    while (rest := fh.readline(MAX_EVENT_LINE_BYTES)) and not rest.endswith(b"\n"):
+                        pass  # a line too long to be an event: passed over, a piece at a time
+                    continue
+                if len(events) >= MAX_EVENTS:
+                    unread += 1
+                    continue
+                line = raw.strip()
                 if not line:
                     continue
                 try:
-                    events.append(json.loads(line))
-                except ValueError:  # a line cut short by a kill
+                    event = bounded_json.loads(line.decode("utf-8", "replace"))
+                except (ValueError, RecursionError):  # cut short, over the bounds, not JSON
                     continue
+                if isinstance(event, dict):
+                    events.append(event)
     except FileNotFoundError:
         pass
+    if unread:
+        events.append({"type": "events_truncated", "unread_lines": unread})
     return events
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from lintloop.runtime_probe import runner
 from lintloop.runtime_probe.runner import run_probe
 
 LINTLOOP = [sys.executable, "-m", "lintloop"]
@@ -681,3 +682,24 @@ def test_check_probe_stops_a_hanging_program_and_leaves_nothing_running(tmp_path
     assert len(_recorded_pids(pids)) >= 2
     _assert_none_running(str(tmp_path))
 
+
+
+def test_events_a_program_writes_itself_are_read_within_bounds(tmp_path, monkeypatch):
+    """The program can write anything into the file its events go to: JSON nested too deep for the
+    standard decoder, values that are no events, a line without end, more lines than a run writes.
+    The run's report reads what is within bounds and says how much it left unread."""
+    script = _write(tmp_path, "forge.py", """
+        import json, os
+        events = json.loads(os.environ["LINTLOOP_PROBE_CONFIG"])["events"]
+        with open(events, "ab") as out:
+            out.write(b"[" * 100_000 + b"]" * 100_000 + b"\\n")  # deeper than any decoder's stack
+            out.write(b"[1, 2, 3]\\n\\"text\\"\\n")  # JSON, but no event
+            out.write(b"{}\\n" * 5_000)  # more than a run writes (the bound is lowered below)
+            out.write(b"{" + b"x" * (3 << 20))  # a line without end, larger than a line may be
+    """)
+    monkeypatch.setattr(runner, "MAX_EVENTS", 1_000)
+    run = run_probe(script, [], timeout=60)
+    assert run.returncode == 0, run.stderr_tail
+    assert all(isinstance(event, dict) for event in run.events)
+    [truncated] = [event for event in run.events if event.get("type") == "events_truncated"]
+    assert truncated["unread_lines"] >= 4_000
