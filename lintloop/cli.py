@@ -16,7 +16,6 @@ import traceback
 import warnings
 from pathlib import Path
 from collections.abc import Callable
-from typing import IO
 
 from lintloop import __version__, terminal
 from lintloop.entry import EXIT_INTERRUPTED
@@ -24,8 +23,9 @@ from lintloop.cache import ResultCache
 from lintloop.config import ConfigError, Overrides, Settings, SettingsResolver
 from lintloop.discovery import SourceFile, discover
 from lintloop.finding import Finding, unique
-from lintloop.isolation import DEFAULT_MEMORY_MIB, DEFAULT_SECONDS, Limits, WorkerPool
+from lintloop.isolation import DEFAULT_MEMORY_MIB, DEFAULT_SECONDS, Limits, WorkerPool, usable_cores
 from lintloop.notebook import Notebook, NotebookError, is_notebook
+from lintloop.output import OutputError, output_target, write_report
 from lintloop.progress import progress_bar
 from lintloop.reporters import FORMATS, render
 from lintloop.runner import JobResult, make_jobs, run_jobs, started_workers
@@ -67,7 +67,8 @@ def _lint_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--statistics", action="store_true",
                         help="count findings per rule, then per folder, instead of listing them")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the result cache")
-    parser.add_argument("--jobs", "-j", type=int, metavar="N", help="parallel workers (default: all cores)")
+    parser.add_argument("--jobs", "-j", type=int, metavar="N",
+                        help="parallel workers (default, and at most: the cores this process may use)")
     parser.add_argument("--file-timeout", type=_non_negative(float), metavar="SECONDS",
                         help=f"stop a file's analysis after SECONDS and report it as not analysed (LL004); "
                              f"0: no limit (default: {DEFAULT_SECONDS:g})")
@@ -100,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     _lint_options(fix)
     fix.add_argument("--unsafe-fixes", action="store_true", default=None, help="also apply unsafe fixes")
     fix.add_argument("--diff", action="store_true", help="print a unified diff of the fixes and write nothing")
+    fix.add_argument("--write-outside-project", action="store_true",
+                     help="also rewrite files that really lie outside the project (reached through a symbolic "
+                          "link) or have other names (hard links); by default they are reported, not rewritten")
     rule = commands.add_parser("rule", help="show one rule's documentation")
     rule.add_argument("rule", metavar="CODE-OR-NAME")
     rule.add_argument("--format", choices=("text", "json"), default="text")
@@ -119,17 +123,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        return _main(argv)
+        status = _main(argv)
+        try:
+            sys.stdout.flush()  # here, not in the interpreter's exit, where a failure is a traceback
+        except OSError as exc:
+            if isinstance(exc, BrokenPipeError):
+                raise
+            raise OutputError(f"cannot write to standard output: {exc.strerror or exc}") from None
+        return status
     except KeyboardInterrupt:  # Ctrl-C anywhere, argument parsing and imports included: no traceback
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        # The reader went away (`lintloop check | head`): stop quietly. stdout is pointed at
-        # /dev/null so that the interpreter's final flush does not report the pipe again.
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
+        # The reader went away (`lintloop check | head`): stop quietly.
+        _drop_stdout()
         return EXIT_FINDINGS
+    except OutputError as exc:
+        print(f"lintloop: error: {terminal.printable(str(exc))}", file=sys.stderr)
+        _drop_stdout()
+        return EXIT_ERROR
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, whose output cannot be written (a closed pipe, a full disk): the
+    interpreter's final flush then reports nothing again."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def _main(argv: list[str] | None) -> int:
@@ -154,24 +174,27 @@ def _main(argv: list[str] | None) -> int:
         return run_server()
     terminal.set_color_choice(getattr(args, "color", "auto"))
     try:
-        if args.command == "rule":
-            return _rule(args)
-        if args.command == "rules":
-            return _rules(args)
+        if args.command in ("rule", "rules"):  # they read nothing but what lintloop ships: an OSError is the output's
+            try:
+                return _rule(args) if args.command == "rule" else _rules(args)
+            except BrokenPipeError:
+                raise
+            except OSError as exc:
+                raise OutputError(f"cannot write to standard output: {exc.strerror or exc}") from None
         if args.command == "probe":
             from lintloop.runtime_probe.cli import probe_command
 
             return probe_command(args, script_args)
         return _lint(args)
     except ConfigError as exc:
-        print(f"lintloop: error: {exc}", file=sys.stderr)
+        print(f"lintloop: error: {terminal.printable(str(exc))}", file=sys.stderr)
         return EXIT_ERROR
-    except (KeyboardInterrupt, BrokenPipeError):
+    except (KeyboardInterrupt, BrokenPipeError, OutputError):
         raise
     except Exception as exc:  # noqa: BLE001 - the contract: one line, exit 2, traceback only with --verbose
         if getattr(args, "verbose", False):
             traceback.print_exc()
-        print(f"lintloop: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"lintloop: internal error: {type(exc).__name__}: {terminal.printable(str(exc))}", file=sys.stderr)
         return EXIT_ERROR
 
 
@@ -281,11 +304,13 @@ def _lint(args: argparse.Namespace) -> int:
         raise ConfigError("--report needs --probe (the report shows what the probe measured)")
     resolver = _resolver(args)
     settings = resolver.for_directory(Path.cwd())  # the run's own: cache, workers, report
+    if args.output:
+        output_target(args.output, settings.root)  # an --output that cannot be written: said before the run
     paths = args.paths or ["."]
     # Linting allocates many short-lived tree objects: at the default threshold (700) the cyclic GC
     # runs constantly (measured: parsing the corpus 2.03 s -> 1.19 s). Workers inherit it.
     gc.set_threshold(50_000, 20, 100)
-    workers = settings.jobs or os.cpu_count() or 1
+    workers = min(settings.jobs or usable_cores(), usable_cores())
     limits = Limits.configured(settings.file_timeout, settings.file_memory_limit)
     # Without a result cache to answer from, every file analysed needs the engine: where a directory is
     # to be walked (many files, most likely), the workers start and import it while the files are found.
@@ -304,7 +329,7 @@ def _lint_files(args: argparse.Namespace, resolver: SettingsResolver, settings: 
     discovered, missing = _discover(paths, resolver, args.force_exclude)
     files = [file for file, _ in discovered]
     for message in missing:
-        print(f"lintloop: error: {message}", file=sys.stderr)
+        _say(f"error: {message}")
     mode = "check" if args.command == "check" else ("diff" if args.diff else "fix")
     cache = None if args.no_cache or mode != "check" else ResultCache.open(settings.root)
     cache_dir = None if cache is None else str(cache.directory)
@@ -314,7 +339,9 @@ def _lint_files(args: argparse.Namespace, resolver: SettingsResolver, settings: 
     jobs = [job for group_settings, group_files in groups.values()
             for job in make_jobs(group_files, group_settings.codes(), group_settings.rule_options, mode,
                                  per_file_ignores=_skipped(group_settings),
-                                 unsafe_fixes=group_settings.unsafe_fixes, cache_dir=cache_dir)]
+                                 unsafe_fixes=group_settings.unsafe_fixes, cache_dir=cache_dir,
+                                 write_root=None if getattr(args, "write_outside_project", False)
+                                 else str(group_settings.root))]
     bar = progress_bar(len(jobs), quiet=args.quiet)
     try:
         results = run_jobs(jobs, workers, on_result=bar, limits=limits, pool=pool)
@@ -338,12 +365,12 @@ def _lint_files(args: argparse.Namespace, resolver: SettingsResolver, settings: 
     _report(args, results, findings, settings, mode, files, unchecked=len(missing) + len(errors),
             passed_over=len(passed_over))
     for error in errors:
-        print(f"lintloop: error: {error}", file=sys.stderr)
+        _say(f"error: {error}")
     if args.verbose:
         for display in passed_over:
-            print(f"lintloop: not parsed (no deep-learning code): {display}", file=sys.stderr)
+            _say(f"not parsed (no deep-learning code): {display}")
         for details in (d for r in results for d in r.tracebacks):
-            print(details, file=sys.stderr, end="")
+            print(terminal.printable_lines(details), file=sys.stderr, end="")
     if missing or errors:
         return EXIT_ERROR
     changed = mode == "diff" and any(r.diff for r in results)
@@ -375,9 +402,9 @@ def _report(args: argparse.Namespace, results: list[JobResult], findings: list[F
     fmt = args.format or "text"
     for result in results:
         for message in result.messages:
-            print(f"lintloop: {message}", file=sys.stderr)
+            _say(message)
     if mode == "diff":
-        sys.stdout.write("".join(r.diff for r in results))
+        write_report(lambda stream: stream.write(terminal.printable_lines("".join(r.diff for r in results))))
     elif mode == "fix" and not args.quiet:
         fixed = sum(r.fixed for r in results)
         touched = sum(1 for r in results if r.fixed)
@@ -385,16 +412,25 @@ def _report(args: argparse.Namespace, results: list[JobResult], findings: list[F
               file=sys.stderr)
     with_findings = {f.path for f in findings}
     sources = {f.display: _read_source(f.path) for f in files if f.display in with_findings} if fmt == "text" else {}
-    stream: IO[str]
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as stream:
-            render(findings, fmt, stream, sources=sources, statistics=args.statistics, quiet=args.quiet,
-                   unsafe_fixes=settings.unsafe_fixes, is_file=True, unchecked=unchecked, passed_over=passed_over,
-                   root=str(settings.root))
-    elif mode != "diff" or findings:
-        render(findings, fmt, sys.stdout if mode != "diff" else sys.stderr, sources=sources,
-               statistics=args.statistics, quiet=args.quiet, unsafe_fixes=settings.unsafe_fixes, is_file=False,
-               unchecked=unchecked, passed_over=passed_over, root=str(settings.root))
+        write_report(lambda stream: render(
+            findings, fmt, stream, sources=sources, statistics=args.statistics, quiet=args.quiet,
+            unsafe_fixes=settings.unsafe_fixes, is_file=True, unchecked=unchecked, passed_over=passed_over,
+            root=str(settings.root)), args.output, settings.root)
+    elif mode == "diff" and findings:  # what remains, on stderr: stdout is the diff's
+        render(findings, fmt, sys.stderr, sources=sources, statistics=args.statistics, quiet=args.quiet,
+               unsafe_fixes=settings.unsafe_fixes, is_file=False, unchecked=unchecked, passed_over=passed_over,
+               root=str(settings.root))
+    elif mode != "diff":
+        write_report(lambda stream: render(
+            findings, fmt, stream, sources=sources, statistics=args.statistics, quiet=args.quiet,
+            unsafe_fixes=settings.unsafe_fixes, is_file=False, unchecked=unchecked, passed_over=passed_over,
+            root=str(settings.root)))
+
+
+def _say(message: str) -> None:
+    """A line for the user on stderr, escaped: it may hold a file's name or text."""
+    print(f"lintloop: {terminal.printable(message)}", file=sys.stderr)
 
 
 def _read_text(path: Path) -> str | None:

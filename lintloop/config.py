@@ -22,6 +22,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
+from lintloop.isolation import DEFAULT_MEMORY_MIB, DEFAULT_SECONDS
 from lintloop.rules.index import ENTRIES, KINDS
 
 if TYPE_CHECKING:
@@ -265,11 +266,15 @@ def _parse_toml(path: Path, raw: bytes) -> _Toml:
     except UnicodeDecodeError as exc:
         line = raw[:exc.start].count(b"\n") + 1
         raise ConfigError(f"{_display(path)}:{line}: cannot read configuration: not UTF-8 text") from None
+    too_deep = _too_deep_line(text)
+    if too_deep is not None:
+        raise ConfigError(f"{_display(path)}:{too_deep}: cannot read configuration: invalid TOML: "
+                          f"arrays or inline tables nested more than {MAX_TOML_DEPTH} deep")
     try:
         return _Toml(path, text, tomllib.loads(text))
-    except RecursionError:  # tomllib's parser recurses once per level of arrays and inline tables
-        raise ConfigError(f"{_display(path)}:{_deepest_line(text)}: cannot read configuration: invalid TOML: "
-                          "arrays or inline tables nested too deeply") from None
+    except RecursionError:  # tomllib's parser recurses per level: only where the stack was all but full
+        raise ConfigError(f"{_display(path)}: cannot read configuration: invalid TOML: "
+                          "arrays or inline tables nested too deeply for the stack left") from None
     except MemoryError:
         raise ConfigError(f"{_display(path)}: cannot read configuration: too large") from None
     except tomllib.TOMLDecodeError as exc:
@@ -289,22 +294,32 @@ def _parse_toml(path: Path, raw: bytes) -> _Toml:
                           f"{str(exc).split(';')[0]}") from None
 
 
-# A token of TOML text for `_deepest_line`: a string (whose brackets do not count), a comment, a bracket.
+# A token of TOML text for `_too_deep_line`: a string (whose brackets do not count), a comment, a bracket.
 _TOML_TOKEN = re.compile(r'"""(?:[^\\]|\\.)*?"""' r"|'''.*?'''" r'|"(?:[^"\\\n]|\\.)*"' r"|'[^'\n]*'|#[^\n]*|[\[\]{}]",
                          re.DOTALL)
 
 
-def _deepest_line(text: str) -> int:
-    """The line where brackets first nest deepest: where tomllib's parser ran out of stack."""
-    depth = deepest = deepest_at = 0
+# Deeper than any configuration is written, and shallow enough for tomllib's parser (which recurses per
+# level of arrays and inline tables) wherever it is called: the verdict is the same on every host and
+# stack, where tomllib's own limit is not (3.11-3.13 from a shallow stack: 496 levels of arrays, 330 of
+# inline tables; fewer from a deeper one).
+MAX_TOML_DEPTH = 100
+
+
+def _too_deep_line(text: str) -> int | None:
+    """The line where arrays and inline tables first nest more than MAX_TOML_DEPTH deep; None if they
+    never do."""
+    if text.count("[") + text.count("{") <= MAX_TOML_DEPTH:  # most texts: no scan
+        return None
+    depth = 0
     for token in _TOML_TOKEN.finditer(text):
         if token[0] in ("[", "{"):
             depth += 1
-            if depth > deepest:
-                deepest, deepest_at = depth, token.start()
+            if depth > MAX_TOML_DEPTH:
+                return text.count("\n", 0, token.start()) + 1
         elif token[0] in ("]", "}"):
             depth -= 1
-    return text.count("\n", 0, deepest_at) + 1
+    return None
 
 
 def load_settings(config_file: Path | None = None, start: Path | None = None) -> Settings:
@@ -486,8 +501,16 @@ def settings_from_table(table: dict[str, Any], path: Path, locator: _KeyLocator 
     for key, value in (("file-timeout", settings.file_timeout), ("file-memory-limit", settings.file_memory_limit)):
         if value is not None and not value >= 0:  # also refuses nan
             raise ConfigError(where.error((key,), "must be 0 (no limit) or more"))
+    # A configuration file comes with the project (a clone, a pull request): it may tighten the limits of
+    # a file's analysis, never lift them past the defaults (0, no limit, included); the command line may.
+    settings.file_timeout = _tightened(settings.file_timeout, DEFAULT_SECONDS)
+    settings.file_memory_limit = _tightened(settings.file_memory_limit, DEFAULT_MEMORY_MIB)
     settings.rule_options = _rule_options(table.get("rules", {}), where)
     return settings
+
+
+def _tightened(limit: float | None, default: float) -> float | None:
+    return None if limit is None or limit == 0 or limit > default else limit
 
 
 def _known_keys() -> str:

@@ -21,6 +21,8 @@ class SourceFile:
     # hold a finding: DESIGN.md "What is parsed").
     explicit: bool = False
     modified_ns: int = 0  # when found (st_mtime_ns): the most recently modified are linted first
+    # The resolved folder it was named in or found below: with the project's root, where `fix` may write it.
+    anchor: str = ""
 
 
 def discover(arguments: list[str], settings: Settings, force_exclude: bool = False) -> tuple[list[SourceFile], list[str]]:
@@ -42,11 +44,16 @@ def discover(arguments: list[str], settings: Settings, force_exclude: bool = Fal
             resolved = str(path.resolve())
             if force_exclude and _matches(excluded, resolved, root, ""):
                 continue
-            # Named: explicit, even where a directory argument found it too.
+            # Named: explicit, even where a directory argument found it too. Its folder as named, resolved;
+            # a link in the file's own place is the working tree's, not the user's.
             files[resolved] = SourceFile(path, files.get(resolved, SourceFile(path, argument)).display, explicit=True,
-                                         modified_ns=path.stat().st_mtime_ns)
+                                         modified_ns=path.stat().st_mtime_ns,
+                                         anchor=os.path.realpath(os.path.dirname(os.path.abspath(path))))
         elif path.is_dir():
-            for resolved, found in _walk(path, argument, excluded, included, root, problems):
+            # A folder named through a link of the working tree: `fix` writes what really lies below the
+            # folder the link is in (or in the project), not wherever the link leads.
+            anchor = os.path.realpath(os.path.dirname(os.path.abspath(path)) if os.path.islink(path) else path)
+            for resolved, found in _walk(path, argument, excluded, included, root, problems, anchor):
                 files.setdefault(resolved, found)
         else:
             problems.append(f"{argument}: {_why_not_lintable(path)}")
@@ -95,7 +102,7 @@ class _Included:
 
 
 def _walk(top: Path, argument: str, excluded: pathspec.PathSpec, included: _Included,
-          root: str, problems: list[str]) -> list[tuple[str, SourceFile]]:
+          root: str, problems: list[str], anchor: str) -> list[tuple[str, SourceFile]]:
     """The files to lint below `top`, each with its resolved path. A path is resolved once per
     directory, not per file: os.walk enters real directories only (not links), so a child's resolved
     path is its directory's joined with its name (a file that is a link is resolved by itself).
@@ -132,7 +139,7 @@ def _walk(top: Path, argument: str, excluded: pathspec.PathSpec, included: _Incl
             if not _skipped(resolved, name, False, excluded, root, ignores):
                 below = name if relative == "." else os.path.join(relative, name)
                 found.append((resolved, SourceFile(path, below if argument == "." else os.path.join(argument, below),
-                                                   modified_ns=status.st_mtime_ns)))
+                                                   modified_ns=status.st_mtime_ns, anchor=anchor)))
     return found
 
 

@@ -73,6 +73,15 @@ class Limits:
                    DEFAULT_MEMORY_MIB if memory_mib is None else (int(memory_mib) or None))
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, where the platform tells; else all): the most
+    workers a run starts, whatever a configuration or `--jobs` asks (more would only compete for them)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # macOS, Windows
+        return os.cpu_count() or 1
+
+
 class AnalysisFailed(Exception):
     """An item's work ended without a result: killed, crashed, over a limit. `cause` says how, as the
     end of a sentence ("took longer than 120 s (the file-timeout setting)")."""

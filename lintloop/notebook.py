@@ -9,7 +9,8 @@ cut back into cells, and every masked line carries a marker comment, so that it 
 exactly. Positions are mapped back to (cell, line in the cell): cells are numbered from 1 by
 their place in the notebook, markdown cells included, as the notebook's editor shows them.
 
-Reading uses nbformat (its reader: JSON, the format version, conversion of old versions);
+Reading uses nbformat (its reader: JSON, the format version, conversion of old versions), on JSON
+nested no deeper than lintloop.bounded_json allows;
 writing replaces only the text of the changed cells' `source` values in the file, so outputs,
 execution counts, metadata, key order, indentation and the final newline stay byte for byte.
 """
@@ -22,6 +23,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from lintloop.bounded_json import JSONBoundsError, check_bounds
 from lintloop.source import source_lines
 
 NOTEBOOK_SUFFIX = ".ipynb"
@@ -142,6 +144,12 @@ class Notebook:
 
         if not text.strip():
             raise NotebookError("not a notebook: the file is empty")
+        try:
+            # nbformat's reader recurses once or twice per level: JSON deeper than the bound would fail
+            # there, or not, depending on the host and the caller's stack.
+            check_bounds(text)
+        except JSONBoundsError as exc:
+            raise NotebookError(f"not a notebook: its JSON has {exc}") from None
         try:
             node = reads(text)
             major = node.get("nbformat")

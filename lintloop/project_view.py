@@ -544,7 +544,7 @@ def importers(path: str) -> list[Importer]:
     directory, filename = os.path.split(path)
     stem = os.path.splitext(filename)[0]
     if not stem.isidentifier():
-        return []  # no import names it (`my-utils.py`): no view brings its definitions in
+        return []  # no import names it (`my-utils.py`, undecodable bytes): no view brings its definitions in
     mentions = _mentions(directory)
     if mentions is None:
         return []  # a module a notebook's cell writes, in a folder not made yet

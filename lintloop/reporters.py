@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 from lintloop import __version__, terminal
 from lintloop.finding import Finding
+from lintloop.terminal import UNPRINTABLE_BEYOND_C0, printable
 from lintloop.source import source_lines
 
 FORMATS = ("text", "concise", "json", "sarif", "github")
@@ -64,19 +65,19 @@ def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str | 
         if finding.path != current:
             if current is not None:
                 console.print()
-            console.print(f"[bold]{escape(finding.path)}[/bold]")
+            console.print(f"[bold]{escape(printable(finding.path))}[/bold]")
             if finding.path in pages:
-                console.print(f"  report: {pages[finding.path]}", markup=False, highlight=False)
+                console.print(f"  report: {printable(pages[finding.path])}", markup=False, highlight=False)
             current = finding.path
         marker = " [cyan][*][/cyan]" if _fixable(finding, unsafe_fixes) else ""
         colour = "red" if finding.severity == "error" else "yellow"
         console.print(f"  {finding.where}  [{colour} bold]{finding.code}[/]{marker} "
-                      f"{escape(finding.message)} [dim]\\[{finding.name}][/dim]")
+                      f"{escape(printable(finding.message))} [dim]\\[{finding.name}][/dim]")
         snippet = _snippet(finding, _lines_of(finding, sources, split))
         if snippet:
             console.print(snippet, markup=False, highlight=False, style="dim" if not is_file else None)
         if finding.probe:
-            console.print("    " + describe(finding.probe), markup=False, highlight=False)
+            console.print("    " + printable(describe(finding.probe)), markup=False, highlight=False)
     if quiet:
         return
     if findings:
@@ -121,25 +122,35 @@ def _snippet(finding: Finding, lines: list[str] | None) -> str | None:
     if lines is None or not 1 <= finding.line <= len(lines):
         return None
     line = lines[finding.line - 1].rstrip().expandtabs(1)
-    width = (finding.end_column - finding.column) if finding.end_line == finding.line else len(line) - finding.column + 1
+    # At least the one character at the finding's column (an empty range has a caret too).
+    end = max(finding.end_column if finding.end_line == finding.line else len(line) + 1, finding.column + 1)
+    # Printed escaped, the caret under the escapes of the characters it marks.
+    before, marked = printable(line[:finding.column - 1]), printable(line[finding.column - 1:end - 1])
     gutter = str(finding.line)
-    caret = " " * (finding.column - 1) + "^" * max(1, width)
-    return f"    {gutter} | {line}\n    {' ' * len(gutter)} | {caret}"
+    caret = " " * len(before) + "^" * max(1, len(marked))
+    return f"    {gutter} | {before}{marked}{printable(line[end - 1:])}\n    {' ' * len(gutter)} | {caret}"
 
 
 def _concise(findings: list[Finding], stream: IO[str], **_: object) -> None:
     for f in findings:
-        stream.write(f"{f.path}:{f.where}: {f.code} {f.message} [{f.name}]\n")
+        stream.write(f"{printable(f.path)}:{f.where}: {f.code} {printable(f.message)} [{f.name}]\n")
 
 
 def _json(findings: list[Finding], stream: IO[str], **_: object) -> None:
-    json.dump([f.to_json() for f in findings], stream, indent=2, ensure_ascii=False)
-    stream.write("\n")
+    stream.write(_json_text([f.to_json() for f in findings]) + "\n")
+
+
+def _json_text(value: object) -> str:
+    """JSON of `value`, readable (non-ASCII text as it is) yet safe to print: json escapes C0 controls
+    itself; the other unprintable characters (which only strings can hold) are written as \\u escapes
+    too, a lone surrogate (a file name's undecodable byte) as the escape of that surrogate."""
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    return UNPRINTABLE_BEYOND_C0.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
 
 
 def _github_escape(text: str, property_value: bool = False) -> str:
     """Escape a workflow command's message, or with `property_value` one of its `key=value` values."""
-    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    text = printable(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
     if property_value:
         text = text.replace(":", "%3A").replace(",", "%2C")
     return text
@@ -185,8 +196,7 @@ def _sarif(findings: list[Finding], stream: IO[str], **_: object) -> None:
             "results": results,
         }],
     }
-    json.dump(log, stream, indent=2, ensure_ascii=False)
-    stream.write("\n")
+    stream.write(_json_text(log) + "\n")
 
 
 def _sarif_region(line: int, column: int, end_line: int, end_column: int, cell: int | None) -> dict[str, Any]:
@@ -197,7 +207,7 @@ def _sarif_region(line: int, column: int, end_line: int, end_column: int, cell: 
 
 
 def _sarif_result(finding: Finding, rule_index: int) -> dict[str, Any]:
-    uri = quote(finding.path.replace(os.sep, "/"))
+    uri = quote(_path_bytes(finding.path.replace(os.sep, "/")))
     result: dict[str, Any] = {
         "ruleId": finding.code,
         "ruleIndex": rule_index,
@@ -218,6 +228,14 @@ def _sarif_result(finding: Finding, rule_index: int) -> dict[str, Any]:
     if finding.probe is not None:
         result["properties"] = {"probe": finding.probe}
     return result
+
+
+def _path_bytes(path: str) -> bytes:
+    """A path's bytes on disk (an undecodable byte of its name is held as a surrogate), for a URI."""
+    try:
+        return os.fsencode(path)
+    except UnicodeEncodeError:  # a surrogate that stands for no byte: not a name read from disk
+        return path.encode("utf-8", "backslashreplace")
 
 
 def _statistics(findings: list[Finding], unsafe_fixes: bool, root: str | None) -> list[str]:
@@ -255,7 +273,8 @@ def _folder_rows(findings: list[Finding], root: str | None) -> list[str]:
     counts: Counter[str] = Counter()
     for path, count in Counter(f.path for f in findings).items():  # a path's folder once, not per finding
         counts[_folder(path, root)] += count
-    return [f"{count:>5}  {folder}" for folder, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+    return [f"{count:>5}  {printable(folder)}"
+            for folder, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
 
 
 def _folder(path: str, root: str | None) -> str:

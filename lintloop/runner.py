@@ -27,7 +27,7 @@ from lintloop.frameworks import framework_evidence, framework_names, names_nothi
 from lintloop.isolation import AnalysisError, AnalysisFailed, Limits, WorkerPool, uninterruptible
 from lintloop.notebook import is_notebook
 from lintloop.rules.index import ENTRIES
-from lintloop.source import SourceText, UndecodableSource, settled_for_reading, write_in_place
+from lintloop.source import SourceText, UndecodableSource, outside_reason, settled_for_reading, write_in_place
 
 if TYPE_CHECKING:
     from lintloop.rule import RuleSet
@@ -46,6 +46,9 @@ class Job:
     cache_dir: str | None = None
     explicit: bool = True  # named, not found in a directory (lintloop.discovery.SourceFile)
     modified_ns: int = 0  # the file's st_mtime_ns when found: the most recent is the likeliest cache miss
+    # The resolved folders `fix` may write the file in (its project's root, the folder it was named in or
+    # found below); empty: anywhere (`--write-outside-project`).
+    write_within: tuple[str, ...] = ()
     # For a file found in a directory whose rules are all switched off for it (the test-code policy,
     # per-file-ignores): the framework names that still make it deep-learning code, checked for syntax
     # (LL001 is never switched off by them).
@@ -245,6 +248,16 @@ def _fix(job: Job, path: Path, data: bytes, status: os.stat_result, ruleset: Rul
         lint = lint_bytes(job.display, data, ruleset, path=job.path)  # LL001; such a file is never touched
         result.findings, result.errors = lint.findings, lint.errors
         return True
+    try:
+        outside = outside_reason(path, job.write_within) if job.write_within else None
+    except OSError:
+        outside = None  # gone or unreadable since it was read: the write reports it
+    if outside is not None:
+        lint = lint_bytes(job.display, data, ruleset, path=job.path, explicit=job.explicit)
+        result.findings, result.errors, result.passed_over = lint.findings, lint.errors, lint.passed_over
+        if lint.findings:
+            result.messages = [f"{job.display}: not fixed: {outside}; `--write-outside-project` fixes it there"]
+        return True
     notebook = is_notebook(job.path)
     fixer = fix_notebook if notebook else fix_text
     outcome = fixer(job.display, source.text, ruleset, job.unsafe_fixes, path=job.path, explicit=job.explicit)
@@ -261,7 +274,8 @@ def _fix(job: Job, path: Path, data: bytes, status: os.stat_result, ruleset: Rul
         return True
     try:
         with uninterruptible():
-            return write_in_place(path, source.encode(outcome.text), unchanged_since=status)
+            return write_in_place(path, source.encode(outcome.text), unchanged_since=status,
+                                  within=job.write_within or None)
     except OSError as exc:
         # Read-only file or directory, full disk, ...: the file is as it was, so are its findings.
         lint = lint_bytes(job.display, data, ruleset, path=job.path)
@@ -326,7 +340,9 @@ def _checked(job: Job, data: bytes) -> JobResult:
 
 
 def make_jobs(files: list[SourceFile], codes: tuple[str, ...], rule_options: dict[str, dict], mode: str, *,
-              per_file_ignores, unsafe_fixes: bool, cache_dir: str | None) -> list[Job]:
+              per_file_ignores, unsafe_fixes: bool, cache_dir: str | None, write_root: str | None = None) -> list[Job]:
+    """One job per file. `write_root`: the resolved project root that `fix` writes within (with the
+    folder each file was named in or found below); None: it may write anywhere."""
     jobs = []
     options = json.dumps(rule_options, sort_keys=True)
     checked = _framework_names(codes)
@@ -335,6 +351,7 @@ def make_jobs(files: list[SourceFile], codes: tuple[str, ...], rule_options: dic
         file_codes = tuple(code for code in codes if code not in ignored) if ignored else codes
         syntax_check = checked if (not file.explicit and SYNTAX_ERROR in file_codes
                                    and not _framework_names(file_codes)) else ()
+        within = () if write_root is None or mode == "check" else tuple(dict.fromkeys((write_root, file.anchor)))
         jobs.append(Job(str(file.path), file.display, file_codes, options, mode, unsafe_fixes, cache_dir,
-                        file.explicit, file.modified_ns, syntax_check))
+                        file.explicit, file.modified_ns, within, syntax_check))
     return jobs

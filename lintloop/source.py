@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from lintloop.user_cache import private_directory
+
 try:
     import fcntl
 except ImportError:  # Windows
@@ -67,21 +69,27 @@ def _dominant_newline(text: str) -> str:
     return "\r\n" if crlf and crlf >= text.count("\n") - crlf else "\n"
 
 
-def write_in_place(path: Path, data: bytes, unchanged_since: os.stat_result | None = None) -> bool:
+def write_in_place(path: Path, data: bytes, unchanged_since: os.stat_result | None = None,
+                   within: tuple[str, ...] | None = None) -> bool:
     """Write `data` over the file at `path` (through a symbolic link: the file it points to) in place:
-    the same inode, so its hard links and the descriptors other processes hold (a logger appending to
-    it) see the new text, and its mode, owner and extended attributes stay as they are.
+    the same inode, so the descriptors other processes hold (a logger appending to it) see the new
+    text, and its mode, owner and extended attributes stay as they are.
 
-    Crash-safe through a journal beside the file (`.NAME.lintloop-journal`: the old and the new text),
-    on disk before the file is touched and removed once the new text is: after a kill or a power loss
-    the next `fix` of the file finishes the write from it (see `settled_for_reading`). Lintloop writers
-    of one file take turns: each holds an exclusive `flock` on it while writing.
+    `within`: the resolved folders the file must really lie in (`fix`'s project): a file elsewhere, or
+    one with other names (hard links, which may lie anywhere), is refused (`outside_reason`), checked on
+    the file as opened.
+
+    Crash-safe through a journal (the old and the new text) kept in the user's private cache folder
+    (`journal_path`), never in the working tree: on disk before the file is touched and removed once
+    the new text is, so that after a kill or a power loss the next `fix` of the file finishes the write
+    from it (see `settled_for_reading`). Lintloop writers of one file take turns: each holds an
+    exclusive `flock` on it while writing.
 
     With `unchanged_since` (the file's status when it was read), a file modified since (by another
     process) is left as it is and False is returned: what that process wrote is not lost; so is one
     that another process appends to while it is being written (the file is then as it left it).
     Raises OSError, the file unchanged, where it cannot be written in place: read-only (for root too),
-    not a regular file, no room on the disk, a directory where the journal cannot be created, ...
+    not a regular file, outside `within`, no room on the disk, no private folder for the journal, ...
     """
     target = Path(os.path.realpath(path))
     status = target.stat()
@@ -89,12 +97,16 @@ def write_in_place(path: Path, data: bytes, unchanged_since: os.stat_result | No
         raise OSError(errno.EINVAL, "not a regular file", str(path))
     if not _writable(target, status):
         raise PermissionError(errno.EACCES, "the file is read-only", str(path))
-    fd = os.open(target, os.O_RDWR | _OPEN_FLAGS)
+    fd = os.open(target, os.O_RDWR | os.O_NOFOLLOW | _OPEN_FLAGS)
     try:
+        if within is not None:
+            reason = _outside(target, os.fstat(fd), within)
+            if reason is not None:
+                raise PermissionError(errno.EPERM, f"not written: {reason}", str(path))
         _lock(fd)
         _recover(target, fd)
         old = _read_all(fd)
-        journal = _write_journal(target, old, data)
+        journal = _write_journal(target, fd, old, data)
         try:
             written = False
             if unchanged_since is None or not _changed(target, fd, unchanged_since):
@@ -108,13 +120,34 @@ def write_in_place(path: Path, data: bytes, unchanged_since: os.stat_result | No
             if restored:
                 os.unlink(journal)
             elif isinstance(error, OSError):
-                raise OSError(error.errno, f"{error.strerror or error}; the write is unfinished: {journal.name} "
-                                           "beside the file holds its text before and after") from error
+                raise OSError(error.errno, f"{error.strerror or error}; the write is unfinished: {journal} "
+                                           "holds the file's text before and after") from error
             raise
         os.unlink(journal)
         return written
     finally:
         os.close(fd)
+
+
+def outside_reason(path: Path, within: tuple[str, ...]) -> str | None:
+    """Why `fix` may not write the file at `path` when bounded to the resolved folders `within`: it
+    really lies elsewhere (a symbolic link, or a link among the folders above it, leads out), or it has
+    other names (hard links) that may; None where it may be written. OSError if it cannot be looked at."""
+    target = os.path.realpath(path)
+    return _outside(Path(target), os.stat(target), within)
+
+
+def _outside(target: Path, status: os.stat_result, within: tuple[str, ...]) -> str | None:
+    if not any(_inside(str(target), folder) for folder in within):
+        return f"it is a link to {target}, outside the project"
+    if status.st_nlink > 1:
+        return f"it has {status.st_nlink - 1} other name{'s' if status.st_nlink > 2 else ''} (hard links), " \
+               "which may lie outside the project"
+    return None
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder if folder.endswith(os.sep) else folder + os.sep)
 
 
 @contextlib.contextmanager
@@ -127,9 +160,10 @@ def settled_for_reading(path: Path) -> Iterator[None]:
     fd = None
     with contextlib.suppress(OSError):
         target = Path(os.path.realpath(path))
+        status = target.stat()
         # Opened for writing only to recover: a file watcher sees no write otherwise.
-        writable = os.path.lexists(_journal_path(target)) and _writable(target, target.stat())
-        fd = os.open(target, (os.O_RDWR if writable else os.O_RDONLY) | _OPEN_FLAGS)
+        writable = os.path.lexists(journal_path(status)) and _writable(target, status)
+        fd = os.open(target, (os.O_RDWR if writable else os.O_RDONLY) | os.O_NOFOLLOW | _OPEN_FLAGS)
         if stat.S_ISREG(os.fstat(fd).st_mode):
             _lock(fd)
             if writable:
@@ -141,9 +175,10 @@ def settled_for_reading(path: Path) -> Iterator[None]:
             os.close(fd)
 
 
-JOURNAL_SUFFIX = ".lintloop-journal"
-# A header a person can read (the journal is theirs to compare when it cannot be used), then the texts.
-_JOURNAL_HEADER = re.compile(rb"lintloop journal 1\nold (\d+) ([0-9a-f]{64})\nnew (\d+) ([0-9a-f]{64})\n")
+# A header a person can read (the journal is theirs to compare when it cannot be used): the file's path
+# (its length, then its bytes), then the sizes and digests of the two texts, then the texts.
+_JOURNAL_HEADER = re.compile(rb"lintloop journal 2\npath (\d+)\n")
+_JOURNAL_TEXTS = re.compile(rb"\nold (\d+) ([0-9a-f]{64})\nnew (\d+) ([0-9a-f]{64})\n")
 LOCK_WAIT_SECONDS = 10.0  # a write takes milliseconds: a lock held longer is not a lintloop writer's
 _OPEN_FLAGS = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)  # never wait on a FIFO put there
 _PAGE = 4096  # `_between` compares a page at a time, byte by byte only where a page is neither text's
@@ -154,44 +189,56 @@ def _writable(target: Path, status: os.stat_result) -> bool:
     return bool(status.st_mode & 0o222) and os.access(target, os.W_OK)
 
 
-def _journal_path(target: Path) -> Path:
-    return target.with_name(f".{target.name}{JOURNAL_SUFFIX}")
+def journal_path(status: os.stat_result) -> Path:
+    """Where the journal of a write of the file with this status is kept: in the user's private folder
+    (lintloop.user_cache), named by the file's device and inode. A working tree's files are never
+    read as journals: one placed there (by a pull request) could otherwise make `fix` write its text."""
+    return private_directory("journal") / f"{status.st_dev:x}-{status.st_ino:x}"
 
 
 def _digest(text: bytes) -> bytes:
     return hashlib.sha256(text).hexdigest().encode()
 
 
-def _journal_bytes(old: bytes, new: bytes) -> bytes:
-    header = b"lintloop journal 1\nold %d %s\nnew %d %s\n" % (len(old), _digest(old), len(new), _digest(new))
-    return header + old + new
+def _journal_bytes(target: Path, old: bytes, new: bytes) -> bytes:
+    name = os.fsencode(target)
+    return (b"lintloop journal 2\npath %d\n%s\nold %d %s\nnew %d %s\n" % (
+        len(name), name, len(old), _digest(old), len(new), _digest(new)) + old + new)
 
 
-def _journal_texts(journal: bytes) -> tuple[bytes, bytes] | None:
-    """The old and the new text a journal holds; None if it is incomplete or damaged."""
+def _journal_texts(journal: bytes, target: Path) -> tuple[bytes, bytes] | None:
+    """The old and the new text a journal of a write of `target` holds; None if it is incomplete or
+    damaged, or it is another file's (an inode reused since)."""
     header = _JOURNAL_HEADER.match(journal)
     if header is None:
         return None
-    old_size, new_size = int(header[1]), int(header[3])
-    texts = journal[header.end():]
+    name_end = header.end() + int(header[1])
+    if journal[header.end():name_end] != os.fsencode(target):
+        return None
+    sizes = _JOURNAL_TEXTS.match(journal, name_end)
+    if sizes is None:
+        return None
+    old_size, new_size = int(sizes[1]), int(sizes[3])
+    texts = journal[sizes.end():]
     old, new = texts[:old_size], texts[old_size:]
-    if len(texts) != old_size + new_size or _digest(old) != header[2] or _digest(new) != header[4]:
+    if len(texts) != old_size + new_size or _digest(old) != sizes[2] or _digest(new) != sizes[4]:
         return None
     return old, new
 
 
-def _write_journal(target: Path, old: bytes, new: bytes) -> Path:
+def _write_journal(target: Path, fd: int, old: bytes, new: bytes) -> Path:
     """The journal of a write of `new` over `old`, on disk (its name too) before the file is touched."""
-    journal = _journal_path(target)
-    fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+    journal = journal_path(os.fstat(fd))
+    journal_fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_BINARY", 0),
+                         0o600)
     try:
         try:
-            _write_at(fd, _journal_bytes(old, new), 0)
-            os.fsync(fd)
+            _write_at(journal_fd, _journal_bytes(target, old, new), 0)
+            os.fsync(journal_fd)
         finally:
-            os.close(fd)
+            os.close(journal_fd)
         if os.name == "posix":  # Windows cannot open a directory
-            directory = os.open(target.parent, os.O_RDONLY)
+            directory = os.open(journal.parent, os.O_RDONLY)
             try:
                 os.fsync(directory)
             finally:
@@ -203,27 +250,24 @@ def _write_journal(target: Path, old: bytes, new: bytes) -> Path:
 
 
 def _recover(target: Path, fd: int) -> None:
-    """Resolve a journal a killed writer left beside `target` (open as `fd` and locked: nobody is writing
-    it). A journal that is incomplete or damaged was cut short before the file was touched: removed.
-    A file with the old or the new text: the journal is removed; one part-way from the old text to the
-    new: the write is finished. Anything else (edited since, or a journal of another user's) is left,
-    journal and file, and reported."""
-    journal = _journal_path(target)
+    """Resolve a journal a killed writer left for `target` (open as `fd` and locked: nobody is writing
+    it). A journal that is incomplete, damaged or another file's was cut short before the file was
+    touched, or is stale: removed. A file with the old or the new text: the journal is removed; one
+    part-way from the old text to the new: the write is finished. A file changed since is left, journal
+    and file, and reported."""
+    journal = journal_path(os.fstat(fd))
     try:
-        journal_fd = os.open(journal, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0))
+        journal_fd = os.open(journal, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_BINARY", 0))
     except FileNotFoundError:
         return
     with os.fdopen(journal_fd, "rb") as handle:
-        # Another user's journal could rewrite a file they may not write: trust only ours and its owner's.
-        trusted = os.fstat(journal_fd).st_uid in (os.geteuid(), os.fstat(fd).st_uid) if os.name == "posix" else True
-        texts = _journal_texts(handle.read())
+        texts = _journal_texts(handle.read(), target)
     if texts is not None:
         old, new = texts
         current = _read_all(fd)
-        if not trusted or current != old and not _bring_to(fd, current, old, new, goal=new):
-            reason = "it was changed since" if trusted else "that was another user's `fix`"
+        if current != old and not _bring_to(fd, current, old, new, goal=new):
             raise FileExistsError(
-                errno.EEXIST, f"a `fix` of it was interrupted, and {reason}: {journal.name} beside it holds its "
+                errno.EEXIST, f"a `fix` of it was interrupted, and it was changed since: {journal} holds its "
                 "text from before and after that fix; delete that file once this one is as it should be",
                 str(journal))
     os.unlink(journal)

@@ -191,6 +191,11 @@ def _outermost(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return kept
 
 
+# CPython reads source as UTF-8: a text holding a surrogate code point cannot be encoded for it (3.10-3.13:
+# `compile` raises UnicodeEncodeError on such a str, SyntaxError on such bytes of a `raw_unicode_escape` file).
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 @dataclass
 class _Measured:
     error: Finding | None
@@ -201,13 +206,15 @@ def _measured(display: str, text: str, lines: list[str] | None = None) -> _Measu
     """The verdict on a text CPython did not read: the scanner's limits first, then libcst's parser
     on the text with its too-deep statements masked (its depth is then bounded)."""
     nesting = scan(text)
+    lines = lines if lines is not None else source_lines(text)
+    if _LONE_SURROGATE.search(text):  # text decoded from a notebook's or an editor's JSON escapes ("\ud800")
+        return _Measured(_surrogate_finding(display, lines), nesting)
     if nesting.limit_error is not None:
         line, column, message = nesting.limit_error
         return _Measured(engine_finding(display, BY_CODE["LL001"], f"syntax error: {message}", line, column), nesting)
     deep = nesting.too_deep()
     if deep is not None:
         return _Measured(_too_deep_finding(display, deep), nesting)
-    lines = lines if lines is not None else source_lines(text)
     ranges = nesting.masked_ranges()
     parsed = source_lines(mask(lines, ranges)) if ranges else lines
     for first, last in _chunks(nesting, len(parsed)):
@@ -501,6 +508,14 @@ def _too_deep_finding(display: str, deep: tuple[int, int, int]) -> Finding:
     return engine_finding(display, BY_CODE["LL001"], f"syntax error: nested {depth:,} levels deep, deeper than any "
                           f"Python compiles (CPython 3.10-3.12 stop near 3,000 levels, 3.13 near 10,000)",
                           line, column)
+
+
+def _surrogate_finding(display: str, lines: list[str]) -> Finding:
+    """LL001 at the first lone surrogate of a text (`lines`: its lines)."""
+    line, found = next((number, surrogate) for number, text in enumerate(lines, 1)
+                       if (surrogate := _LONE_SURROGATE.search(text)) is not None)
+    return engine_finding(display, BY_CODE["LL001"], f"syntax error: a lone surrogate (U+{ord(found[0]):04X}), which "
+                          "no UTF-8 source can hold", line, found.start() + 1)
 
 
 _LIBCST_ERROR_AT = re.compile(r"^parser error: error at (\d+):(\d+): ")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -52,6 +53,38 @@ def console(stream: IO[str], is_file: bool = False) -> Console:
     # rich reads NO_COLOR / FORCE_COLOR itself; they are decided above, so its own reading is overridden.
     return Console(file=stream, force_terminal=colour, no_color=not colour, color_system="auto" if colour else None,
                    highlight=False, soft_wrap=True)
+
+
+# What a terminal would act on rather than show: C0 controls but tab (ESC starts the sequences that set a
+# window's title or clear the screen; a newline would split a one-line report), DEL, C1 controls (U+009B
+# is CSI to some terminals), the bidirectional controls that make text read other than it runs
+# ("Trojan Source"), and lone surrogates (a file name's undecodable byte, or text no encoding can write).
+_BEYOND_C0 = "\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+UNPRINTABLE = re.compile(f"[\x00-\x08\x0a-\x1f{_BEYOND_C0}]")
+UNPRINTABLE_BEYOND_C0 = re.compile(f"[{_BEYOND_C0}]")  # what JSON text may hold unescaped (json escapes C0)
+
+
+def printable(text: str) -> str:
+    """`text` as it may be printed: each UNPRINTABLE character written as an escape (`\\x1b`, `\\u202e`;
+    a file name's undecodable byte, which Python holds as a surrogate, as the byte: `\\xff`)."""
+    return UNPRINTABLE.sub(_escape, text) if UNPRINTABLE.search(text) else text
+
+
+def printable_lines(text: str) -> str:
+    """`printable`, line by line: the line breaks (\\n, \\r\\n) stay."""
+    if not UNPRINTABLE.search(text):
+        return text
+    return "".join(printable(body) + end for body, end in _LINE.findall(text))
+
+
+_LINE = re.compile(r"([^\n]*?)(\r?\n|$)")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match[0])
+    if 0xDC80 <= code <= 0xDCFF:  # os.fsdecode's stand-in for an undecodable byte
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def add_color_option(parser: argparse.ArgumentParser) -> None:

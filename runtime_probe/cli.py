@@ -17,6 +17,8 @@ from lintloop.config import load_settings
 from lintloop.finding import Finding
 from lintloop.linter import lint_bytes
 from lintloop.notebook import NotebookError
+from lintloop.output import output_target, write_report
+from lintloop.runtime_probe.changes import LISTED_MAX
 from lintloop.runtime_probe.correlate import probeable, report_pages
 from lintloop.runtime_probe.runner import ProbeRun, run_probe
 from lintloop.runtime_probe.verdicts import Summary, describe_dropped, replicas, sample_interval, verdict
@@ -27,8 +29,12 @@ EXIT_CLEAN, EXIT_PROBLEMS, EXIT_ERROR = 0, 1, 2
 def probe_command(args: argparse.Namespace, script_args: list[str]) -> int:
     path = Path(args.file)
     if not path.is_file():
-        print(f"lintloop: error: {args.file}: no such file", file=sys.stderr)
+        print(f"lintloop: error: {terminal.printable(args.file)}: no such file", file=sys.stderr)
         return EXIT_ERROR
+    root = None
+    if args.output:  # said before the run: an --output that cannot be written
+        root = load_settings().root  # the project, whose links `--output` does not follow
+        output_target(args.output, root)
     pages = report_pages() if args.report is not None else None
     findings = _static_findings(path) if pages is not None else []  # a bad configuration stops us before the run
     steps = args.steps or 100
@@ -36,7 +42,7 @@ def probe_command(args: argparse.Namespace, script_args: list[str]) -> int:
         run = run_probe(path, script_args, steps=steps, timeout=args.timeout, device=args.device,
                         python=args.python, memory_limit_mb=args.memory_limit, sample_every=sample_interval(steps))
     except NotebookError as exc:
-        print(f"lintloop: error: {args.file}: {exc}", file=sys.stderr)
+        print(f"lintloop: error: {terminal.printable(f'{args.file}: {exc}')}", file=sys.stderr)
         return EXIT_ERROR
     summary = Summary.from_events(run.events, run.returncode, run.timed_out or run.killed_for_memory)
     page = None
@@ -46,10 +52,10 @@ def probe_command(args: argparse.Namespace, script_args: list[str]) -> int:
                 finding.probe = verdict(finding.code, summary)
         page = pages.write_report(args.report, str(path), [pages.ProgramRun("program", run)], findings)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as stream:
-            _render(args.format, path, run, summary, stream, is_file=True, page=page)
+        write_report(lambda stream: _render(args.format, path, run, summary, stream, is_file=True, page=page),
+                     args.output, root)
     else:
-        _render(args.format, path, run, summary, sys.stdout, is_file=False, page=page)
+        write_report(lambda stream: _render(args.format, path, run, summary, stream, is_file=False, page=page))
     if run.returncode is None or run.timed_out or run.killed_for_memory:
         return EXIT_ERROR
     problems = (run.signal_name is not None or summary.none_gradients or summary.errors or summary.trace_prints
@@ -71,35 +77,60 @@ def describe_outcome(run: ProbeRun) -> str:
         return f"killed: over the memory limit ({run.peak_memory_mb} MB > {run.memory_limit_mb} MB)"
     if run.signal_name is not None:
         return f"killed by {run.signal_name}"
+    if run.lost_supervisor is not None:
+        return f"stopped: {run.lost_supervisor} (the program can signal it where Linux gives it no PID namespace)"
+    if run.returncode is None:  # (the program could not start: the supervisor said why)
+        return "did not run: " + (run.stderr_tail.strip().splitlines() or ["the probe's supervisor ended"])[-1]
     return f"exit {run.returncode}"
 
 
 def describe_containment(run: ProbeRun) -> list[str]:
-    """What the probe had to clean up after the program, and what the program did to files."""
+    """What the probe had to clean up after the program, and what the program changed in files."""
     lines = []
     if run.left_running:
         lines.append(f"processes: {run.left_running} still running at the end of the program, killed")
         for process in run.of_type("left_running")[:_FILES_SHOWN]:
             lines.append(f"  pid {process['pid']}: {_shown_command(process.get('command'))}")
-    by_action: dict[str, list[str]] = {}
+    by_change: dict[str, list[str]] = {}
     for change in run.files():
-        shown = _shown_path(change["path"])
-        if change.get("to"):
-            shown += " -> " + _shown_path(change["to"])
-        by_action.setdefault(change["action"], []).append(shown)
-    for action, paths in by_action.items():
-        more = f", and {len(paths) - _FILES_SHOWN} more" if len(paths) > _FILES_SHOWN else ""
-        lines.append(f"files ({_FILE_ACTIONS.get(action, action)}): {', '.join(paths[:_FILES_SHOWN])}{more}")
-    if run.of_type("file_limit"):
-        lines.append("files: more changes than the probe lists (see the JSON report's events)")
+        by_change.setdefault(change["change"], []).append(_shown_change(change))
+    for how in _CHANGES:
+        paths = by_change.get(how, [])
+        if paths:
+            more = f", and {len(paths) - _FILES_SHOWN} more" if len(paths) > _FILES_SHOWN else ""
+            lines.append(f"files ({how}): {', '.join(paths[:_FILES_SHOWN])}{more}")
+    found = run.file_changes
+    if found is not None and found.total > len(found.changes):
+        lines.append(f"files: {found.total:,} changes, of which the JSON report lists the first {len(found.changes):,}")
+    if found is not None and not found.listed:
+        lines.append(f"files: the working folder holds more than {LISTED_MAX:,} entries and was not compared: "
+                     "only the paths the program's Python code named were")
+    if found is not None and found.unfollowed:
+        lines.append("files: a process made more file calls than the probe follows: changes outside the working "
+                     "folder may be missing")
     return lines
 
 
 _FILES_SHOWN = 5
 _ARGUMENT_SHOWN = 80  # characters of one argument of a leftover process's command line
 _ARGUMENTS_SHOWN = 8
-_FILE_ACTIONS = {"write": "opened for writing", "mkdir": "directories made", "rename": "renamed",
-                 "remove": "removed", "rmdir": "directories removed", "rmtree": "trees removed"}
+_CHANGES = ("created", "deleted", "modified", "replaced", "renamed")
+
+
+def _shown_change(change: dict[str, Any]) -> str:
+    """One change of `ProbeRun.files`, short: a folder with a slash, what it holds, what it was."""
+    shown = _shown_entry(change["path"], change["kind"])
+    if change.get("to"):
+        shown += " -> " + _shown_entry(change["to"], change["kind"])
+    if change.get("entries"):
+        shown += f" (and {change['entries']:,} entries in it)"
+    if change.get("was"):
+        shown += f" (a {change['was']}, now a {change['kind']})"
+    return shown
+
+
+def _shown_entry(path: str, kind: str) -> str:
+    return _shown_path(path) + ("/" if kind == "directory" else "")
 
 
 def _shown_command(argv: list[str] | None) -> str:
@@ -129,7 +160,9 @@ def _render(fmt: str, path: Path, run: ProbeRun, summary: Summary, stream: IO[st
                   "duration_s": round(run.duration, 3), "summary": summary.to_json(), "events": run.events,
                   "stderr_tail": run.stderr_tail, "signal": run.signal_name,
                   "memory_limit_mb": run.memory_limit_mb, "peak_memory_mb": run.peak_memory_mb,
-                  "left_running": run.left_running, "output_bytes": run.output_bytes, "files": run.files()}
+                  "left_running": run.left_running, "output_bytes": run.output_bytes, "files": run.files(),
+                  "files_compared": run.file_changes.to_json() if run.file_changes is not None else None,
+                  "containment": run.containment, "lost_supervisor": run.lost_supervisor}
         if run.notebook is not None:
             result["notebook"] = run.notebook.to_json()
         if page is not None:
@@ -139,18 +172,20 @@ def _render(fmt: str, path: Path, run: ProbeRun, summary: Summary, stream: IO[st
         return
     console = terminal.console(stream, is_file)
     stop = " (step cap reached)" if summary.stop_reason == "step_limit" else ""
-    console.print(f"[bold]{escape(str(path))}[/bold]: {describe_outcome(run)} after {summary.steps} step(s){stop}, "
-                  f"{run.duration:.1f} s")
+    outcome = terminal.printable(describe_outcome(run))
+    console.print(f"[bold]{escape(terminal.printable(str(path)))}[/bold]: {escape(outcome)} after {summary.steps} "
+                  f"step(s){stop}, {run.duration:.1f} s")
     for line in describe_summary(summary, path.name) + describe_containment(run):
-        console.print("  " + escape(line))
+        console.print("  " + escape(terminal.printable(line)))
     not_run = describe_dropped(run.notebook.to_json() if run.notebook is not None else None)
     if not_run:
-        console.print("  notebook: " + escape(not_run))
+        console.print("  notebook: " + escape(terminal.printable(not_run)))
     if run.returncode not in (0, None) and run.stderr_tail and not summary.errors:
         console.print("  program output (stderr, last lines):")
-        console.print("\n".join("    " + l for l in run.stderr_tail.strip().splitlines()[-8:]), markup=False)
+        tail = terminal.printable_lines(run.stderr_tail.strip()).splitlines()[-8:]
+        console.print("\n".join("    " + line for line in tail), markup=False)
     if page is not None:
-        console.print(f"  report: {page}", markup=False, highlight=False)
+        console.print(f"  report: {terminal.printable(str(page))}", markup=False, highlight=False)
 
 
 def describe_summary(summary: Summary, name: str) -> list[str]:

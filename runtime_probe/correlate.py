@@ -161,7 +161,8 @@ def _page_writer(directory: Path | None) -> Callable[[str, ProbeRun, ProbeRun | 
 def _run_options(options: ProbeOptions) -> dict[str, Any]:
     return {"steps": options.steps, "sample_every": sample_interval(options.steps),
             "timeout": options.timeout, "device": options.device,
-            "python": options.python, "memory_limit_mb": options.memory_limit_mb}
+            "python": options.python, "memory_limit_mb": options.memory_limit_mb,
+            "changes": False}  # (verdicts need no report of the files a program changed)
 
 
 def _summarize(run: ProbeRun) -> Summary:

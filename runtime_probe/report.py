@@ -11,6 +11,7 @@ offline: its JavaScript is written once into DIR, beside the pages, and never fe
 from __future__ import annotations
 
 import html
+import os
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
+from lintloop.cache import read_regular, write_atomically
 from lintloop.finding import Finding
 from lintloop.runtime_probe.cli import describe_outcome, describe_summary, event_location
 from lintloop.runtime_probe.runner import ProbeRun
@@ -174,13 +176,19 @@ def page_name(display: str) -> str:
 
 
 def write_report(directory: Path, display: str, runs: list[ProgramRun], findings: list[Finding]) -> Path:
-    """Write the page of one probed file (and plotly's JavaScript, once) into `directory`."""
+    """Write the page of one probed file (and plotly's JavaScript, once) into `directory`. Each file is
+    written whole and renamed into place: a symbolic link a working tree put there under its name is
+    replaced, never followed (`write_atomically`)."""
     directory.mkdir(parents=True, exist_ok=True)
-    script, plotly_js = directory / PLOTLY_JS, get_plotlyjs()
-    if not script.is_file() or script.read_text(encoding="utf-8") != plotly_js:  # absent, or another version's
-        script.write_text(plotly_js, encoding="utf-8")
+    plotly_js = get_plotlyjs().encode("utf-8")
     page = directory / page_name(display)
-    page.write_text(render_page(display, runs, findings), encoding="utf-8")
+    folder = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        if read_regular(folder, PLOTLY_JS, len(plotly_js) + 1) != plotly_js:  # absent, or another version's
+            write_atomically(folder, PLOTLY_JS, plotly_js)
+        write_atomically(folder, page.name, render_page(display, runs, findings).encode("utf-8"))
+    finally:
+        os.close(folder)
     return page
 
 

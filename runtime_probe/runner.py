@@ -9,27 +9,32 @@ events to a JSON-lines file that this module reads back.  The runner itself neve
 a framework.
 
 Containment -- limits and clean-up, not a sandbox: the program can do whatever its user can.
-It is started by a supervisor (``supervisor.py``), a small process between lintloop and the program
-that makes itself a child subreaper (Linux ``prctl``): the orphans of the program's processes are
-re-parented to it, not to init, so every process the program starts stays among its descendants
-whatever it does -- ``setsid``, forking twice, ``execve`` with an empty environment.  A wall-clock
+It is started by a supervisor (``supervisor.py``, which says what holds where), between lintloop and
+the program.  Where Linux allows it, the program runs in a PID namespace of its own whose init is the
+supervisor: nothing in it can signal anything outside it, and the kernel kills all of it when the
+supervisor ends.  Elsewhere the supervisor and a guard above it are child subreapers (Linux ``prctl``):
+the orphans of the program's processes are re-parented to them, not to init, so every process the
+program starts stays among their descendants whatever it does -- ``setsid``, forking twice, ``execve``
+with an empty environment -- and a program that kills the supervisor hands them to the guard, which
+ends the run (``ProbeRun.lost_supervisor``).  ``ProbeRun.containment`` says which held.  A wall-clock
 timeout and a memory limit (over all of those processes) are enforced from lintloop.  When the
 program ends, times out or goes over the limit, the supervisor kills (SIGKILL, which a daemon cannot
 ignore) its children until it has none left, reaping them; so it does if lintloop itself dies.
 Then, as a fallback for what the supervisor could not keep (no subreaper on macOS; a program that
-killed it), every process still running that is in the run's process group or holds the run's token
-in its environment (``LINTLOOP_PROBE_RUN``) is killed too, again until none is left.  The processes
-that were still running besides the main one are reported: their number is
-``ProbeRun.left_running``, and each is a ``left_running`` event.  Output is drained as it comes
-(no pipe fills, however much is printed) and only its tails are kept.  What the program does to
-files is reported, not prevented (``file`` events; ``ProbeRun.files``); it runs in ``cwd``
-(default: ours).  The memory limit polls (every 0.2 s) the resident memory of those processes (the
-RSS sum, confirmed with PSS before a kill so that pages forked workers share are counted once), so a
-burst faster than the poll can pass it before the kill.  ``RLIMIT_AS`` is not used: it limits virtual address
-space, and TensorFlow reserves ~4x what it uses (measured: VmPeak 1.8-2.2 GiB for 0.53 GiB
-resident on CPU; under a 2 GiB limit TF aborts with SIGABRT, under 1 GiB it segfaults --
-crashes, not a MemoryError -- and CUDA reserves far more).  This runs the user's code: only
-on request.
+killed it and its guard), every process still running that is in the run's process group or holds the
+run's token in its environment (``LINTLOOP_PROBE_RUN``) is killed too, again until none is left.  The
+processes that were still running besides the main one are reported: their number is
+``ProbeRun.left_running``, and each is a ``left_running`` event (in a namespace, with the number the
+program knows it by).  Output is drained as it comes (no pipe fills, however much is printed) and only
+its tails are kept.  What the program changes in files is reported, not prevented
+(``ProbeRun.file_changes``, ``changes.py``: its working folder compared before and after the run, and
+the paths its Python code named); it runs in ``cwd`` (default: ours).  The memory limit polls (every
+0.2 s) the resident memory of those processes (the RSS sum, confirmed with PSS before a kill so that
+pages forked workers share are counted once), so a burst faster than the poll can pass it before the
+kill.  ``RLIMIT_AS`` is not used: it limits virtual address space, and TensorFlow reserves ~4x what
+it uses (measured: VmPeak 1.8-2.2 GiB for 0.53 GiB resident on CPU; under a 2 GiB limit TF aborts
+with SIGABRT, under 1 GiB it segfaults -- crashes, not a MemoryError -- and CUDA reserves far more).
+This runs the user's code: only on request.
 
 Event schema (every event has ``type``, ``pid`` and ``t`` = seconds since that process
 started; events tied to user code have ``file`` (absolute path) and ``line`` of the
@@ -130,10 +135,14 @@ probe, with autograph-generated code mapped back to the user's source):
 - ``left_running`` (added by the runner, after the program's events): a process of the program
   besides the main one that was still running at its end, then killed: ``t`` (its age then),
   ``command`` (its argv; None where it could not be read).
-- ``file``: ``action`` (write: opened for writing|mkdir|rename|remove|rmdir|rmtree), ``path``
-  (absolute), ``to`` (of a rename), ``file``/``line`` where it happened: the first time the
-  process does that to that path, through Python (what native code writes by itself is not
-  seen); ``__pycache__`` and /dev, /proc, /sys left out; ``file_limit``: past 200 per process.
+- ``file``: ``action`` (write: opened for writing or truncated|mkdir|rename|remove|rmdir|rmtree|
+  symlink|link), ``path`` (absolute, its folders' links resolved; for a write, the file a link at
+  its end names), ``before`` (the entry at the path just before the call, which may fail:
+  [kind, size, mtime_ns, inode, device, mode, link target], or None), ``to`` and ``to_before`` (of a
+  rename), ``file``/``line`` where it happened: the first time the process does that to that path,
+  through Python (what native code writes by itself is not seen); ``__pycache__`` and /dev, /proc,
+  /sys left out; ``file_limit``: past 200 per process.  A call, not a change: ``ProbeRun.files``
+  gives what changed.
 
 Each process writes its own events in order, each at once (a killed process has lost none);
 group by ``pid`` before reading a series -- workers count their own steps.
@@ -169,7 +178,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lintloop import bounded_json
 from lintloop.notebook import MASK_MARKER, CellPosition, Notebook, NotebookError, NotebookModule, is_notebook
+from lintloop.runtime_probe.changes import FileChanges, Listing, file_changes
 from lintloop.runtime_probe.supervisor import END_S, describe_process, process_stat
 from lintloop.source import SourceText, UndecodableSource
 
@@ -207,6 +218,12 @@ class ProbeRun:
     # Processes of the program besides the main one still running at its end, then killed (each a left_running event).
     left_running: int = 0
     output_bytes: int = 0  # what the program wrote to stdout and stderr (only the tails are kept)
+    # What kept the program's processes in reach: "pid namespace", or "process tree" (with why no namespace).
+    containment: str | None = None
+    # How the supervisor's process that held the program ended before the program did, where it did (the program
+    # killed it): the run ended there, and the main process's status is unknown.
+    lost_supervisor: str | None = None
+    file_changes: FileChanges | None = None  # what the program changed in files (None: not followed)
 
     @property
     def signal_name(self) -> str | None:
@@ -219,20 +236,10 @@ class ProbeRun:
             return f"signal {-self.returncode}"
 
     def files(self) -> list[dict]:
-        """What the program did to files (``file`` events): one per action and path, first seen first,
-        less the temporary files: a file that it wrote and then removed (``tempfile``'s probe of the
-        temporary directory at an import, a scratch file) is no change."""
-        events = self.of_type("file")
-        removed = {e.get("path") for e in events if e.get("action") == "remove"}
-        temporary = {e.get("path") for e in events if e.get("action") == "write" and e.get("path") in removed}
-        seen: set[tuple[Any, Any]] = set()
-        changes = []
-        for event in events:
-            key = (event.get("action"), event.get("path"))
-            if key not in seen and not (key[0] in ("write", "remove") and key[1] in temporary):
-                seen.add(key)
-                changes.append(event)
-        return changes
+        """What the program changed in files (``changes.py``), in the order of their paths: each a dict with
+        ``change`` (created|deleted|modified|replaced|renamed), ``path``, ``kind`` and, where its Python code
+        named the path, ``file``/``line``/``pid`` of the first call that did."""
+        return [] if self.file_changes is None else [change.to_json() for change in self.file_changes.changes]
 
     def of_type(self, *types: str) -> list[dict]:
         return [e for e in self.events if e.get("type") in types]
@@ -381,20 +388,42 @@ def strip_framework_noise(text: str) -> str:
                    if not any(p.match(line) for p in _NOISE))
 
 
+# What the parent reads of the events the program's process wrote (it can write anything there): the
+# first MAX_EVENTS objects, each on a line of at most MAX_EVENT_LINE_BYTES, nested within bounded_json's
+# depth. A run of the probe writes a few hundred; what is past the bounds is counted, not read.
+MAX_EVENTS = 200_000
+MAX_EVENT_LINE_BYTES = 1 << 20
+
+
 def read_events(path: Path) -> list[dict]:
-    events = []
+    """The events of a run, in order: each line of the file that is a JSON object within bounds (a line
+    cut short by a kill, or one the program wrote that is not an event, is passed over); past
+    MAX_EVENTS, one `events_truncated` event says how many lines were not read."""
+    events: list[dict] = []
+    unread = 0
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                line = line.strip()
+        with open(path, "rb") as fh:
+            while raw := fh.readline(MAX_EVENT_LINE_BYTES + 1):
+                if len(raw) > MAX_EVENT_LINE_BYTES and not raw.endswith(b"\n"):
+                    while (rest := fh.readline(MAX_EVENT_LINE_BYTES)) and not rest.endswith(b"\n"):
+                        pass  # a line too long to be an event: passed over, a piece at a time
+                    continue
+                if len(events) >= MAX_EVENTS:
+                    unread += 1
+                    continue
+                line = raw.strip()
                 if not line:
                     continue
                 try:
-                    events.append(json.loads(line))
-                except ValueError:  # a line cut short by a kill
+                    event = bounded_json.loads(line.decode("utf-8", "replace"))
+                except (ValueError, RecursionError):  # cut short, over the bounds, not JSON
                     continue
+                if isinstance(event, dict):
+                    events.append(event)
     except FileNotFoundError:
         pass
+    if unread:
+        events.append({"type": "events_truncated", "unread_lines": unread})
     return events
 
 
@@ -445,32 +474,45 @@ class _Run:
     """Finds the processes of one run of the probe."""
 
     token: str  # in the environment of every process of the run, as _RUN_VAR
-    supervisor: int  # the supervisor's number: the processes of the program are its descendants
-    group: int  # the run's process group: the main process's number (Linux reuses no number that names a group)
+    started: int  # the process we started (the supervisor's first): the processes of the program are its descendants
+    ours: frozenset[int]  # the supervisor's processes: the one we started, the one that holds the program (in a
+    # namespace: its init), and any between them
+    group: int | None  # the run's process group: the main process's number (Linux reuses no number that names a
+    # group); None in a namespace, where the main process's number is not the system's
     since: int  # the supervisor's start (clock ticks since boot): no process older than it is of the run
 
     @classmethod
-    def started(cls, token: str, supervisor: int, main: int) -> _Run:
-        stat = process_stat(supervisor)
-        return cls(token, supervisor, main, int(stat[19]) if stat is not None else 0)
+    def of(cls, token: str, program: _Supervised) -> _Run:
+        started = program.process.pid
+        stat = process_stat(started)
+        ours, pid = {started}, program.supervisor
+        while pid not in ours and pid > 1:  # from the one that holds the program up to the one we started
+            ours.add(pid)
+            above = process_stat(pid)
+            if above is None:
+                break
+            pid = int(above[1])
+        return cls(token, started, frozenset(ours), None if program.in_namespace else program.pid,
+                   int(stat[19]) if stat is not None else 0)
 
     def pids(self, descendants: bool = True) -> dict[int, int | None]:
         """The live processes of the run, each with its start (clock ticks since boot; None where unknown):
-        the supervisor's descendants (only while we have not reaped it: then its number is still its own),
-        the members of the run's process group, and every process whose environment holds the run's token;
-        the supervisor itself left out.  As a subreaper, the supervisor keeps every process the program
-        starts among its descendants; the group and the token find them where it could not (no prctl, or
-        the program killed it).  Zombies are left out (they hold no memory and are reaped by their parent).
-        Linux reads /proc (the environment only of the processes started since the run); elsewhere the
-        descendants come from psutil, if installed."""
+        the descendants of the supervisor we started (only while we have not reaped it: then its number is
+        still its own), the members of the run's process group, and every process whose environment holds
+        the run's token; the supervisor's own processes left out.  In a namespace its descendants are all
+        there are; outside one, as subreapers, the supervisor's two processes keep every process the program
+        starts among their descendants; the group and the token find them where they could not (no prctl,
+        or the program killed them).  Zombies are left out (they hold no memory and are reaped by their
+        parent).  Linux reads /proc (the environment only of the processes started since the run); elsewhere
+        the descendants come from psutil, if installed."""
         if not os.path.isdir("/proc"):
-            return dict.fromkeys(_tree_pids_psutil(self.supervisor) - {self.supervisor}) if descendants else {}
+            return dict.fromkeys(_tree_pids_psutil(self.started) - self.ours) if descendants else {}
         needle = f"{_RUN_VAR}={self.token}\0".encode()
         children: dict[int, list[int]] = {}
         starts: dict[int, int] = {}
         found: dict[int, int | None] = {}
         for entry in os.scandir("/proc"):
-            if not entry.name.isdigit() or int(entry.name) in (os.getpid(), self.supervisor):
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
                 continue
             pid = int(entry.name)
             stat = process_stat(pid)
@@ -478,12 +520,14 @@ class _Run:
                 continue
             starts[pid] = int(stat[19])
             children.setdefault(int(stat[1]), []).append(pid)
-            if int(stat[2]) == self.group or (starts[pid] >= self.since and _environment_holds(pid, needle)):
+            if pid not in self.ours and (int(stat[2]) == self.group or
+                                         (starts[pid] >= self.since and _environment_holds(pid, needle))):
                 found[pid] = starts[pid]
-        todo = list(children.get(self.supervisor, ())) if descendants else []
+        todo = list(children.get(self.started, ())) if descendants else []
         while todo:
             pid = todo.pop()
-            found[pid] = starts[pid]
+            if pid not in self.ours:
+                found[pid] = starts[pid]
             todo.extend(children.get(pid, ()))
         return found
 
@@ -600,12 +644,15 @@ class _Supervised:
     """The program, started and held by its supervisor (``supervisor.py``, which documents what they say
     to each other): lintloop's end of it."""
 
-    def __init__(self, command: list[str], env: dict[str, str], cwd: Path | None, timeout: float) -> None:
-        """Start the supervisor and, through it, `command`; raise OSError where the program could not start."""
+    def __init__(self, command: list[str], env: dict[str, str], cwd: Path | None, timeout: float,
+                 namespace: bool) -> None:
+        """Start the supervisor and, through it, `command` (in a PID namespace of its own where `namespace` and
+        Linux allow it); raise OSError where the program could not start."""
         ours, theirs = socket.socketpair()
+        mode = "namespace" if namespace else "tree"
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(_SUPERVISOR), str(theirs.fileno()), *command], env=env,
+                [sys.executable, "-I", "-S", str(_SUPERVISOR), str(theirs.fileno()), mode, *command], env=env,
                 cwd=str(cwd) if cwd else None, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, pass_fds=(theirs.fileno(),), start_new_session=True)
         except OSError:
@@ -631,8 +678,31 @@ class _Supervised:
 
     @property
     def pid(self) -> int:
-        """The main process's number."""
+        """The main process's number (in a namespace, the number it has there)."""
         return self._said["started"]
+
+    @property
+    def supervisor(self) -> int:
+        """The number of the supervisor's process that holds the program (in a namespace: its init)."""
+        return self._said["supervisor"]
+
+    @property
+    def in_namespace(self) -> bool:
+        """Whether the program runs in a PID namespace of its own (then its numbers are not the system's)."""
+        return "namespace" in self._said
+
+    @property
+    def containment(self) -> str:
+        """What keeps the program's processes in the run's reach (``ProbeRun.containment``)."""
+        if self.in_namespace:
+            return "pid namespace"
+        why_not = self._said.get("no_namespace")
+        return "process tree" + (f" (no PID namespace: {why_not})" if why_not else "")
+
+    @property
+    def lost(self) -> str | None:
+        """How the supervisor's process that held the program ended before it could end the run, if it did."""
+        return self._said.get("lost")
 
     @property
     def returncode(self) -> int | None:
@@ -678,7 +748,10 @@ class _Supervised:
             return
         *lines, self._unread = (self._unread + data).split(b"\n")
         for line in lines:
-            self._said.update(json.loads(line))
+            try:
+                self._said.update(json.loads(line))
+            except ValueError:  # a line cut short where a supervisor's process was killed as it wrote
+                continue
 
 
 def _end_run(program: _Supervised, processes: _Run) -> list[dict]:
@@ -688,7 +761,8 @@ def _end_run(program: _Supervised, processes: _Run) -> list[dict]:
     until a scan finds none left (a process can fork between a scan and its kill), for at most `END_S`
     seconds."""
     candidates = processes.pids()
-    left = {process["pid"]: process for process in program.end()}
+    # (Where the supervisor lost the process that held the program, the main process is among those it killed.)
+    left = {process["pid"]: process for process in program.end() if process["pid"] != program.pid}
     deadline = time.monotonic() + END_S
     while True:
         killed = False
@@ -696,7 +770,7 @@ def _end_run(program: _Supervised, processes: _Run) -> list[dict]:
             description = describe_process(pid) if pid not in left else None  # a killed process's is gone
             if _kill(pid, started):
                 killed = True
-                if pid != program.pid:
+                if pid != program.pid or program.in_namespace:
                     left.setdefault(pid, description or {"pid": pid, "t": None, "command": None})
         if not killed or time.monotonic() > deadline:
             return list(left.values())
@@ -708,7 +782,8 @@ def run_probe(script: Path, argv: list[str], *, steps: int = 50, timeout: float 
               device: str = "auto", python: str | None = None,
               memory_limit_mb: int | None = 8192, sample_every: int = 1,
               extra_env: dict | None = None, cwd: Path | None = None,
-              live_steps: list[int] | None = None, tail_chars: int = TAIL_CHARS) -> ProbeRun:
+              live_steps: list[int] | None = None, tail_chars: int = TAIL_CHARS,
+              namespace: bool = True, changes: bool = True) -> ProbeRun:
     """Run `python SCRIPT ARGV` under the probe and return its events and outcome.
 
     A notebook (`.ipynb`) runs as its code cells' program, in `cwd` (default: the notebook's
@@ -725,11 +800,14 @@ def run_probe(script: Path, argv: list[str], *, steps: int = 50, timeout: float 
     cwd: working directory of the child (default: ours, like a normal run).
     live_steps: steps at which to count live tensors besides the last one (default [10]).
     tail_chars: how much of the end of stdout and stderr to keep (the pipes keep at most 256 KiB).
+    namespace: run the program in a PID namespace of its own where Linux allows it (False: in the
+        supervisor's process tree only; see ``supervisor.py`` for what each holds).
+    changes: find what the program changed in files (``ProbeRun.file_changes``; ``changes.py``).
     """
     script = Path(script)
     options = {"steps": steps, "timeout": timeout, "device": device, "python": python,
                "memory_limit_mb": memory_limit_mb, "sample_every": sample_every, "live_steps": live_steps,
-               "tail_chars": tail_chars}
+               "tail_chars": tail_chars, "namespace": namespace, "changes": changes}
     if not is_notebook(script.name):
         return _run_script(script, argv, extra_env=extra_env, cwd=cwd, **options)
     program = NotebookProgram.read(script)
@@ -750,7 +828,7 @@ def run_probe(script: Path, argv: list[str], *, steps: int = 50, timeout: float 
 
 def _run_script(script: Path, argv: list[str], *, steps: int, timeout: float, device: str, python: str | None,
                 memory_limit_mb: int | None, sample_every: int, extra_env: dict | None, cwd: Path | None,
-                live_steps: list[int] | None, tail_chars: int) -> ProbeRun:
+                live_steps: list[int] | None, tail_chars: int, namespace: bool, changes: bool) -> ProbeRun:
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device must be auto, cpu or cuda, not {device!r}")
     boot = bootstrap_dir()
@@ -775,17 +853,19 @@ def _run_script(script: Path, argv: list[str], *, steps: int, timeout: float, de
     elif device == "cuda" and not env.get("CUDA_VISIBLE_DEVICES", "x").strip():
         env.pop("CUDA_VISIBLE_DEVICES")
     command = [python or sys.executable, str(script), *[str(a) for a in argv]]
+    folder = os.path.realpath(cwd if cwd is not None else os.getcwd())
+    listed = Listing.take(folder, skipped=[str(workdir)]) if changes else None
 
     start = time.monotonic()
     timed_out = killed_for_memory = False
     peak = 0
     try:
-        program = _Supervised(command, env, cwd, timeout)
+        program = _Supervised(command, env, cwd, timeout, namespace)
     except OSError as exc:
         shutil.rmtree(workdir, ignore_errors=True)
         return ProbeRun([], None, False, False, "", f"could not start {command[0]}: {exc}",
                         0.0, command)
-    processes = _Run.started(token, program.process.pid, program.pid)
+    processes = _Run.of(token, program)
     out, err = _Tail(program.process.stdout), _Tail(program.process.stderr)
     out.start()
     err.start()
@@ -810,6 +890,10 @@ def _run_script(script: Path, argv: list[str], *, steps: int, timeout: float, de
         err.join(END_S)
     duration = time.monotonic() - start
     events = read_events(events_path) + [{"type": "left_running", **process} for process in left_running]
+    found = None
+    if changes:
+        found = file_changes(listed, Listing.take(folder, skipped=[str(workdir)]) if listed is not None else None,
+                             events, folder)
     shutil.rmtree(workdir, ignore_errors=True)
     return ProbeRun(
         events=events,
@@ -824,4 +908,7 @@ def _run_script(script: Path, argv: list[str], *, steps: int, timeout: float, de
         memory_limit_mb=memory_limit_mb,
         left_running=len(left_running),
         output_bytes=out.total + err.total,
+        containment=program.containment,
+        lost_supervisor=program.lost,
+        file_changes=found,
     )

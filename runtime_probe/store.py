@@ -3,10 +3,11 @@
 `check --probe` records, per probed file, the verdict of each of its findings under
 `.lintloop_cache/probe/` of the project; the language server shows a recorded verdict on the
 matching diagnostic for as long as the file's text is the text that was probed (a later edit
-makes the record stale: it is then ignored, never shown against moved lines). Records are JSON,
-type-checked on read; an unreadable, foreign or malformed record is ignored. The store is opened
-as the result cache is (`lintloop.cache.cache_directory`): never through a symbolic link, nor in
-another user's cache directory; there the run goes on without it.
+makes the record stale: it is then ignored, never shown against moved lines). Records are JSON, read
+within bounds of size, depth and values and type-checked (a verdict is kept only where its one-line
+description can be made of it); an unreadable, foreign or malformed record is ignored, whoever planted
+it in the working tree. The store is opened as the result cache is (`lintloop.cache.cache_directory`):
+never through a symbolic link, nor in another user's cache directory; there the run goes on without it.
 """
 
 from __future__ import annotations
@@ -16,12 +17,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+from lintloop import bounded_json
 from lintloop.cache import cache_directory, read_regular, subdirectory, write_atomically
 from lintloop.finding import Finding
+from lintloop.runtime_probe.verdicts import describe
 
 STORE_DIR_NAME = "probe"
 FORMAT = 1
 MAX_RECORD_BYTES = 4 * 1024 * 1024
+# A record holds a file's verdicts, a few dozen values each: a hundred thousand is far more than any file's.
+MAX_RECORD_VALUES = 100_000
 _STATUSES = ("confirmed", "not-confirmed", "error", "skipped")
 
 VerdictKey = tuple[str, int, int]  # (code, line, column) of the finding
@@ -58,8 +63,8 @@ def recorded(cache_dir: Path, path: Path, text: str) -> dict[VerdictKey, dict[st
     """The recorded verdicts for `path`, if it was probed with exactly this `text`; else none."""
     raw = _read_record(cache_dir, _record_name(path))
     try:
-        entry = json.loads(raw) if raw is not None else None
-    except (ValueError, RecursionError):
+        entry = bounded_json.loads(raw.decode("utf-8"), max_values=MAX_RECORD_VALUES) if raw is not None else None
+    except ValueError:  # not UTF-8, not JSON, beyond the bounds
         return {}
     if (not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("path") != str(path.resolve())
             or entry.get("digest") != _digest(text) or not isinstance(entry.get("verdicts"), list)):
@@ -85,5 +90,11 @@ def _valid(item: Any) -> bool:
     if not all(isinstance(item.get(k), int) and not isinstance(item.get(k), bool) for k in ("line", "column")):
         return False
     probe = item.get("probe")
-    return (isinstance(probe, dict) and probe.get("status") in _STATUSES
-            and isinstance(probe.get("evidence", {}), dict))
+    if not (isinstance(probe, dict) and probe.get("status") in _STATUSES
+            and isinstance(probe.get("evidence", {}), dict)):
+        return False
+    try:
+        describe(probe)  # what the editor is shown of it
+    except (LookupError, TypeError, ValueError, AttributeError):  # evidence of a shape no probe writes
+        return False
+    return True

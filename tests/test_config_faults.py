@@ -77,12 +77,15 @@ def config_error(run_cli, tmp_path, *args):
     # dotted keys and inline tables
     ("pyproject.toml", '# top\n\ntool.lintloop.select = ["LL999"]\n[project]\nname = "x"\n', "pyproject.toml:3: [tool.lintloop] select: unknown"),
     ("pyproject.toml", '[tool.lintloop]\nrules = { LL402 = { keras = 9 } }\n', "pyproject.toml:2: [tool.lintloop] rules.LL402.keras: must be one of"),
-    # TOML that tomllib cannot read for want of stack or digits: the line of the deepest nesting
+    # TOML nested deeper than any configuration (tomllib's own limit depends on the stack), or with more
+    # digits than Python converts: the line where the nesting goes too deep
     ("pyproject.toml", '[tool.lintloop]\nselect = ["LL1"]\nx = ' + "[" * 100_000 + "]" * 100_000 + "\n",
-     "pyproject.toml:3: cannot read configuration: invalid TOML: arrays or inline tables nested too deeply"),
+     "pyproject.toml:3: cannot read configuration: invalid TOML: arrays or inline tables nested more than 100 deep"),
     ("pyproject.toml", '[tool.lintloop]\nselect = ["LL1"]  # [[[[ a comment\nnote = "[[[["\n[tool.other]\nx = [\n  '
      + "{a = " * 5_000 + "1" + "}" * 5_000 + "\n]\n",
-     "pyproject.toml:6: cannot read configuration: invalid TOML: arrays or inline tables nested too deeply"),
+     "pyproject.toml:6: cannot read configuration: invalid TOML: arrays or inline tables nested more than 100 deep"),
+    ("lintloop.toml", "x = [\n" + "[" * 50 + "\n" + "{a = [" * 25 + "1" + "]}" * 25 + "]" * 50 + "]\n",
+     "lintloop.toml:3: cannot read configuration: invalid TOML: arrays or inline tables nested more than 100 deep"),
     ("pyproject.toml", '[tool.lintloop]\njobs = ' + "1" * 5_000 + "\n",
      "pyproject.toml: cannot read configuration: invalid TOML: Exceeds the limit (4300"),  # Python's words, per version
     # patterns that pathspec cannot compile, in every option that holds patterns
@@ -126,6 +129,14 @@ def test_valid_rule_options_are_accepted(run_cli, write, tmp_path):
         [tool.lintloop.rules.dataset-without-prefetch]
         tf_injects_prefetch = false
     """)
+    write("a.py", "x = 1\n")
+    assert concise(run_cli, "a.py", cwd=tmp_path)[:2] == (0, [])
+
+
+@pytest.mark.parametrize("nested", ["[" * 100 + "]" * 100, "{a = " * 100 + "1" + "}" * 100,
+                                    "[" * 50 + "{a = [" * 25 + "1" + "]}" * 25 + "]" * 50])
+def test_a_configuration_nested_as_deep_as_the_bound_is_read(run_cli, write, tmp_path, nested):
+    write("pyproject.toml", '[tool.lintloop]\nselect = ["LL1"]\n[tool.other]\nx = ' + nested + "\n")
     write("a.py", "x = 1\n")
     assert concise(run_cli, "a.py", cwd=tmp_path)[:2] == (0, [])
 
@@ -417,3 +428,74 @@ def test_a_dependency_that_is_a_real_module_still_hits(cached_file, tmp_path):
     assert run_job(job).cache_written is False  # a hit
     module.write_text("def f():\n    return 2\n")
     assert run_job(job).cache_written is True  # the module changed: a miss
+
+
+# ----- a repository's configuration does not decide the machine's load (issue 36) ------------------
+
+
+@pytest.fixture
+def started_pools(monkeypatch):
+    """The number of workers each pool of the run was started with."""
+    import lintloop.cli
+    import lintloop.runner
+
+    sizes: list[int] = []
+    for module in (lintloop.cli, lintloop.runner):
+        original = module.WorkerPool
+
+        class CountedPool(original):  # type: ignore[valid-type, misc]
+            def __init__(self, workers, *args, **kwargs):
+                sizes.append(workers)
+                super().__init__(workers, *args, **kwargs)
+
+        monkeypatch.setattr(module, "WorkerPool", CountedPool)
+    return sizes
+
+
+@pytest.mark.parametrize("where", ["config", "command line"])
+@pytest.mark.parametrize("jobs", ["64", str(10**19)])
+def test_jobs_never_exceed_the_usable_cores(run_cli, write, tmp_path, started_pools, monkeypatch, where, jobs):
+    import lintloop.cli
+
+    monkeypatch.setattr(lintloop.cli, "usable_cores", lambda: 2)
+    for index in range(12):  # enough files for a pool of several workers
+        write(f"m{index}.py", TORCH_LEAK)
+    args = ["--jobs", jobs] if where == "command line" else []
+    if where == "config":
+        write("pyproject.toml", f"[tool.lintloop]\njobs = {jobs}\n")
+    code, _, err = run_cli("check", "--no-cache", *args, ".", cwd=tmp_path)
+    assert code == 1, err
+    assert started_pools and max(started_pools) <= 2
+
+
+def test_a_configuration_may_lower_jobs(run_cli, write, tmp_path, started_pools):
+    for index in range(12):
+        write(f"m{index}.py", TORCH_LEAK)
+    write("lintloop.toml", "jobs = 1\n")
+    run_cli("check", "--no-cache", ".", cwd=tmp_path)
+    assert started_pools == [1]
+
+
+@pytest.mark.parametrize("text, limits", [
+    ("file-timeout = 0\nfile-memory-limit = 0\n", (120.0, 4096)),  # "no limit": the defaults
+    ("file-timeout = 10000\nfile-memory-limit = 1000000\n", (120.0, 4096)),  # above them: the defaults
+    ("file-timeout = 5\nfile-memory-limit = 512\n", (5, 512)),  # below: as written
+])
+def test_a_configuration_may_tighten_the_file_limits_never_lift_them(run_cli, write, tmp_path, text, limits):
+    from lintloop.config import SettingsResolver
+    from lintloop.isolation import Limits
+
+    write("lintloop.toml", text)
+    settings = SettingsResolver().for_directory(tmp_path)
+    configured = Limits.configured(settings.file_timeout, settings.file_memory_limit)
+    assert (configured.seconds, configured.memory_mib) == limits
+
+
+def test_the_command_line_may_lift_the_file_limits(write, tmp_path):
+    from lintloop.config import Overrides, SettingsResolver
+    from lintloop.isolation import Limits
+
+    write("lintloop.toml", "file-timeout = 5\n")
+    settings = SettingsResolver(Overrides(file_timeout=0, file_memory_limit=8192)).for_directory(tmp_path)
+    configured = Limits.configured(settings.file_timeout, settings.file_memory_limit)
+    assert (configured.seconds, configured.memory_mib) == (None, 8192)

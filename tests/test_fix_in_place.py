@@ -1,6 +1,7 @@
 """`fix` writes a file in place (issue 22, item 5): the same inode, so hard links, open descriptors and a
 process appending to the file see the new text and lose nothing; mode, owner and extended attributes
-kept. Crash-safe through a journal beside the file: a writer killed at any step leaves the old text,
+kept. Crash-safe through a journal in the user's private cache folder (never in the working tree: one
+planted there is never read): a writer killed at any step leaves the old text,
 the new one, or a mix of the two that the next `fix` finishes; a journal that does not match the
 file (edited since the crash) is left, with the file, and named in one message.
 
@@ -25,8 +26,9 @@ import pytest
 import lintloop.source as source
 from lintloop.linter import fix_text
 from lintloop.runner import run_job
-from lintloop.source import fcntl, settled_for_reading, write_in_place
+from lintloop.source import fcntl, journal_path, settled_for_reading, write_in_place
 from test_fs_faults import FIXED, NOBODY, ORIGINAL, RULESET, SELECT, fix_job, journal_of, leftovers
+from test_fs_faults import private_user_cache  # noqa: F401 - the autouse fixture, for this module's tests too
 
 pytestmark = pytest.mark.skipif(fcntl is None or not hasattr(os, "fork"), reason="POSIX: flock, fork")
 
@@ -69,8 +71,13 @@ def test_fix_keeps_the_inode_so_hard_links_and_open_readers_see_the_fix(tmp_path
     alias = tmp_path / "elsewhere" / "alias.py"
     os.link(path, alias)
     inode = path.stat().st_ino
+    # A file with other names (which could lie outside the project) is rewritten only when asked.
+    code, _, err = run_cli("fix", "--select", SELECT, path)
+    assert code == 1 and path.read_bytes() == ORIGINAL
+    assert err.splitlines()[0] == (f"lintloop: {path}: not fixed: it has 1 other name (hard links), which may lie "
+                                   "outside the project; `--write-outside-project` fixes it there")
     with open(path, "rb") as reader:  # opened before the fix
-        code, _, err = run_cli("fix", "--select", SELECT, path)
+        code, _, err = run_cli("fix", "--select", SELECT, "--write-outside-project", path)
         assert (code, err) == (0, "Fixed 1 finding in 1 file.\n")
         assert reader.read() == FIXED
         assert os.fstat(reader.fileno()).st_ino == inode
@@ -210,8 +217,8 @@ def test_a_write_that_cannot_be_undone_either_keeps_its_journal_for_the_next_fix
     with pytest.raises(OSError) as raised:
         write_in_place(path, FIXED)
     assert calls == [FIXED, ORIGINAL]  # the undo was tried
-    assert raised.value.strerror == (f"No space left on device; the write is unfinished: {journal_of(path).name} "
-                                     "beside the file holds its text before and after")
+    assert raised.value.strerror == (f"No space left on device; the write is unfinished: {journal_of(path)} "
+                                     "holds the file's text before and after")
     assert path.read_bytes() == ORIGINAL + FIXED[len(ORIGINAL):][:6]
     monkeypatch.setattr(source, "_overwrite", overwrite)
     with settled_for_reading(path):
@@ -325,7 +332,7 @@ def test_a_file_edited_after_the_crash_is_never_overwritten_and_the_journal_name
     with pytest.raises(FileExistsError) as raised:
         write_in_place(path, fixed(EDITED))
     assert raised.value.strerror == (
-        f"a `fix` of it was interrupted, and it was changed since: {journal_of(path).name} beside it holds its "
+        f"a `fix` of it was interrupted, and it was changed since: {journal_of(path)} holds its "
         "text from before and after that fix; delete that file once this one is as it should be")
     code, _, err = run_cli("fix", "--select", SELECT, "--jobs", "1", ".", cwd=tmp_path)
     assert code == 2
@@ -336,18 +343,73 @@ def test_a_file_edited_after_the_crash_is_never_overwritten_and_the_journal_name
     assert (tmp_path / "b.py").read_bytes() == FIXED
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs to give the journal to another user")
-def test_another_users_journal_is_not_used(path):
-    """A journal can rewrite the file: one that neither this user nor the file's owner made (planted
-    by a user who may write the directory, not the file) is left alone."""
-    killed_while_writing(path, FIXED, *KILLED_AT["new end appended"][1])
-    os.chown(journal_of(path), NOBODY, NOBODY)
-    left = path.read_bytes()
+PLANTED = b"import os\nos.system('echo pwned')\n"
+
+
+def planted_journals(path: Path) -> dict[str, bytes]:
+    """Journals of a write of PLANTED over the file's text that a repository could ship beside it, in
+    the layouts lintloop has used (beside the file; this version's header), their digests right."""
+    old, new = path.read_bytes(), PLANTED
+    digest = source._digest
+    first = b"lintloop journal 1\nold %d %s\nnew %d %s\n" % (len(old), digest(old), len(new), digest(new))
+    return {f".{path.name}.lintloop-journal": first + old + new,
+            f".{path.name}.journal": source._journal_bytes(path.resolve(), old, new)}
+
+
+def test_a_journal_planted_in_the_working_tree_is_never_read(path, run_cli):
+    """A pull request can add any file: journals beside the file (lintloop kept them there once) that
+    would turn it into PLANTED are not journals; `fix` fixes the file as it is and leaves them."""
+    for name, journal in planted_journals(path).items():
+        (path.parent / name).write_bytes(journal)
+    mixed = PLANTED[:10] + path.read_bytes()[10:]  # the file "part-way" from its text to the planted one
+    path.write_bytes(mixed)
     with settled_for_reading(path):
-        assert path.read_bytes() == left
-    with pytest.raises(FileExistsError, match="interrupted, and that was another user's `fix`: .a.py.lintloop-journal"):
-        write_in_place(path, FIXED)
-    assert path.read_bytes() == left and journal_of(path).exists()
+        assert path.read_bytes() == mixed
+    code, _, err = run_cli("fix", "--select", SELECT, path, cwd=path.parent)
+    assert b"os.system" not in path.read_bytes()
+    assert {p.name for p in path.parent.iterdir()} == {"a.py", *planted_journals(path)}
+
+
+def test_journals_are_kept_in_a_private_folder_of_the_user(path, monkeypatch):
+    killed_while_writing(path, FIXED, *KILLED_AT["new end appended"][1])
+    folder = journal_of(path).parent
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and folder.stat().st_uid == os.geteuid()
+    assert stat.S_IMODE(journal_of(path).stat().st_mode) == 0o600
+    assert not any(p.is_relative_to(path.parent) for p in (folder, journal_of(path)))
+
+
+def test_a_journal_folder_that_is_a_link_or_not_private_is_not_used(tmp_path, path, monkeypatch):
+    """A journal folder that leads elsewhere (a symbolic link), or whose parent another user owns, is not
+    trusted: the journals go to this user's folder in the temporary folder instead."""
+    cache = tmp_path / "cache"
+    (cache / "lintloop").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (cache / "lintloop" / "journal").symlink_to(tmp_path / "elsewhere")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    monkeypatch.setattr(source.private_directory.__globals__["tempfile"], "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    assert write_in_place(path, FIXED)
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+    assert journal_path(path.stat()) == tmp_path / "tmp" / f"lintloop-{os.geteuid()}" / "journal" / \
+        f"{path.stat().st_dev:x}-{path.stat().st_ino:x}"
+    if os.geteuid() == 0:  # a folder above it another user owns
+        os.lchown(cache / "lintloop" / "journal", NOBODY, NOBODY)
+        (cache / "lintloop" / "journal").unlink()
+        (cache / "lintloop").chmod(0o755)
+        os.chown(cache / "lintloop", NOBODY, NOBODY)
+        assert journal_path(path.stat()).parent == tmp_path / "tmp" / f"lintloop-{os.geteuid()}" / "journal"
+
+
+def test_a_journal_of_another_file_that_had_the_inode_is_dropped(path):
+    """Journals are named by device and inode, which a file deleted after a crash hands on to a new one:
+    a journal records its file's path, and one of another path is stale, never applied."""
+    killed_while_writing(path, FIXED, *KILLED_AT["new end appended"][1])
+    journal = journal_of(path)
+    moved = path.with_name("b.py")
+    path.rename(moved)  # the same inode under another name: as if reused
+    with settled_for_reading(moved):
+        assert moved.read_bytes() == ORIGINAL + NEW_END
+    assert not journal.exists()
 
 
 def test_a_journal_whose_writer_is_alive_is_left_and_its_write_waited_for(path, monkeypatch):
@@ -357,12 +419,13 @@ def test_a_journal_whose_writer_is_alive_is_left_and_its_write_waited_for(path, 
     mixed = path.read_bytes()
     with open(path, "rb+") as writer:  # the live writer: another open file, locked
         fcntl.flock(writer, fcntl.LOCK_EX)
+        lock_wait = source.LOCK_WAIT_SECONDS
         monkeypatch.setattr(source, "LOCK_WAIT_SECONDS", 0.05)
         with settled_for_reading(path):
             assert path.read_bytes() == mixed and journal_of(path).exists()
         with pytest.raises(BlockingIOError, match="another process holds the file locked"):
             write_in_place(path, FIXED)
-        monkeypatch.undo()
+        monkeypatch.setattr(source, "LOCK_WAIT_SECONDS", lock_wait)
 
         def finish_writing() -> None:
             writer.seek(0)

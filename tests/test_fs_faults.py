@@ -2,7 +2,8 @@
 replaced or rewritten while linting, symbolic links, FIFOs and directories named like source files, a
 full disk, two `fix` runs at once and `fix` killed mid-run. Never a half-written or lost file, one clear
 message per file, the run goes on, exit codes as the contract says. (How `fix` writes in place and
-recovers from its journal: tests/test_fix_in_place.py.)
+recovers from its journal: tests/test_fix_in_place.py.) Each test has a user cache folder of its own
+(`XDG_CACHE_HOME`), where `fix` keeps its journals.
 
 Permission cases run `lintloop` as the user `nobody` (root may write anything) and skip where that
 is impossible. LINTLOOP_FS_KILL_ROUNDS sets the rounds of the kill test (a long run: 200).
@@ -29,11 +30,13 @@ import pytest
 
 import lintloop.cli
 import lintloop.linter
+import lintloop.source
 from lintloop.linter import fix_text
 from lintloop.rule import RuleSet
 from lintloop.rules import BY_CODE
 from lintloop.runner import FIX_ATTEMPTS, Job, run_job
-from lintloop.source import JOURNAL_SUFFIX
+from lintloop.source import journal_path
+from lintloop.user_cache import user_cache_directory
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SELECT = "LL203"  # a safe fix (adds `@tf.function`) that leaves no finding behind
@@ -56,10 +59,17 @@ def run_lintloop(*args: str | Path, cwd: Path, as_nobody: bool = False) -> subpr
     return subprocess.run([*prefix, *lintloop_command(*args)], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
+@pytest.fixture(autouse=True)
+def private_user_cache(tmp_path_factory, monkeypatch):
+    """This test's own user cache folder (where `fix` keeps its journals), for its processes too."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("user-cache")))
+
+
 def leftovers(tree: Path) -> list[Path]:
-    """Files `fix` left beside the ones it wrote (a journal, the temporary file of an older lintloop):
-    hidden files, which nothing else here makes."""
-    return [p for p in tree.rglob(".*")]
+    """Files `fix` left: beside the ones it wrote (the journal or temporary file of an older lintloop:
+    hidden files, which nothing else here makes), or journals in the user's cache folder."""
+    journals = user_cache_directory() / "journal"
+    return [p for p in tree.rglob(".*")] + (list(journals.iterdir()) if journals.is_dir() else [])
 
 
 def let_anyone_through(directory: Path) -> None:
@@ -122,9 +132,62 @@ def test_symlinks_loops_dangling_outside_and_twice_are_handled(tmp_path, run_cli
 
 def test_fix_through_a_symlink_named_explicitly_keeps_the_link(tree, run_cli):
     (tree / "link.py").symlink_to("a.py")
-    code, _, _ = run_cli("fix", "--select", SELECT, tree / "link.py")
+    code, _, _ = run_cli("fix", "--select", SELECT, tree / "link.py", cwd=tree)
     assert code == 0
     assert (tree / "link.py").is_symlink() and (tree / "a.py").read_bytes() == FIXED
+
+
+@pytest.mark.parametrize("how", ["walk", "named", "named folder link", "link chain", "absolute link", "hard link"])
+def test_fix_never_writes_a_file_outside_the_project_through_a_link(tmp_path, run_cli, how):
+    """A working tree can hold links to anything (a clone, a pull request): a file that really lies
+    outside the project, or has other names that may, is linted and reported, not rewritten."""
+    project, outside = tmp_path / "project", tmp_path / "outside"
+    project.mkdir()
+    outside.mkdir()
+    victim = outside / "victim.py"
+    victim.write_bytes(ORIGINAL)
+    argument = "."
+    if how in ("walk", "named"):
+        (project / "train.py").symlink_to("../outside/victim.py")
+        argument = "train.py" if how == "named" else "."
+    elif how == "named folder link":
+        (project / "src").symlink_to("../outside")
+        argument = "src"
+    elif how == "link chain":
+        (project / "a.py").symlink_to("b.py")
+        (project / "b.py").symlink_to(victim)
+    elif how == "absolute link":
+        (project / "train.py").symlink_to(victim)
+    else:
+        os.link(victim, project / "train.py")
+    code, out, err = run_cli("fix", "--select", SELECT, "--format", "concise", argument, cwd=project)
+    assert code == 1, err
+    assert victim.read_bytes() == ORIGINAL
+    assert "not fixed: " in err and "`--write-outside-project` fixes it there" in err
+    assert f"{SELECT} " in out  # the finding stays, reported
+    code, _, err = run_cli("fix", "--select", SELECT, "--write-outside-project", argument, cwd=project)
+    assert code == 0 and victim.read_bytes() == FIXED, err
+
+
+def test_fix_writes_through_a_link_that_stays_in_the_project(tmp_path, run_cli):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "train.py").write_bytes(ORIGINAL)
+    (tmp_path / "train.py").symlink_to("real/train.py")
+    code, _, err = run_cli("fix", "--select", SELECT, "train.py", cwd=tmp_path)
+    assert (code, err) == (0, "Fixed 1 finding in 1 file.\n")
+    assert (tmp_path / "real" / "train.py").read_bytes() == FIXED and (tmp_path / "train.py").is_symlink()
+
+
+def test_a_link_swapped_in_after_the_check_is_refused_by_the_write(tmp_path):
+    """The write checks again, on the file it opened: a link put in place of the file between
+    `fix`'s look and its write leads nowhere outside either."""
+    (tmp_path / "outside.py").write_bytes(ORIGINAL)
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "train.py").symlink_to("../outside.py")
+    with pytest.raises(PermissionError, match="not written: it is a link to .*outside.py, outside the project"):
+        lintloop.source.write_in_place(tmp_path / "project" / "train.py", FIXED,
+                                       within=(str(tmp_path / "project"),))
+    assert (tmp_path / "outside.py").read_bytes() == ORIGINAL
 
 
 def test_named_fifo_dangling_link_loop_and_directory_each_get_a_message(tmp_path):
@@ -317,16 +380,16 @@ def test_fix_on_read_only_file_and_directory_as_non_root(nobody_tree, as_nobody_
     run = run_lintloop("fix", "--select", SELECT, "--format", "concise", ".", cwd=nobody_tree,
                        as_nobody=as_nobody_possible)
     assert run.returncode == 2
+    # A writable file in a closed folder is fixed: in place, with its journal in the user's own folder.
     assert run.stderr.splitlines() == [
-        "Fixed 1 finding in 1 file.",
-        "lintloop: error: closed/inner.py: cannot write the fixes: Permission denied; the file is unchanged",
+        "Fixed 2 findings in 2 files.",
         "lintloop: error: ro.py: cannot write the fixes: the file is read-only; the file is unchanged",
     ]
-    assert [line.split(":")[0] for line in run.stdout.splitlines() if ".py:" in line] == ["closed/inner.py", "ro.py"]
+    assert [line.split(":")[0] for line in run.stdout.splitlines() if ".py:" in line] == ["ro.py"]
+    assert (nobody_tree / "closed" / "inner.py").read_bytes() == FIXED
     assert (nobody_tree / "ok.py").read_bytes() == FIXED
     assert (nobody_tree / "ro.py").read_bytes() == ORIGINAL
     assert stat.S_IMODE((nobody_tree / "ro.py").stat().st_mode) == 0o444
-    assert (nobody_tree / "closed" / "inner.py").read_bytes() == ORIGINAL
     assert leftovers(nobody_tree) == []
 
 
@@ -423,7 +486,7 @@ def test_fix_killed_mid_run_leaves_every_file_whole_or_recoverable_and_the_next_
             assert data in (ORIGINAL, FIXED) or journaled, path
             seen["original" if data == ORIGINAL else "fixed" if data == FIXED else "neither, journal left"] += 1
             seen["journal left"] += journaled
-        assert {path.name for path in leftovers(tmp_path)} <= {journal_of(path).name for path in paths}
+        assert set(leftovers(tmp_path)) <= {journal_of(path) for path in paths}
     print(f"kill rounds {rounds}, full run {full_run:.2f} s, files seen: {seen}")
     final = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert final.returncode == 0, final.stderr
@@ -432,7 +495,7 @@ def test_fix_killed_mid_run_leaves_every_file_whole_or_recoverable_and_the_next_
 
 
 def journal_of(path: Path) -> Path:
-    return path.with_name(f".{path.name}{JOURNAL_SUFFIX}")
+    return journal_path(path.stat())
 
 
 def test_a_directory_above_that_cannot_be_searched_is_no_error(nobody_tree, as_nobody_possible, restore_modes):

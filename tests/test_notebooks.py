@@ -186,6 +186,41 @@ def test_a_cell_that_does_not_parse_is_reported_and_the_others_are_linted_and_fi
     assert cells[4]["source"][-1] == "    total += loss.item()" and cells[3]["source"] == ["print 'python 2'"]
 
 
+SURROGATE_CELL = "s = '\ud800'  # a lone surrogate: JSON's escape for half of a UTF-16 pair"
+
+
+@pytest.mark.parametrize("fmt", ["text", "concise", "json", "sarif", "github"])
+def test_a_cell_holding_a_lone_surrogate_is_LL001_there_in_every_format(tmp_path, capsys, fmt):
+    # No UTF-8 text holds U+D800 (CPython 3.10-3.13 compile none); the notebook's other cells are linted.
+    path = tmp_path / "surrogate.ipynb"
+    path.write_text(_notebook(SETUP, SURROGATE_CELL, LEAKY_LOOP, ensure_ascii=True))
+    assert "\\ud800" in path.read_text()
+    assert [(f.code, f.cell, f.line, f.column) for f in _lint(path)] == [("LL001", 2, 1, 6), ("LL301", 3, 7, 5)]
+    assert main(["check", "--no-cache", "--format", fmt, str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert err == "" and "lone surrogate (U+D800)" in out and "LL301" in out
+    if fmt == "text":  # the cell's line shown with the surrogate escaped, the caret under it
+        assert "    1 | s = '\\ud800'  #" in out and "\n      |      ^^^^^^\n" in out
+
+
+def test_fix_leaves_a_cell_holding_a_lone_surrogate_as_it_was(tmp_path, capsys):
+    path = tmp_path / "surrogate.ipynb"
+    path.write_text(_notebook(SETUP, SURROGATE_CELL, LEAKY_LOOP, ensure_ascii=True))
+    before = json.loads(path.read_text())["cells"]
+    assert main(["fix", "--unsafe-fixes", str(path)]) == 1  # the LL001 remains
+    after = json.loads(path.read_text())["cells"]
+    assert after[1] == before[1] and after[2]["source"][-1] == "    total += loss.item()"
+    assert "\\ud800" in path.read_text()  # written as it was read: an escape, never the code point itself
+
+
+def test_a_source_file_decoded_to_a_lone_surrogate_is_LL001_at_it(tmp_path, capsys):
+    path = tmp_path / "escaped.py"
+    path.write_bytes(b"# coding: raw_unicode_escape\nimport torch\nx = '\\ud800'\n")
+    assert main(["check", "--no-cache", "--format", "concise", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert err == "" and out.startswith(f"{path}:3:6: LL001 syntax error: a lone surrogate (U+D800)")
+
+
 def test_suppression_comments_work_in_cells(tmp_path):
     source = paths("LL301_bad")[1].read_text()
     path = tmp_path / "quiet.ipynb"
@@ -379,6 +414,39 @@ def test_malformed_notebook_json_is_one_ll001(tmp_path, capsys, document, messag
     out, err = capsys.readouterr()
     [finding] = json.loads(out)
     assert err == "" and finding["code"] == "LL001" and message in finding["message"]
+
+
+def _nested_notebook(where: str, depth: int) -> str:
+    """A notebook (SETUP, LEAKY_LOOP) whose JSON nests `depth` deep through the metadata at `where`:
+    the notebook's, a cell's, or an output's data."""
+    document = json.loads(_notebook(SETUP, LEAKY_LOOP))
+    holder, above = {"notebook": (document["metadata"], 2), "cell": (document["cells"][1]["metadata"], 4),
+                     "output": (document["cells"][1], 4)}[where]
+    if where == "output":
+        holder["outputs"] = [{"output_type": "display_data", "metadata": {}, "data": {}}]
+        holder, above = holder["outputs"][0]["data"], 6
+    placeholder = "NESTED-HERE"
+    holder["application/json" if where == "output" else "deep"] = placeholder
+    inner = depth - above
+    return json.dumps(document).replace(json.dumps(placeholder), "[" * inner + "0" + "]" * inner)
+
+
+@pytest.mark.parametrize("where", ["notebook", "cell", "output"])
+def test_a_notebook_is_read_as_deep_as_the_bound_and_no_deeper(tmp_path, capsys, where):
+    from lintloop.bounded_json import MAX_DEPTH
+
+    path = tmp_path / "deep.ipynb"
+    path.write_text(_nested_notebook(where, MAX_DEPTH))
+    assert [(f.code, f.cell) for f in _lint(path)] == [("LL301", 2)]
+    for depth in (MAX_DEPTH + 1, 100_000):
+        path.write_text(_nested_notebook(where, depth))
+        assert main(["check", "--no-cache", "--format", "concise", str(path)]) == 1
+        out, err = capsys.readouterr()
+        assert err == "" and out == (f"{path}:1:1: LL001 not a notebook: its JSON has arrays and objects nested more "
+                                     f"than {MAX_DEPTH} deep [syntax-error]\n")
+        before = path.read_bytes()
+        assert main(["fix", "--unsafe-fixes", str(path)]) == 1
+        assert capsys.readouterr()[1] == "Fixed 0 findings in 0 files.\n" and path.read_bytes() == before
 
 
 @pytest.mark.parametrize("cell", [

@@ -10,16 +10,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
+from lintloop.runtime_probe import runner
 from lintloop.runtime_probe.runner import run_probe
 
 LINTLOOP = [sys.executable, "-m", "lintloop"]
@@ -44,18 +47,75 @@ def _running(pid: int) -> bool:
 
 
 def _recorded_pids(directory: Path) -> list[int]:
-    """The pids the target's processes wrote into `directory` (one file each, named by its pid)."""
+    """The pids the target's processes wrote into `directory` (one file each, named by its pid, as the
+    process sees it: in the probe's PID namespace, its number there)."""
     return [int(p.name) for p in directory.iterdir()]
 
 
-def _assert_none_running(pids: list[int]) -> None:
+def _marked(marker: str) -> list[int]:
+    """The live processes (numbers in our namespace) whose command line or environment holds `marker`.
+
+    How a test finds the processes of its target from outside: in the probe's PID namespace the numbers
+    they record are not ours."""
+    needle = marker.encode()
+    found = []
+    for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
+        held = _read_proc(pid, "cmdline") + _read_proc(pid, "environ")
+        if pid != os.getpid() and _running(pid) and needle in held:
+            found.append(pid)
+    return found
+
+
+def _read_proc(pid: int, name: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
+def _assert_none_running(marker: str) -> None:
+    """No process holding `marker` is running (each target gets its test's tmp_path in its environment, and
+    a process that drops the environment gets it in its arguments)."""
     deadline = time.monotonic() + 2  # reaping by init is asynchronous
-    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+    while _marked(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert [pid for pid in pids if _running(pid)] == []
+    assert [(pid, _read_proc(pid, "cmdline")) for pid in _marked(marker)] == []
+
+
+def _marking(tmp_path: Path) -> dict[str, str]:
+    """The environment that marks a target's processes as the test's (`_marked`)."""
+    return {"CONTAINMENT_TEST": str(tmp_path)}
 
 
 needs_proc = pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads the process table from /proc")
+
+
+@pytest.fixture(scope="module")
+def namespaces(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """What holds the probe's programs on this machine: "pid namespace", or why not."""
+    return run_probe(_write(tmp_path_factory.mktemp("empty"), "empty.py", "pass"), [], timeout=20).containment
+
+
+@pytest.fixture(params=["namespace", "tree"])
+def namespace(request: pytest.FixtureRequest, namespaces: str) -> bool:
+    """Each containment: the program in a PID namespace of its own (where Linux makes none: skipped), or in
+    the supervisor's process tree only (as where Linux makes none)."""
+    if request.param == "namespace" and namespaces != "pid namespace":
+        pytest.skip(f"this machine's Linux makes no PID namespace: {namespaces}")
+    return request.param == "namespace"
+
+
+def _zombies_of_ours() -> list[int]:
+    """Our children that ended and were never reaped (the orphans a run handed us must not stay)."""
+    own = str(os.getpid()).encode()
+    found = []
+    for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
+        stat = _read_proc(pid, "stat")
+        fields = stat[stat.rindex(b")") + 2:].split() if stat else []
+        if fields and fields[0] == b"Z" and fields[1] == own:
+            found.append(pid)
+    return found
 
 
 def test_a_program_that_never_ends_is_stopped_at_the_timeout(tmp_path: Path) -> None:
@@ -140,17 +200,19 @@ _HANGING_WORKERS = """
 
 @needs_proc
 @pytest.mark.parametrize("ending", ["exit", "timeout"])
-def test_no_process_of_the_program_survives_the_run(tmp_path: Path, ending: str) -> None:
+def test_no_process_of_the_program_survives_the_run(tmp_path: Path, ending: str, namespace: bool) -> None:
     pids = tmp_path / "pids"
     pids.mkdir()
     script = _write(tmp_path, "workers.py", _HANGING_WORKERS)
-    run = run_probe(script, [str(pids), ending], timeout=20 if ending == "exit" else 4)
+    run = run_probe(script, [str(pids), ending], timeout=20 if ending == "exit" else 4, namespace=namespace,
+                    extra_env=_marking(tmp_path))
     recorded = _recorded_pids(pids)
     assert len(recorded) == 5, run.stderr_tail  # main, fork and spawn workers, plain fork, daemon
     assert run.timed_out is (ending == "timeout")
     assert run.left_running >= 4
     assert run.duration < (10 if ending == "exit" else 12)
-    _assert_none_running(recorded)
+    _assert_none_running(str(tmp_path))
+    assert _zombies_of_ours() == []
 
 
 # Issue 22, defect 7: a process that forks twice, leaves the session and the group (`setsid`) and drops the
@@ -215,20 +277,12 @@ def _escaping_program(directory: Path) -> tuple[Path, Path]:
     return _write(directory, "escaping.py", _ESCAPING_PROGRAM), pids
 
 
-def _command_line(pid: int) -> bytes:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read()
-    except OSError:
-        return b""
-
-
 def _gone(pid: int) -> bool:
     """Whether the escapee `pid` has ended and been reaped: no zombie, whoever's child (the number may
     since have gone to another program)."""
     if not os.path.exists(f"/proc/{pid}"):
         return True
-    return _running(pid) and b"escapee.py" not in _command_line(pid)  # a zombie's command line is empty
+    return _running(pid) and b"escapee.py" not in _read_proc(pid, "cmdline")  # a zombie's command line is empty
 
 
 @needs_proc
@@ -239,19 +293,190 @@ def _gone(pid: int) -> bool:
     ("later", "sleep", 6),  # escapees that escape in turn, all running
 ])
 def test_a_process_that_left_the_group_and_dropped_the_environment_is_killed_and_named(
-        tmp_path: Path, when: str, mode: str, depth: int) -> None:
+        tmp_path: Path, when: str, mode: str, depth: int, namespace: bool) -> None:
     script, pids = _escaping_program(tmp_path)
-    run = run_probe(script, [str(pids), when, mode, str(depth)], timeout=20 if when == "at_once" else 3)
+    run = run_probe(script, [str(pids), when, mode, str(depth)], timeout=20 if when == "at_once" else 3,
+                    namespace=namespace)
     assert "escaped" in run.stdout_tail, run.stderr_tail
     assert (run.returncode, run.timed_out) == ((0, False) if when == "at_once" else (-signal.SIGKILL, True))
     escapees = _recorded_pids(pids)
     assert len(escapees) == depth
-    # Gone, not waiting to be reaped by init: the probe's supervisor reaped it before the probe returned.
-    assert [pid for pid in escapees if not _gone(pid)] == []
+    _assert_none_running(str(tmp_path))
+    if not namespace:  # (in a namespace, the kernel reaps what is left of it when it ends)
+        # Gone, not waiting to be reaped by init: the probe's supervisor reaped it before the probe returned.
+        assert [pid for pid in escapees if not _gone(pid)] == []
     named = {e["pid"]: e for e in run.of_type("left_running")}
     assert sorted(named) == sorted(escapees) and run.left_running == depth
     assert all(named[pid]["command"][1] == str(tmp_path / "escapee.py") for pid in escapees)
     assert run.duration < (5 if when == "at_once" else 8)  # no wait for pipes an escapee held open
+
+
+# Issue 36, item 11: a program that kills the process that started it (the supervisor), having started a daemon
+# that left the group and dropped the environment (argv: PIDS; the daemon holds PIDS in its arguments).
+_KILLS_ITS_PARENT = """
+    import os, signal, sys, time
+
+    open(os.path.join(sys.argv[1], str(os.getpid())), "w").close()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execve(sys.executable, [sys.executable, "-c", "import time\\nwhile 1: time.sleep(1)", sys.argv[1]], {})
+        os._exit(0)
+    os.wait()
+    os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(0.5)
+    print("outlived", os.getppid(), flush=True)
+"""
+
+
+@needs_proc
+def test_a_program_that_kills_its_supervisor_leaves_nothing_running(tmp_path: Path, namespace: bool) -> None:
+    """In a namespace the program's parent is its init, which no signal from inside ends; outside one, the
+    orphans come to lintloop, itself a subreaper for the run, which kills and reaps them."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    script = _write(tmp_path, "parricide.py", _KILLS_ITS_PARENT)
+    run = run_probe(script, [str(pids)], timeout=20, namespace=namespace)
+    _assert_none_running(str(tmp_path))
+    assert _zombies_of_ours() == []
+    [daemon] = run.of_type("left_running")
+    assert daemon["command"][-1] == str(pids)
+    if namespace:
+        assert (run.returncode, run.stdout_tail, run.containment) == (0, "outlived 1\n", "pid namespace")
+    else:  # the run ends with its supervisor; the main process, killed then, has no status to report
+        assert (run.returncode, run.containment) == (None, "process tree")
+    assert run.duration < 5
+
+
+def _interpreter_for(user: int) -> str | None:
+    """An interpreter that `user` can run the probe's runner with, which starts it again (ours may lie in a
+    folder closed to it)."""
+    check = ("import subprocess, sys\nimport lintloop.runtime_probe.runner\n"
+             "subprocess.run([sys.executable, '-V'], check=True)")
+    for python in (sys.executable, "/usr/bin/python3"):
+        probe = subprocess.run(["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", python, "-c", check],
+                               capture_output=True, timeout=60, cwd="/",
+                               env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+        if probe.returncode == 0:
+            return python
+    return None
+
+
+@needs_proc
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0 or None in map(shutil.which, ("setpriv", "unshare")),
+                    reason="needs root, to make a user's /proc as containers do and to run as that user")
+def test_where_linux_makes_no_namespace_the_run_falls_back_to_its_process_tree() -> None:
+    """As in most containers: part of /proc is mounted over (Docker hides /proc/kcore, /proc/timer_list...),
+    so that a user may not mount a /proc of its own in a user namespace.  The supervisor says why, and the
+    process tree holds the program: a program that kills its parent still leaves nothing running."""
+    nobody = 65534
+    python = _interpreter_for(nobody)
+    if python is None:
+        pytest.skip("no interpreter that user 65534 may run with lintloop")
+    with tempfile.TemporaryDirectory() as shared:  # (pytest's own folders are closed to other users)
+        tmp_path = Path(shared)
+        tmp_path.chmod(0o777)
+        _fall_back(tmp_path, python, nobody)
+
+
+def _fall_back(tmp_path: Path, python: str, nobody: int) -> None:
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    pids.chmod(0o777)
+    script = _write(tmp_path, "parricide.py", _KILLS_ITS_PARENT)
+    runner = ("import json, pathlib, sys\nfrom lintloop.runtime_probe.runner import run_probe\n"
+              "run = run_probe(pathlib.Path(sys.argv[1]), sys.argv[2:], timeout=20)\n"
+              "print(json.dumps([run.containment, run.returncode, run.lost_supervisor, run.left_running]))")
+    masked = (f"mount --bind /dev/null /proc/uptime && exec setpriv --reuid={nobody} --regid={nobody} --clear-groups "
+              f"{shlex.quote(python)} -c {shlex.quote(runner)} {shlex.quote(str(script))} {shlex.quote(str(pids))}")
+    result = subprocess.run(["unshare", "--mount", "sh", "-c", masked], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}, cwd=tmp_path)
+    containment, returncode, lost, left = json.loads(result.stdout)
+    assert containment.startswith("process tree (no PID namespace: [Errno 1] mount:"), result.stderr
+    assert (returncode, lost, left) == (None, "the probe's supervisor was killed by SIGKILL", 1)
+    _assert_none_running(str(tmp_path))
+
+
+# Issue 36, item 11: a program in a PID namespace that signals everything it can: every process of its user
+# (kill -1), its namespace's init by number, with each signal that ends a process by default.  Outside a
+# namespace (argv[2], the test's own PID namespace, is this one) it would end the machine's processes: it stops.
+_SIGNALS_EVERYTHING = """
+    import os, signal, subprocess, sys, time
+
+    if os.readlink("/proc/self/ns/pid") == sys.argv[2]:
+        sys.exit("not in a namespace of its own")
+    daemon = [sys.executable, "-c", "import time\\nwhile True: time.sleep(1)", sys.argv[1]]
+    subprocess.Popen(daemon, start_new_session=True)
+    time.sleep(0.2)
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL):
+        os.kill(1, number)
+    os.kill(-1, signal.SIGKILL)  # all but us and the init
+    time.sleep(0.2)
+    subprocess.Popen(daemon, start_new_session=True)  # one more, for the end of the run
+    print("outlived", sorted(int(p) for p in os.listdir("/proc") if p.isdigit()), flush=True)
+"""
+
+
+@needs_proc
+def test_in_a_namespace_nothing_the_program_signals_is_outside_it(tmp_path: Path, namespaces: str) -> None:
+    if namespaces != "pid namespace":
+        pytest.skip(f"this machine's Linux makes no PID namespace: {namespaces}")
+    bystander = subprocess.Popen(["sleep", "60"], start_new_session=True)  # a process of the same user, outside
+    try:
+        script = _write(tmp_path, "signals.py", _SIGNALS_EVERYTHING)
+        run = run_probe(script, [str(tmp_path), os.readlink("/proc/self/ns/pid")], timeout=20)
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
+    assert (run.returncode, run.containment) == (0, "pid namespace"), run.stderr_tail
+    # All it could see: its init, itself, the last daemon, and the first one if its parent has not reaped it.
+    seen = json.loads(run.stdout_tail.removeprefix("outlived "))
+    assert seen[:2] == [1, 2] and len(seen) <= 4, seen
+    [daemon] = run.of_type("left_running")
+    assert daemon["command"][-1] == str(tmp_path)
+    _assert_none_running(str(tmp_path))
+
+
+# Issue 36, item 11: programs that make their processes hard to catch (argv: MARK, KIND): "chain" forks a
+# child and exits, in each child again, forever (one process at a time, a new number each instant); "swarm"
+# starts, in each process, two children that ignore SIGTERM and lead process groups of their own, four
+# levels deep (31 processes), then each sleeps.
+_UNRULY = """
+    import os, signal, sys, time
+
+    MARK, KIND = sys.argv[1:]
+    if KIND == "chain":
+        open(os.path.join(MARK, "started"), "w").close()
+        while True:
+            if os.fork() != 0:
+                os._exit(0)
+    def swarm(depth):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if depth:  # (the main process leads the session: it cannot)
+            os.setpgid(0, 0)
+        for _ in range(2 if depth < 4 else 0):
+            if os.fork() == 0:
+                swarm(depth + 1)
+        open(os.path.join(MARK, str(os.getpid())), "w").close()
+        while True:
+            time.sleep(1)
+    swarm(0)
+"""
+
+
+@needs_proc
+@pytest.mark.parametrize("kind", ["chain", "swarm"])
+def test_processes_that_run_from_the_end_of_the_run_are_caught(tmp_path: Path, kind: str, namespace: bool) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    script = _write(tmp_path, "unruly.py", _UNRULY)
+    run = run_probe(script, [str(marks), kind], timeout=2, namespace=namespace)
+    assert run.timed_out or kind == "chain", run.stderr_tail
+    assert len(os.listdir(marks)) == (1 if kind == "chain" else 31)
+    _assert_none_running(str(tmp_path))
+    assert _zombies_of_ours() == []
+    assert run.duration < 8
 
 
 @needs_proc
@@ -260,7 +485,7 @@ def test_the_json_report_names_the_escaped_process(tmp_path: Path) -> None:
     result = subprocess.run([*LINTLOOP, "probe", str(script), "--format", "json", "--", str(pids), "at_once",
                              "sleep", "1"], capture_output=True, text=True, timeout=60)
     [escapee] = _recorded_pids(pids)
-    assert _gone(escapee)
+    _assert_none_running(str(tmp_path))
     data = json.loads(result.stdout)
     assert data["returncode"] == 0 and data["left_running"] == 1, result.stderr
     [named] = [e for e in data["events"] if e["type"] == "left_running"]
@@ -268,35 +493,38 @@ def test_the_json_report_names_the_escaped_process(tmp_path: Path) -> None:
 
 
 @needs_proc
-def test_the_memory_limit_counts_an_escaped_process(tmp_path: Path) -> None:
+def test_the_memory_limit_counts_an_escaped_process(tmp_path: Path, namespace: bool) -> None:
     script, pids = _escaping_program(tmp_path)
-    run = run_probe(script, [str(pids), "later", "allocate", "1"], timeout=30, memory_limit_mb=160)
+    run = run_probe(script, [str(pids), "later", "allocate", "1"], timeout=30, memory_limit_mb=160,
+                    namespace=namespace)
     assert run.killed_for_memory and not run.timed_out, run.stderr_tail
     assert run.peak_memory_mb is not None and run.peak_memory_mb > 160
     [escapee] = _recorded_pids(pids)
-    assert _gone(escapee) and [e["pid"] for e in run.of_type("left_running")] == [escapee]
+    _assert_none_running(str(tmp_path))
+    assert [e["pid"] for e in run.of_type("left_running")] == [escapee]
     assert run.duration < 15
 
 
 @needs_proc
-def test_a_run_whose_lintloop_is_killed_leaves_nothing_running(tmp_path: Path) -> None:
+def test_a_run_whose_lintloop_is_killed_leaves_nothing_running(tmp_path: Path, namespace: bool) -> None:
     """The supervisor ends the run when lintloop's end of their socket closes, however lintloop ended."""
     script, pids = _escaping_program(tmp_path)
     probe = subprocess.Popen([sys.executable, "-c", "import sys, pathlib\n"
                               "from lintloop.runtime_probe.runner import run_probe\n"
-                              "run_probe(pathlib.Path(sys.argv[1]), sys.argv[2:], timeout=60)",
-                              str(script), str(pids), "later", "sleep", "1"])
+                              "run_probe(pathlib.Path(sys.argv[1]), sys.argv[3:], timeout=60,\n"
+                              "          namespace=sys.argv[2] == 'yes')",
+                              str(script), "yes" if namespace else "no", str(pids), "later", "sleep", "1"])
     try:
         deadline = time.monotonic() + 30
         while not _recorded_pids(pids) and time.monotonic() < deadline:
             time.sleep(0.05)
-        run = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
-               if str(tmp_path).encode() in _command_line(pid) and pid != probe.pid]
+        run = [pid for pid in _marked(str(tmp_path)) if pid != probe.pid]
     finally:
         probe.kill()
         probe.wait()
-    assert len(run) == 3  # the supervisor, the main process, the escapee
-    _assert_none_running(run)
+    # The supervisor (in a namespace: its three processes), the main process, the escapee.
+    assert len(run) >= 3
+    _assert_none_running(str(tmp_path))
 
 
 def test_a_well_behaved_program_runs_as_before(tmp_path: Path) -> None:
@@ -361,12 +589,17 @@ def test_the_files_a_program_writes_are_reported(tmp_path: Path, monkeypatch: py
     monkeypatch.chdir(tmp_path)  # the program runs in lintloop's working directory
     run = run_probe(script, [], timeout=20)
     assert run.returncode == 0, run.stderr_tail
-    changes = [(c["action"], Path(c["path"]).relative_to(tmp_path).as_posix(), c.get("line")) for c in run.files()]
-    assert changes == [("write", "out.txt", 2), ("mkdir", "run", 4), ("write", "run/a.bin", 5),
-                       ("rename", "run/a.bin", 6), ("remove", "run/b.bin", 8), ("write", "from_child.txt", 10)]
+    # What stands after the run: run/a.bin, renamed to run/b.bin and then removed, is no change.
+    changes = [(c["change"], Path(c["path"]).relative_to(tmp_path).as_posix(), c["kind"], c.get("line"))
+               for c in run.files()]
+    assert changes == [("created", "from_child.txt", "file", 10), ("created", "out.txt", "file", 2),
+                       ("created", "run", "directory", 4)]
+    child = run.files()[0]["pid"]
+    assert child != run.events[0]["pid"] and [e["pid"] for e in run.of_type("start") if e.get("forked")] == [child]
+    time.sleep(0.01)  # (a later time for what the second run writes again)
     result = subprocess.run([*LINTLOOP, "probe", "writer.py"], capture_output=True, text=True, timeout=60)
-    assert "files (opened for writing): out.txt, run/a.bin, from_child.txt" in result.stdout
-    assert "files (renamed): run/a.bin -> run/b.bin" in result.stdout
+    assert "files (modified): from_child.txt, out.txt" in result.stdout, result.stdout
+    assert "files (created)" not in result.stdout and "renamed" not in result.stdout
 
 
 def test_the_text_report_names_the_signal_and_the_processes_left_running(tmp_path: Path) -> None:
@@ -446,7 +679,27 @@ def test_check_probe_stops_a_hanging_program_and_leaves_nothing_running(tmp_path
     assert [f["code"] for f in findings] == ["LL301"]
     # The three training steps before the hang are in the verdict: events are written as they happen.
     assert findings[0]["probe"] == {"status": "error", "evidence": {"reason": "timed out", "steps": 3}}
-    recorded = _recorded_pids(pids)
-    assert len(recorded) >= 2
-    _assert_none_running(recorded)
+    assert len(_recorded_pids(pids)) >= 2
+    _assert_none_running(str(tmp_path))
 
+
+
+def test_events_a_program_writes_itself_are_read_within_bounds(tmp_path, monkeypatch):
+    """The program can write anything into the file its events go to: JSON nested too deep for the
+    standard decoder, values that are no events, a line without end, more lines than a run writes.
+    The run's report reads what is within bounds and says how much it left unread."""
+    script = _write(tmp_path, "forge.py", """
+        import json, os
+        events = json.loads(os.environ["LINTLOOP_PROBE_CONFIG"])["events"]
+        with open(events, "ab") as out:
+            out.write(b"[" * 100_000 + b"]" * 100_000 + b"\\n")  # deeper than any decoder's stack
+            out.write(b"[1, 2, 3]\\n\\"text\\"\\n")  # JSON, but no event
+            out.write(b"{}\\n" * 5_000)  # more than a run writes (the bound is lowered below)
+            out.write(b"{" + b"x" * (3 << 20))  # a line without end, larger than a line may be
+    """)
+    monkeypatch.setattr(runner, "MAX_EVENTS", 1_000)
+    run = run_probe(script, [], timeout=60)
+    assert run.returncode == 0, run.stderr_tail
+    assert all(isinstance(event, dict) for event in run.events)
+    [truncated] = [event for event in run.events if event.get("type") == "events_truncated"]
+    assert truncated["unread_lines"] >= 4_000

@@ -2,10 +2,14 @@
 
 import json
 
+import pytest
+
 from lintloop.finding import Finding
 from lintloop.runtime_probe import store
 
-CONFIRMED = {"status": "confirmed", "evidence": {"signal": "memory_growth", "bytes_per_step": 10240}}
+# As the probe writes it (runtime_probe.verdicts): what `describe` makes the editor's line of.
+CONFIRMED = {"status": "confirmed", "evidence": {"signal": "memory_growth", "mem_source": "host", "memory": {
+    "median_increase_bytes_per_step": 10240, "positive_fraction": 1.0}}}
 
 
 def _finding(line: int, probe=None) -> Finding:
@@ -38,6 +42,43 @@ def test_a_damaged_or_foreign_record_is_ignored(tmp_path):
                                                        "probe": {"status": "__import__('os')"}}]})):
         record.write_text(damaged)
         assert store.recorded(tmp_path / "cache", source, "x = 1\n") == {}
+
+
+def _planted(tmp_path, text: str | bytes) -> None:
+    """`text` in place of the record of train.py (a record the working tree may hold, whoever wrote it)."""
+    source = tmp_path / "train.py"
+    store.record(tmp_path / "cache", source, "x = 1\n", [_finding(3, CONFIRMED)])
+    (record,) = (tmp_path / "cache" / store.STORE_DIR_NAME).iterdir()
+    record.write_bytes(text.encode() if isinstance(text, str) else text)
+
+
+def _entry(tmp_path, verdicts: list) -> str:
+    return json.dumps({"format": store.FORMAT, "path": str((tmp_path / "train.py").resolve()),
+                       "digest": store._digest("x = 1\n"), "verdicts": verdicts})
+
+
+@pytest.mark.parametrize("evidence", [
+    {"signal": "memory_growth", "memory": "grows"},
+    {"signal": "memory_growth", "memory": {"median_increase_bytes_per_step": "10 KiB", "positive_fraction": 1}},
+    {"signal": "memory_growth"},
+    {"signal": "none_gradients", "notebook": {"dropped_lines": "many"}},
+    {"signal": "none_gradients", "notebook": {"dropped_lines": 1, "dropped": [{"cell": 1}]}},
+    {"signal": "none_gradients", "notebook": {"dropped_lines": 1, "dropped": [{"cell": 1, "line": 2, "text": 3}]}},
+])
+def test_a_verdict_that_cannot_be_described_is_ignored_and_the_others_kept(tmp_path, evidence):
+    broken = {"code": "LL301", "line": 4, "column": 9, "probe": {"status": "confirmed", "evidence": evidence}}
+    _planted(tmp_path, _entry(tmp_path, [{"code": "LL301", "line": 3, "column": 9, "probe": CONFIRMED}, broken]))
+    assert store.recorded(tmp_path / "cache", tmp_path / "train.py", "x = 1\n") == {("LL301", 3, 9): CONFIRMED}
+
+
+def test_a_record_beyond_the_bounds_is_ignored(tmp_path):
+    verdict = {"code": "LL301", "line": 3, "column": 9, "probe": CONFIRMED}
+    deep = dict(verdict, probe={"status": "confirmed", "evidence": {"signal": "x", "text": "t", "deep": "DEEP"}})
+    deep_text = _entry(tmp_path, [deep]).replace('"DEEP"', "[" * 100_000 + "]" * 100_000)
+    for text in (deep_text, _entry(tmp_path, [verdict] * store.MAX_RECORD_VALUES),
+                 _entry(tmp_path, [verdict]).encode().replace(b"train.py", b"train\xed\xb2\x80.py")):
+        _planted(tmp_path, text)
+        assert store.recorded(tmp_path / "cache", tmp_path / "train.py", "x = 1\n") == {}
 
 
 def test_an_unwritable_store_is_not_an_error(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 import textwrap
 from pathlib import Path
@@ -450,3 +451,4 @@ def test_a_module_no_import_can_name_has_no_importers(tmp_path):
     from lintloop.project_view import importers
 
     assert importers(str(tmp_path / "my-utils.py")) == []
+    assert importers(os.fsdecode(os.path.join(os.fsencode(tmp_path), b"\xff.py"))) == []  # a name's undecodable bytes

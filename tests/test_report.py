@@ -134,6 +134,20 @@ def test_page_has_header_findings_and_offline_charts(tmp_path):
     assert "https://" not in page.replace("https://plot.ly", "")
 
 
+def test_links_a_working_tree_put_in_the_report_folder_are_replaced_not_followed(tmp_path):
+    """`--report reports/` in a cloned repository that ships `reports/train.py.html` (and plotly's file)
+    as links to a file of the user's: the pages replace the links; the file is untouched."""
+    (tmp_path / "precious").write_text("keep me\n")
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    (folder / "train.py.html").symlink_to(tmp_path / "precious")
+    (folder / report.PLOTLY_JS).symlink_to(tmp_path / "precious")
+    page = report.write_report(folder, "train.py", [report.ProgramRun("program", _probe_run([]))], [])
+    assert (tmp_path / "precious").read_text() == "keep me\n"
+    assert not page.is_symlink() and "<html" in page.read_text()
+    assert (folder / report.PLOTLY_JS).read_text(encoding="utf-8") == get_plotlyjs()
+
+
 def test_check_verdicts_name_the_page(tmp_path):
     # The runs are recorded ones, but `check --probe` first asks whether the program's framework is installed.
     if importlib.util.find_spec("torch") is None:

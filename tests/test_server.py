@@ -429,6 +429,24 @@ async def test_untitled_document_is_linted_with_defaults(client):
     assert "LL201" in [d.code for d in published.diagnostics]
 
 
+@on_module_loop
+async def test_a_document_under_a_percent_encoded_uri_is_linted_and_relinted_under_it(client, workspace):
+    # Editors encode a space or a non-ASCII letter of a file's name in its URI; pygls keeps the document
+    # under the decoded one, and the diagnostics must go to the URI the editor sent.
+    path = copy_fixture("LL201_bad.py", workspace / "a folder é")
+    uri = path.as_uri()
+    assert "%20" in uri and "%C3%A9" in uri
+    published = await open_document(client, uri, path.read_text())
+    assert "LL201" in [d.code for d in published.diagnostics]
+
+    (path.parent / "lintloop.toml").write_text('ignore = ["LL201"]\n')
+    seen = len(client.published)
+    client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
+        [types.FileEvent(uri=(path.parent / "lintloop.toml").as_uri(), type=types.FileChangeType.Created)]))
+    relinted = await next_publish(client, uri, seen)
+    assert "LL201" not in [d.code for d in relinted.diagnostics]
+
+
 def non_bmp_case(directory: Path, run_cli) -> tuple[Path, str, dict]:
     """LL201_bad.py with a non-BMP character before the flagged `print` on its line, and the CLI's finding."""
     path = copy_fixture("LL201_bad.py", directory)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import json
-import multiprocessing
 import os
 import signal
 import subprocess
@@ -31,7 +30,10 @@ from lintloop.isolation import Limits
 from lintloop.linter import FileResult
 from lintloop.server.app import create_server, serve
 from lintloop.server.documents import Analysis, lint_analysis
-from lintloop.server.transport import MAX_HEADER_LINE_BYTES, MAX_MESSAGE_BYTES, Refused, read_messages
+from lintloop.server.ruledocs import url_template_problem
+from lintloop.bounded_json import MAX_DEPTH
+from lintloop.server.transport import (MAX_HEADER_LINE_BYTES, MAX_MESSAGE_BYTES, MAX_MESSAGE_VALUES, Refused,
+                                       read_messages)
 from lintloop.server.workers import ENGINE_MODULES
 
 from conftest import FIXTURES
@@ -93,17 +95,24 @@ def test_the_stream_ending_inside_a_message_ends_the_messages():
 # ----- a real server, spoken to in raw bytes ----------------------------------------------------------
 
 
+INITIALIZE_PARAMS = {"capabilities": {}, "processId": None, "rootUri": None}
+
+
 class RawSession:
     """A server process sent raw bytes; every message it sends back is kept, in order."""
 
-    def __init__(self, workspace: Path) -> None:
+    def __init__(self, workspace: Path, initialize: bool = True, command: list[str] = SERVER_COMMAND) -> None:
         env = dict(os.environ, XDG_CACHE_HOME=str(workspace / ".xdg-cache"))
-        self.process = subprocess.Popen(SERVER_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL, env=env, cwd=workspace)
         self.received: list[dict] = []
         self._last_id = 0
         threading.Thread(target=self._read, daemon=True).start()
-        assert "result" in self.request("initialize", {"capabilities": {}, "processId": None, "rootUri": None})
+        if initialize:
+            self.initialize()
+
+    def initialize(self) -> None:
+        assert "result" in self.request("initialize", INITIALIZE_PARAMS)
         self.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
 
     def _read(self) -> None:
@@ -173,6 +182,17 @@ def message(**members: object) -> bytes:
 
 
 ID = 1000  # the id of each malformed request (where it has one)
+
+
+def message_nested(depth: int, opener: str) -> bytes:
+    """A hover request (of id ID) whose JSON nests arrays or objects `depth` deep: its params hold a
+    member nested `depth - 2` deep. `opener` is "[" or '{"a":'."""
+    closer = "]" if opener == "[" else "}"
+    inner = depth - 2
+    head = message(id=ID, method="textDocument/hover", params=HOVER_NOWHERE)[:-2]  # open: the params, the message
+    return head + b', "deep": ' + (opener * inner + "0" + closer * inner).encode() + b"}}"
+
+
 MALFORMED_REQUESTS = {
     "hover without a position": (message(id=ID, method="textDocument/hover",
                                          params={"textDocument": {"uri": "untitled:x"}}), -32602, ID),
@@ -196,6 +216,17 @@ MALFORMED_REQUESTS = {
     "a body that is no UTF-8": (b'{"jsonrpc": "2.0", "id": "\xff"}', -32700, None),
     "JSON that is an array": (b'[{"jsonrpc": "2.0", "id": 1000, "method": "shutdown"}]', -32600, None),
     "JSON that is a number": (b"42", -32600, None),
+    "an encoded surrogate, which is no UTF-8": (b'{"jsonrpc": "2.0", "id": 1, "method": "\xed\xa0\x80"}', -32700, None),
+    "params nested 1,000 deep": (message_nested(1000, "["), -32700, None),
+    "params nested 100,000 deep in objects": (message_nested(100_000, '{"a":'), -32700, None),
+    "JSON one level deeper than the bound": (message_nested(MAX_DEPTH + 1, "["), -32700, None),
+    "more values than a message holds": (message(id=ID, method="textDocument/hover", params={
+        **HOVER_NOWHERE, "padding": [0] * MAX_MESSAGE_VALUES}), -32700, None),
+    "an unknown method without params": (message(id=ID, method="lintloop/unknown"), -32601, ID),
+    "a $/ request": (message(id=ID, method="$/lintloop"), -32601, ID),
+    "a second initialize": (message(id=ID, method="initialize", params=INITIALIZE_PARAMS), -32600, ID),
+    "an id that is a float": (message(id=1.5, method="textDocument/hover", params=HOVER_NOWHERE), -32600, None),
+    "an id that is null": (message(id=None, method="textDocument/hover", params=HOVER_NOWHERE), -32600, None),
 }
 
 
@@ -206,6 +237,16 @@ def test_a_malformed_request_gets_its_error_and_the_server_goes_on(raw, body, co
     answer = raw.response(reply_id, seen)
     assert answer["error"]["code"] == code and "id" in answer, answer
     raw.answers_requests()
+
+
+def test_a_message_as_deep_as_the_bound_is_served(raw):
+    seen = len(raw.received)
+    for opener in ("[", '{"a":'):
+        body = message_nested(MAX_DEPTH, opener)
+        assert json.loads(body)["id"] == ID
+        raw.send_bytes(frame(body))
+        assert raw.response(ID, seen) == {"jsonrpc": "2.0", "id": ID, "result": None}
+        seen = len(raw.received)
 
 
 MALFORMED_NOTIFICATIONS = {
@@ -219,6 +260,9 @@ MALFORMED_NOTIFICATIONS = {
     "an unknown notification": message(method="lintloop/unknown", params={}),
     "a response to no request": message(id=424242, result={"anything": 1}),
     "an error response that is malformed": message(id=424243, error="no object"),
+    "a change to a notebook never opened": message(method="notebookDocument/didChange", params={
+        "notebookDocument": {"uri": "file:///nowhere/never.ipynb", "version": 2}, "change": {}}),
+    "a progress cancel naming an object": message(method="window/workDoneProgress/cancel", params={"token": {"x": 1}}),
 }
 
 
@@ -228,6 +272,7 @@ def test_a_malformed_notification_or_response_is_dropped_and_the_server_goes_on(
     raw.send_bytes(frame(body))
     raw.answers_requests()
     assert not any("method" not in m for m in raw.received[seen:-1]), "nothing answers a notification"
+    assert not any(m.get("method") == "window/showMessage" for m in raw.received[seen:]), "a client's fault: no popup"
 
 
 def test_a_malformed_notification_is_logged(raw):
@@ -293,6 +338,135 @@ def test_after_shutdown_a_request_gets_an_error_and_exit_ends_the_server(tmp_pat
         session.close()
 
 
+def published(session: RawSession, uri: str, after: int) -> list[dict]:
+    return session.wait_for(lambda m: m.get("method") == "textDocument/publishDiagnostics"
+                            and m["params"]["uri"] == uri, after)["params"]["diagnostics"]
+
+
+def test_before_initialize_a_request_gets_server_not_initialized_and_a_notification_is_dropped(tmp_path):
+    # LSP 3.17, "Initialize Request": a request before `initialize` gets -32002; a notification is dropped.
+    session = RawSession(tmp_path, initialize=False)
+    try:
+        assert session.request("textDocument/hover", HOVER_NOWHERE)["error"]["code"] == -32002
+        assert session.request("shutdown")["error"]["code"] == -32002
+        assert session.request("lintloop/unknown")["error"]["code"] == -32002
+        session.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": "untitled:early", "languageId": "python", "version": 1, "text": "import torch\n"}}})
+        session.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+        session.initialize()
+        seen = len(session.received)
+        session.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": "untitled:later", "languageId": "python", "version": 1, "text": "import torch\n"}}})
+        assert published(session, "untitled:later", seen) == []
+        # The dropped didOpen was never linted (its lint would have come first), and nothing was logged.
+        assert [m["params"]["uri"] for m in session.received if "method" in m] == ["untitled:later"]
+    finally:
+        session.close()
+
+
+def test_exit_before_initialize_ends_the_server_with_1(tmp_path):
+    session = RawSession(tmp_path, initialize=False)
+    try:
+        assert session.request("shutdown")["error"]["code"] == -32002  # a request like any other: refused
+        session.send({"jsonrpc": "2.0", "method": "exit"})
+        assert session.process.wait(TIMEOUT_S) == 1  # exit without a shutdown
+    finally:
+        session.close()
+
+
+def test_after_shutdown_a_notification_is_dropped_and_a_second_shutdown_refused(tmp_path):
+    session = RawSession(tmp_path)
+    try:
+        assert session.request("shutdown")["result"] is None
+        assert session.request("shutdown")["error"]["code"] == -32600
+        seen = len(session.received)
+        session.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": "untitled:late", "languageId": "python", "version": 1, "text": "import torch\n"}}})
+        session.send({"jsonrpc": "2.0", "method": "lintloop/unknown", "params": {}})
+        assert session.request("textDocument/hover", HOVER_NOWHERE)["error"]["code"] == -32600
+        assert not [m for m in session.received[seen:] if "method" in m]
+        session.send({"jsonrpc": "2.0", "method": "exit"})
+        assert session.process.wait(TIMEOUT_S) == 0
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize("template, problem", [
+    ("https://example.org/{code}-{name}.html", None),
+    ("https://example.org/{{braces}}/{code}", None),
+    ("https://example.org/{code:>999999999}", "no other field such as {code:>999999999}"),
+    ("https://example.org/{code.__class__}", "no other field such as {code.__class__}"),
+    ("https://example.org/{code!r}", "no other field such as {code!r}"),
+    ("https://example.org/{0}", "no other field such as {0}"),
+    ("https://example.org/{code", "expected '}' before end of string"),
+    ("x" * 2001, "of at most 2,000 characters"),
+    (["https://example.org/{code}"], "not list"),
+])
+def test_a_docs_url_template_has_code_and_name_fields_alone(template, problem):
+    found = url_template_problem(template)
+    assert found == problem if problem is None else problem in found
+
+
+def test_an_unusable_docs_url_is_ignored_with_a_warning(tmp_path):
+    session = RawSession(tmp_path, initialize=False)
+    try:
+        options = {"docsUrl": "https://example.org/{code:>999999999}"}
+        assert "result" in session.request("initialize", {**INITIALIZE_PARAMS, "initializationOptions": options})
+        assert session.logs(0) == [("lintloop: docsUrl ignored: a string where {code} and {name} are replaced, "
+                                    "no other field such as {code:>999999999}")]
+        seen = len(session.received)
+        session.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": "untitled:linked", "languageId": "python", "version": 1,
+            "text": (FIXTURES / "LL201_bad.py").read_text()}}})
+        linked = next(d for d in published(session, "untitled:linked", seen) if d["code"] == "LL201")
+        assert linked["codeDescription"]["href"].startswith("file:")  # the rule's documentation file
+    finally:
+        session.close()
+
+
+def test_a_second_initialized_notification_is_dropped(raw):
+    seen = len(raw.received)
+    raw.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    raw.answers_requests()
+    assert not [m for m in raw.received[seen:] if "method" in m], "no second registration, no log"
+
+
+def test_a_document_holding_a_lone_surrogate_is_LL001_at_it(raw):
+    # No UTF-8 file holds U+D800, and CPython reads no source that does; JSON's "\ud800" escape carries it.
+    seen = len(raw.received)
+    raw.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+        "uri": "untitled:surrogate", "languageId": "python", "version": 1, "text": "import torch\nx = '\ud800'\n"}}})
+    (diagnostic,) = published(raw, "untitled:surrogate", seen)
+    assert diagnostic["code"] == "LL001" and "lone surrogate (U+D800)" in diagnostic["message"]
+    assert diagnostic["range"]["start"] == {"line": 1, "character": 5}
+    assert not raw.logs(seen)
+
+
+def test_a_notebook_cell_holding_a_lone_surrogate_is_LL001_in_that_cell(raw):
+    cells = ["import torch\n", "x = '\ud800'\n"]
+    uris = [f"vscode-notebook-cell:/surrogate.ipynb#c{index}" for index in range(len(cells))]
+    seen = len(raw.received)
+    raw.send({"jsonrpc": "2.0", "method": "notebookDocument/didOpen", "params": {
+        "notebookDocument": {"uri": "untitled:surrogate.ipynb", "notebookType": "jupyter-notebook", "version": 1,
+                             "cells": [{"kind": 2, "document": uri} for uri in uris]},
+        "cellTextDocuments": [{"uri": uri, "languageId": "python", "version": 1, "text": text}
+                              for uri, text in zip(uris, cells)]}})
+    (diagnostic,) = published(raw, uris[1], seen)
+    assert diagnostic["code"] == "LL001" and "lone surrogate (U+D800)" in diagnostic["message"]
+    assert diagnostic["range"]["start"] == {"line": 0, "character": 5} and published(raw, uris[0], seen) == []
+    assert not raw.logs(seen)
+
+
+@pytest.mark.parametrize("name", ["a%00b.py", "%ED%A0%80.py", "\ud800.py"])
+def test_a_document_whose_uri_names_no_possible_file_is_linted_as_unsaved(raw, tmp_path, name):
+    uri = tmp_path.as_uri() + "/" + name
+    seen = len(raw.received)
+    raw.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+        "uri": uri, "languageId": "python", "version": 1, "text": (FIXTURES / "LL201_bad.py").read_text()}}})
+    assert "LL201" in [d["code"] for d in published(raw, uri, seen)]
+    assert not raw.logs(seen)
+
+
 # ----- documents whose analysis fails ---------------------------------------------------------------
 
 CRASH = "# test: the worker crashes here"
@@ -321,18 +495,43 @@ def faulty_lint(analysis: Analysis) -> FileResult:
 
 
 def serve_with_faults() -> int:
-    server = create_server(FAULT_LIMITS, faulty_lint)
-    # A worker imports this module to unpickle faulty_lint: the fork server imports it first, on its main
-    # thread (lintloop.cli, imported with it, sets a signal handler: a worker's serving thread cannot),
-    # and finds it on PYTHONPATH (Python 3.11's fork server leaves out the sys.path it is given).
-    multiprocessing.set_forkserver_preload([*ENGINE_MODULES, __name__])
+    # A worker imports this module to unpickle faulty_lint: the fork server (which the server starts as
+    # it is made) imports it first, on its main thread (lintloop.cli, imported with it, sets a signal
+    # handler: a worker's serving thread cannot), and finds it on PYTHONPATH (the fork server of Python
+    # 3.10-3.13 leaves out the sys.path it is given).
+    ENGINE_MODULES.append(__name__)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")]))
-    return serve(server)
+    return serve(create_server(FAULT_LIMITS, faulty_lint))
 
 
 TESTS = str(Path(__file__).parent)
 FAULTY_SERVER = [sys.executable, "-c", f"import sys; sys.path.insert(0, {TESTS!r}); "
                                        "import test_server_faults; sys.exit(test_server_faults.serve_with_faults())"]
+
+
+def test_a_request_cancelled_while_it_waits_gets_request_cancelled(tmp_path):
+    # A code action offering a suppression waits for the worker to read the document's comments; the
+    # worker is busy with a runaway analysis meanwhile. Cancelled then, the request's answer is -32800.
+    session = RawSession(tmp_path, command=FAULTY_SERVER)
+    try:
+        seen = len(session.received)
+        text = (FIXTURES / "LL201_bad.py").read_text()
+        session.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": "untitled:flagged", "languageId": "python", "version": 1, "text": text}}})
+        flagged = next(d for d in published(session, "untitled:flagged", seen) if d["code"] == "LL201")
+        session.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
+            "uri": "untitled:runaway", "languageId": "python", "version": 1, "text": f"{HANG}\n{text}"}}})
+        time.sleep(0.5)  # its analysis is in the worker now, for FAULT_LIMITS.seconds
+        msg_id = session.next_id()
+        session.send({"jsonrpc": "2.0", "id": msg_id, "method": "textDocument/codeAction", "params": {
+            "textDocument": {"uri": "untitled:flagged"}, "range": flagged["range"],
+            "context": {"diagnostics": [flagged], "only": ["quickfix"]}}})
+        session.send({"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": msg_id}})
+        assert session.response(msg_id)["error"]["code"] == -32800
+        session.answers_requests()
+        assert not session.logs(seen)
+    finally:
+        session.close()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

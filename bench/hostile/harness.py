@@ -8,12 +8,16 @@
 
 Invariants checked on every case (`Outcome.failures`), whatever the case also asks:
 - the process ends by itself within the case's time limit, by no signal, with an exit status the
-  case allows (default 0 or 1), and no process of its session is left behind;
+  case allows (default 0 or 1), and no process of its session is left behind, nor any that holds the
+  case's mark (`MARK_VARIABLE`, in the environment every process it starts inherits; a case whose
+  processes drop their environment passes the mark in their arguments), still running `LEFT_GRACE_S`
+  after it (a helper that is ending, as a fork server finishing its imports, is not left behind);
 - no traceback and no "internal error" in its output;
 - nothing it printed holds a control character (ESC, BEL, C1, ...) but newline and tab;
 - nothing outside `project/` and `home/.cache/lintloop/` changed; inside `project/`, only what the
   case lets change (`writes`: e.g. `fix`'s targets) and `.lintloop_cache/`;
-- the largest process stayed within the case's memory bound (`max_rss_mib`).
+- the largest process stayed within the case's memory bound (`max_rss_mib`), and the session never held
+  more processes at once than the case allows (`max_processes`).
 
 A category module (`bench/hostile/<category>.py`) defines CATEGORY, DESCRIPTION and
 `cases(quick: bool) -> list[Case]`; `run.py` runs them all, tests/test_hostile.py their quick lists.
@@ -32,13 +36,22 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Union
 
 LINTLOOP = [sys.executable, "-m", "lintloop"]  # the lintloop this interpreter imports
+# The console script beside this interpreter (what pre-commit, editors and users run): `python -m` puts
+# the working directory first on the module path, which the script does not.
+SCRIPT = [str(Path(sys.executable).with_name("lintloop"))]
+# How long a process of the run's session may outlive it: `lintloop server` exiting right after
+# `initialized` leaves the fork server it started importing the engine; it ends once its imports are done.
+LEFT_GRACE_S = 5.0
+MARK_VARIABLE = "HOSTILE_CASE_MARK"  # in lintloop's environment: a text naming the case's run
 
 
 @dataclass(frozen=True)
@@ -70,9 +83,11 @@ class Outcome:
     max_rss_mib: float
     changed: dict[str, str]  # sandbox-relative path -> "created" / "changed" / "removed"
     left_running: list[int]
+    most_processes: int  # the most processes its session held at once (sampled)
     timed_out: bool
-    sandbox: Path
+    sandbox: Path  # removed once the run is over, unless kept: `written` holds what a check may read of it
     extra: list[str] = field(default_factory=list)
+    written: dict[str, bytes] = field(default_factory=dict)  # the case's `writes` files the run changed, as left
 
     @property
     def out(self) -> str:
@@ -102,6 +117,8 @@ class Outcome:
         for path, how in sorted(self.changed.items()):
             if not self.case.may_change(path):
                 found.append(f"{how} {path}")
+        if self.case.max_processes is not None and self.most_processes > self.case.max_processes:
+            found.append(f"ran {self.most_processes} processes at once > {self.case.max_processes}")
         if self.case.max_rss_mib is not None and self.max_rss_mib > self.case.max_rss_mib:
             found.append(f"peak memory {self.max_rss_mib:.0f} MiB > {self.case.max_rss_mib:g} MiB")
         if self.case.expect is not None and not found:
@@ -123,9 +140,11 @@ class Case:
     writes: tuple[str, ...] = ()  # sandbox-relative paths (or fnmatch patterns) the run may change
     expect: Callable[[Outcome], str | None] | None = None  # a further check: a failure's text, or None
     stdin: bytes = b""
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)  # `{sandbox}` in a value is replaced
     timeout: float = 60.0
     max_rss_mib: float | None = None
+    max_processes: int | None = None
+    script: bool = False  # run the console script (SCRIPT), not `python -m lintloop`
     plain_output: bool = True  # no control character in what it prints
     setup: Callable[[Path], None] | None = None  # after the files are made: the sandbox
 
@@ -199,8 +218,8 @@ def changes(before: dict[str, tuple], after: dict[str, tuple]) -> dict[str, str]
             changed[path] = "removed"
         elif path not in before:
             changed[path] = "created"
-        elif before[path] != after[path] and before[path][0] != "dir":
-            changed[path] = "changed"
+        elif before[path][0] != after[path][0] or (before[path] != after[path] and before[path][0] != "dir"):
+            changed[path] = "changed"  # (a folder whose mode changed aside)
     return changed
 
 
@@ -220,6 +239,33 @@ def session_processes(session: int) -> list[int]:
     return found
 
 
+def _count_processes(session: int, counts: list[int], done: threading.Event) -> None:
+    while not done.wait(0.05):
+        counts.append(len(session_processes(session)))
+
+
+def marked_processes(mark: str) -> list[int]:
+    """The live processes whose environment or arguments hold `mark` (Linux /proc; empty elsewhere)."""
+    needle, found = mark.encode(), []
+    for entry in Path("/proc").iterdir() if Path("/proc/self/stat").exists() else ():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            stat = (entry / "stat").read_bytes()
+            held = (entry / "environ").read_bytes() + (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if stat[stat.rindex(b")") + 2:].split()[0] not in (b"Z", b"X") and needle in held:
+            found.append(int(entry.name))
+    return found
+
+
+def _left_behind(session: int, mark: str) -> list[int]:
+    """The processes of the session and those that hold the case's mark."""
+    found = session_processes(session)
+    return found + [pid for pid in marked_processes(mark) if pid not in found]
+
+
 def run_case(case: Case, command: list[str] | None = None, keep: Path | None = None) -> Outcome:
     """Run one case in a fresh sandbox (removed afterwards unless `keep` names a folder for it)."""
     root = Path(tempfile.mkdtemp(prefix="lintloop-hostile-")) if keep is None else keep
@@ -228,12 +274,20 @@ def run_case(case: Case, command: list[str] | None = None, keep: Path | None = N
         before = snapshot(sandbox)
         home = sandbox / "home"
         env = {key: value for key, value in os.environ.items() if not key.startswith(("LINTLOOP", "XDG_", "COLUMNS"))}
-        env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), PYTHONDONTWRITEBYTECODE="1", **case.env)
+        mark = f"hostile-{uuid.uuid4().hex}"
+        env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), PYTHONDONTWRITEBYTECODE="1",
+                   **{key: value.replace("{sandbox}", str(sandbox)) for key, value in case.env.items()})
+        env[MARK_VARIABLE] = mark
         usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.monotonic()
-        process = subprocess.Popen([*(command or LINTLOOP), *case.argv], cwd=sandbox / "project", env=env,
+        program = command or (SCRIPT if case.script else LINTLOOP)
+        process = subprocess.Popen([*program, *case.argv], cwd=sandbox / "project", env=env,
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    start_new_session=True)
+        counts = [1]
+        counting = threading.Event()
+        counter = threading.Thread(target=_count_processes, args=(process.pid, counts, counting), daemon=True)
+        counter.start()
         timed_out = False
         try:
             stdout, stderr = process.communicate(case.stdin, timeout=case.timeout)
@@ -241,8 +295,14 @@ def run_case(case: Case, command: list[str] | None = None, keep: Path | None = N
             timed_out = True
             os.killpg(process.pid, signal.SIGKILL)
             stdout, stderr = process.communicate()
+        counting.set()
+        counter.join()
         seconds = time.monotonic() - started
-        left = session_processes(process.pid)
+        left = _left_behind(process.pid, mark)
+        grace_ends = time.monotonic() + LEFT_GRACE_S
+        while left and time.monotonic() < grace_ends:
+            time.sleep(0.05)
+            left = _left_behind(process.pid, mark)
         for pid in left:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
@@ -250,8 +310,12 @@ def run_case(case: Case, command: list[str] | None = None, keep: Path | None = N
         # ru_maxrss of children is the largest ever waited for: a new maximum is this run's.
         rss_kib = usage.ru_maxrss if usage.ru_maxrss > usage_before.ru_maxrss else 0
         after = snapshot(sandbox)
-        return Outcome(case, process.returncode, stdout, stderr, seconds, rss_kib / 1024, changes(before, after),
-                       left, timed_out, sandbox)
+        changed = changes(before, after)
+        written = {path: (sandbox / path).read_bytes() for path, how in changed.items()
+                   if how != "removed" and after[path][0] == "file"
+                   and any(_matches(path, pattern) for pattern in case.writes)}
+        return Outcome(case, process.returncode, stdout, stderr, seconds, rss_kib / 1024, changed, left,
+                       max(counts), timed_out, sandbox, written=written)
     finally:
         if keep is None:
             _remove(root)

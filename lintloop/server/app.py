@@ -5,7 +5,7 @@ document in a worker process, whose failure is the document's LL004."""
 from __future__ import annotations
 
 import asyncio
-import json
+import logging
 import os
 import sys
 import traceback
@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
-from cattrs import transform_error
+from cattrs import Converter, transform_error
 from cattrs.errors import ClassValidationError
 from lsprotocol import types
-from pygls.exceptions import (JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams, JsonRpcInvalidRequest,
-                              JsonRpcParseError)
+from pygls.exceptions import (FeatureRequestError, JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams,
+                              JsonRpcInvalidRequest, JsonRpcMethodNotFound, JsonRpcParseError,
+                              JsonRpcServerNotInitialized)
 from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import JsonRPCProtocol, LanguageServerProtocol
@@ -36,15 +37,16 @@ from lintloop.server.diagnostics import diagnostic
 from lintloop.server.documents import (CONFIG_FILE_NAMES, Analysis, DocumentConfigError, DocumentLint,
                                        SettingsCache, Snapshot, analysis_of, is_config_file, lint_analysis,
                                        not_analysed, safe_fix_changes)
-from lintloop.server.notebooks import (NOTEBOOK_SYNC, CellsTarget, cell_document, cell_place, findings_by_cell,
-                                       notebook_snapshot)
+from lintloop.server.notebooks import (NOTEBOOK_SYNC, CellsTarget, cell_place, findings_by_cell, notebook_snapshot,
+                                       open_document)
 from lintloop.server.hover import hover
 from lintloop.server.positions import lintloop_position, overlaps
-from lintloop.server.ruledocs import RuleDocs
+from lintloop.server.ruledocs import RuleDocs, url_template_problem
 from lintloop.server.scheduling import CHANGE_DELAY_S, LintScheduler
-from lintloop.server.transport import Refused, read_messages
+from lintloop.server.transport import Refused, decode, read_messages
 from lintloop.server.workers import worker_context
 from lintloop.suppression import Suppressions
+from lintloop.terminal import printable
 
 if TYPE_CHECKING:
     from lintloop.linter import FileResult
@@ -54,18 +56,27 @@ WATCH_REGISTRATION_ID = "lintloop-config-files"
 UNSUPPRESSIBLE = ("LL001", "LL004")
 
 Result = TypeVar("Result")
+# The longest line of a library's log on stderr (a record may quote a whole message's params).
+MAX_LOG_LINE = 500
 
 
 class LintloopProtocol(LanguageServerProtocol):
     _server: LintloopServer
 
+    def __init__(self, server: LintloopServer, converter: Converter) -> None:
+        super().__init__(server, converter)
+        self.initialize_received = False  # a valid `initialize` request came: the lifecycle has begun
+        self.initialized_received = False
+
     def receive(self, body: bytes) -> None:
         """Handle one message's body. Every request is answered: a malformed one with its JSON-RPC error
-        (not JSON: ParseError; no JSON-RPC request: InvalidRequest; params that do not fit its method:
-        InvalidParams); a malformed notification or response is logged and dropped."""
+        (not JSON, or beyond the bounds of transport.decode: ParseError; no JSON-RPC request:
+        InvalidRequest; params that do not fit its method: InvalidParams), one out of the lifecycle's
+        order with the error LSP gives it (see `checked_message`); a malformed notification or response
+        is logged and dropped."""
         try:
-            data = json.loads(body)
-        except ValueError as exc:  # also a body that is not UTF-8
+            data = decode(body)
+        except ValueError as exc:
             self.reply_error(None, JsonRpcParseError(f"Parse Error: {exc}"))
             return
         is_dict = isinstance(data, dict)
@@ -75,7 +86,13 @@ class LintloopProtocol(LanguageServerProtocol):
         is_response = is_dict and "method" not in data and ("result" in data or "error" in data)
         answered = not (is_notification or is_response)  # a request, or what is no message at all
         try:
-            self.handle_message(self.checked_message(data, valid_id, answered))
+            message = self.checked_message(data, valid_id, answered)
+            if isinstance(message, types.InitializeRequest):
+                self.initialize_received = True
+            elif isinstance(message, types.InitializedNotification):
+                self.initialized_received = True
+            if message is not None:
+                self.handle_message(message)
         except JsonRpcException as problem:
             if answered:
                 self.reply_error(msg_id if valid_id else None, problem)
@@ -88,10 +105,18 @@ class LintloopProtocol(LanguageServerProtocol):
                 self.reply_error(msg_id if valid_id else None, error)
             self._server.log(types.MessageType.Error, f"lintloop: internal error on a message: {error.message}")
 
-    def checked_message(self, data: Any, valid_id: bool, answered: bool) -> Any:
-        """The message `data` as pygls's structure of it (raises a JsonRpcException where it is none);
-        `answered`: it is to be answered as a request."""
+    def checked_message(self, data: Any, valid_id: bool, answered: bool) -> Any | None:
+        """The message `data` as pygls's structure of it; None for a notification to drop. Raises a
+        JsonRpcException where it is none, or comes out of order (LSP 3.17, "Lifecycle Messages"): a
+        request before `initialize` is ServerNotInitialized (a notification is dropped, but `exit`),
+        a second `initialize` and any request after `shutdown` an InvalidRequest; a request for a method
+        the server does not serve is MethodNotFound, before its params are read (a notification of one
+        is dropped). `answered`: it is to be answered as a request."""
         _check_envelope(data, valid_id, answered)
+        if "method" in data and (problem := self._out_of_order(data["method"], answered)) is not None:
+            if answered:
+                raise problem
+            return None
         try:
             message = self.structure_message(data)
         except JsonRpcInvalidParams as exc:
@@ -101,9 +126,22 @@ class LintloopProtocol(LanguageServerProtocol):
             raise
         if answered and not isinstance(message, RPCRequest):
             raise JsonRpcInvalidRequest(f"Invalid Request: {data['method']} is a notification")
-        if answered and self._shutdown and data["method"] != types.EXIT:
-            raise JsonRpcInvalidRequest("Invalid Request: the server is shutting down")  # as LSP asks
         return message
+
+    def _out_of_order(self, method: str, answered: bool) -> JsonRpcException | None:
+        """Why a request (`answered`) or notification for `method` is refused now: the error a request
+        gets (a refused notification is dropped); None if it is taken."""
+        if not self.initialize_received and method != (types.INITIALIZE if answered else types.EXIT):
+            return JsonRpcServerNotInitialized("Server Not Initialized: the first request is initialize")
+        if self._shutdown and method != types.EXIT:
+            return JsonRpcInvalidRequest("Invalid Request: the server is shutting down")
+        if answered and method == types.INITIALIZE and self.initialize_received:
+            return JsonRpcInvalidRequest("Invalid Request: the server is initialized already")
+        if not answered and method == types.INITIALIZED and self.initialized_received:
+            return JsonRpcInvalidRequest("Invalid Request: the server was told it is initialized already")
+        if method not in self.fm.features and method not in self.fm.builtin_features and method != types.CANCEL_REQUEST:
+            return JsonRpcMethodNotFound.of(method)
+        return None
 
     def reply_error(self, msg_id: int | str | None, error: JsonRpcException) -> None:
         # pygls's converter leaves out an id of None; JSON-RPC wants it, as null, where the request's id is unknown.
@@ -137,9 +175,16 @@ def _check_envelope(data: Any, valid_id: bool, answered: bool) -> None:
 
 
 def file_path(uri: str) -> Path | None:
-    """The file a `file:` URI names; None for other schemes (an unsaved `untitled:` buffer)."""
+    """The file a `file:` URI names; None for other schemes (an unsaved `untitled:` buffer), and for a
+    name no file has (a NUL, a lone surrogate: the document is then linted as an unsaved one)."""
     path = to_fs_path(uri) if uri.startswith("file:") else None
-    return Path(path) if path else None
+    if not path or "\0" in path:
+        return None
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError:
+        return None
+    return Path(path)
 
 
 @dataclass(frozen=True)
@@ -233,9 +278,9 @@ class LintloopServer(LanguageServer):
         notebook = notebook_snapshot(self.workspace, uri, file_path(uri))
         if notebook is not None:
             return notebook
-        if uri not in self.workspace.text_documents or cell_place(self.workspace, uri) is not None:
+        document = open_document(self.workspace, uri)
+        if document is None or cell_place(self.workspace, uri) is not None:
             return None
-        document = self.workspace.get_text_document(uri)
         return Snapshot(uri, document.version, document.source, file_path(uri))
 
     def current_findings(self, uri: str) -> OpenFindings | None:
@@ -255,7 +300,7 @@ class LintloopServer(LanguageServer):
         cells = lint.snapshot.cells
         targets = {index: self.edit_target(cell.uri, cell.version, cell_text)
                    for index, cell in enumerate(cells, 1)
-                   if (cell_text := cell_document(self.workspace, cell.uri)) is not None}
+                   if (cell_text := open_document(self.workspace, cell.uri)) is not None}
         return OpenFindings(lint, document, findings_by_cell(lint.findings, len(cells))[place.cell - 1],
                             targets[place.cell], CellsTarget(targets))
 
@@ -269,7 +314,7 @@ class LintloopServer(LanguageServer):
         else:
             # Every cell gets its list, empty ones included: the client drops what a cell showed before.
             for cell, findings in zip(snapshot.cells, findings_by_cell(lint.findings, len(snapshot.cells))):
-                document = cell_document(self.workspace, cell.uri)
+                document = open_document(self.workspace, cell.uri)
                 self.send_diagnostics(cell.uri, cell.version, document.lines if document else [], findings)
             self.clear_documents(self.published_uris(previous) - self.published_uris(lint))  # removed cells
         for error in lint.errors:
@@ -316,13 +361,21 @@ class LintloopServer(LanguageServer):
         details = error.details if isinstance(error, AnalysisError) else "".join(traceback.format_exception(error))
         self.log(types.MessageType.Error, f"lintloop: internal error while {doing}:\n{details}")
 
+    def report_server_error(self, error: Exception, source: type[Exception]) -> None:
+        """A failure pygls caught outside a request (a notification's handler, sending a message) is
+        logged, not shown in a popup as pygls would: most come of a client's notification out of step (a
+        change to a notebook never opened); a request's failure is in its answer."""
+        if source is not FeatureRequestError:  # pygls wraps a handler's exception: its message names the type
+            what = error.message if isinstance(error, JsonRpcException) else f"{type(error).__name__}: {error}"
+            self.log(types.MessageType.Error, f"lintloop: a notification failed: {what}")
+
     def log(self, level: types.MessageType, message: str) -> None:
         self.window_log_message(types.LogMessageParams(type=level, message=message))
 
     def configuration_changed(self) -> None:
         self.settings_cache.clear()
         notebooks = [notebook.uri for notebook in self.workspace.notebook_documents.values()]
-        for uri in [*self.workspace.text_documents, *notebooks]:
+        for uri in [*(document.uri for document in self.workspace.text_documents.values()), *notebooks]:
             self.scheduler.request(uri)  # a cell's request does nothing: it is linted with its notebook
 
     def edit_target(self, uri: str, version: int | None, document: TextDocument) -> actions.EditTarget:
@@ -342,13 +395,11 @@ def create_server(limits: Limits = Limits(), lint: Callable[[Analysis], FileResu
         template = options.get("docsUrl") if isinstance(options, dict) else None
         if template is None:
             return
-        try:
-            str(template).format(code="LL000", name="rule-name")
-        except (KeyError, IndexError, ValueError) as exc:
-            ls.log(types.MessageType.Warning, f"lintloop: docsUrl ignored: a template with {{code}} and {{name}} "
-                                              f"is expected ({type(exc).__name__}: {exc})")
+        problem = url_template_problem(template)
+        if problem is not None:
+            ls.log(types.MessageType.Warning, f"lintloop: docsUrl ignored: {problem}")
         else:
-            ls.docs = RuleDocs(url_template=str(template))
+            ls.docs = RuleDocs(url_template=template)
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: LintloopServer, params: types.InitializedParams) -> None:
@@ -460,11 +511,40 @@ def create_server(limits: Limits = Limits(), lint: Callable[[Analysis], FileResu
 def serve(server: LintloopServer | None = None) -> int:
     """Serve the client on stdin/stdout until it exits (`create_server()` unless `server` is given)."""
     server = server or create_server()
+    _log_in_one_line()
     try:
         server.start_io(*_client_streams())
     finally:
         server.analyses.shutdown(wait=False, cancel_futures=True)
     return 0 if server.shutdown_requested else 1
+
+
+class _OneLineFormatter(logging.Formatter):
+    """A log record (pygls's, asyncio's) as one line of stderr, its control characters escaped: the
+    first line of its message, and of an exception its type and message. pygls logs each malformed
+    message with a traceback; the client is told of each in its own log, or in the request's error."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = _first_line(record.getMessage())
+        if record.exc_info and record.exc_info[1] is not None:
+            text += f" ({type(record.exc_info[1]).__name__}: {_first_line(str(record.exc_info[1]))})"
+        if len(text) > MAX_LOG_LINE:
+            text = text[:MAX_LOG_LINE] + "..."
+        text = printable(text)
+        return f"lintloop server: {record.levelname.lower()}: {record.name}: {text}"
+
+
+def _first_line(text: str) -> str:
+    return text.split("\n", 1)[0]
+
+
+def _log_in_one_line() -> None:
+    """Warnings and errors of the libraries to stderr, one line each (_OneLineFormatter)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLineFormatter())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
 
 
 def _client_streams() -> tuple[BinaryIO, BinaryIO]:

@@ -32,9 +32,10 @@ NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
     save=True)
 
 
-def cell_document(workspace: Workspace, uri: str) -> TextDocument | None:
-    """The open text document of a cell (None for a cell the client does not sync, e.g. markdown)."""
-    # pygls keys documents by unquoted URI; `get_text_document` would read a missing one from disk.
+def open_document(workspace: Workspace, uri: str) -> TextDocument | None:
+    """The open text document `uri` (None where none is: a cell the client does not sync, e.g. markdown)."""
+    # pygls keys documents by unquoted URI (`file:///my%20file.py` under `file:///my file.py`);
+    # `get_text_document` would read a missing one from disk.
     return workspace.text_documents.get(unquote(uri))
 
 
@@ -59,7 +60,7 @@ def notebook_snapshot(workspace: Workspace, uri: str, path: Path | None) -> Snap
     notebook = workspace.get_notebook_document(notebook_uri=uri)
     if notebook is None:
         return None
-    documents = [cell_document(workspace, cell.document) for cell in notebook.cells]
+    documents = [open_document(workspace, cell.document) for cell in notebook.cells]
     cells = tuple(CellVersion(cell.document, document.version if document is not None else None)
                   for cell, document in zip(notebook.cells, documents))
     return Snapshot(uri, notebook.version, ipynb_text(notebook.cells, documents), path, cells)

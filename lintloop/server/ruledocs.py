@@ -4,6 +4,7 @@ link to (works offline and opens in the editor), unless the client gives a `docs
 from __future__ import annotations
 
 import os
+import string
 import tempfile
 import textwrap
 from pathlib import Path
@@ -13,6 +14,7 @@ from pygls.uris import from_fs_path
 
 from lintloop import __version__
 from lintloop.frameworks import FRAMEWORK_LABELS
+from lintloop.user_cache import user_cache_directory
 
 if TYPE_CHECKING:
     from lintloop.rule import Rule
@@ -42,9 +44,34 @@ def rule_markdown(rule: type[Rule]) -> str:
 
 def docs_directory() -> Path:
     """`$XDG_CACHE_HOME/lintloop/docs/<version>` (`~/.cache` when unset or relative, per the XDG spec)."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    cache = Path(base) if os.path.isabs(base) else Path.home() / ".cache"
-    return cache / "lintloop" / "docs" / __version__
+    return user_cache_directory() / "docs" / __version__
+
+
+# The longest `docsUrl` template taken: a link is in every diagnostic sent (browsers take URLs of 2,000
+# characters everywhere).
+MAX_URL_TEMPLATE = 2_000
+_FIELDS = ("code", "name")
+
+
+def url_template_problem(template: object) -> str | None:
+    """Why a client's `docsUrl` cannot be the rules' link template (None if it can): a string of at most
+    MAX_URL_TEMPLATE characters whose fields are `{code}` and `{name}` alone (no format spec, conversion
+    or attribute: `{code:>999999999}` would make every link a gigabyte)."""
+    expected = "a string where {code} and {name} are replaced"
+    if not isinstance(template, str):
+        return f"{expected}, not {type(template).__name__}"
+    if len(template) > MAX_URL_TEMPLATE:
+        return f"{expected}, of at most {MAX_URL_TEMPLATE:,} characters"
+    try:
+        fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(template)
+                  if name is not None]
+    except ValueError as exc:  # a single `{` or `}`
+        return f"{expected} ({exc})"
+    for name, spec, conversion in fields:
+        if name not in _FIELDS or spec or conversion:
+            shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+            return f"{expected}, no other field such as {shown[:40]}"
+    return None
 
 
 class RuleDocs:

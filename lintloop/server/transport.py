@@ -10,13 +10,18 @@ bytes for a header: JSON has raw line ends only between its tokens, and `Content
 there only inside a string, so such a line's value never reads as a number. A refused message of any
 length, even one announcing more bytes than will ever come, is thus skipped without being held, and
 the messages after it are read.
+
+A body is then decoded (`decode`) as UTF-8 JSON within bounds of depth and of values
+(lintloop.bounded_json): no message can exhaust the stack or the memory of the server.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+from lintloop import bounded_json
 
 # The largest message read: ample for any document an editor syncs (VS Code stops syncing a file to
 # its extensions above 50 MB; a JSON string escapes little of a source file), while what one message
@@ -25,6 +30,11 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 # A header line of any client is under a hundred bytes. Of a longer line only its last this many bytes
 # are kept: where the header is that a refused body runs on into.
 MAX_HEADER_LINE_BYTES = 8 * 1024
+
+# The most values a message's JSON holds: a hundred times what an editor sends (a notebook of a thousand
+# cells is some 10,000; didChangeWatchedFiles, the largest otherwise, carries only the configuration files
+# lintloop watches), while what one costs the server stays near 100 MiB (300,000 file events: 113 MiB).
+MAX_MESSAGE_VALUES = 1_000_000
 
 _CONTENT_LENGTH = b"content-length:"
 
@@ -73,6 +83,12 @@ def read_messages(stream: BinaryIO, max_message_bytes: int = MAX_MESSAGE_BYTES) 
             skipping = True
             yield Refused(problem or "refused a message without a Content-Length header")
         length, problem, header_lines = None, None, 0
+
+
+def decode(body: bytes) -> Any:
+    """A message's body as JSON (raises ValueError for a body that is not UTF-8, not JSON, or deeper
+    or larger than lintloop.bounded_json.MAX_DEPTH, MAX_MESSAGE_VALUES)."""
+    return bounded_json.loads(body.decode("utf-8"), bounded_json.MAX_DEPTH, MAX_MESSAGE_VALUES)
 
 
 def _end_of_line(stream: BinaryIO, start: bytes) -> bytes:
