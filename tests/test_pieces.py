@@ -70,7 +70,7 @@ def test_a_text_the_host_cannot_read_or_libcst_rejects_is_parsed_whole():
 @pytest.mark.parametrize("text", [
     "x = " + nested("[", "]", 30) + "\n",
     "x = [" + "[1, 2], " * 40_000 + "]\n",  # one line of 320 kB
-    "x = [\n" + "    [1, 2],\n" * 30_000 + "]\n",  # 480 kB
+    "x = [\n" + "    [1, 2],\n" * 50_000 + "]\n",  # 600 kB
 ])
 def test_deep_or_wide_texts_are_read_by_cpython_first(text):
     assert pieces.screened(text, source_lines(text))
