@@ -552,7 +552,8 @@ class Shape:
     suffix: str = ".py"
     large: bool = True  # ×100 is feasible (with --large)
     note: str = ""  # the stage the shape exercises most, shown beside a failing verdict
-    command: str = "check"  # "check" (without the result cache), "warm" (a check with the cache it made) or "diff" (fix --diff)
+    # "check" (without the result cache), "warm" (a check with the cache it made) or "diff" (fix --diff)
+    command: str = "check"
 
 
 _PARSER = "the syntax and depth stages (lintloop/syntax.py, lintloop/nesting.py)"

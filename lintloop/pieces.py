@@ -87,7 +87,8 @@ class _ParenthesizedTuple:
 
 
 # Subexpressions a placeholder name may stand for: in brackets, a name parses where they do.
-_CUTTABLE = frozenset({_ParenthesizedTuple, ast.List, ast.Set, ast.Dict, ast.ListComp, ast.SetComp, ast.DictComp, ast.Call, ast.Subscript,
+_CUTTABLE = frozenset({_ParenthesizedTuple, ast.List, ast.Set, ast.Dict, ast.ListComp, ast.SetComp, ast.DictComp,
+                       ast.Call, ast.Subscript,
                        ast.Attribute, ast.BinOp, ast.BoolOp, ast.Compare, ast.UnaryOp, ast.IfExp, ast.Lambda,
                        ast.NamedExpr, ast.Await})
 # Nodes whose children (but a call's function and a subscript's value) are in brackets.
@@ -386,7 +387,7 @@ class _Graft:
             changed = True
             self.used += 1
             group = list(group)
-            if not isinstance(group[-1].comma, cst.Comma):  # the display's last group: the trailing comma is the placeholder's
+            if not isinstance(group[-1].comma, cst.Comma):  # the display's last group: the placeholder's comma ends it
                 changes = {"comma": value.comma}
                 if isinstance(value, cst.Arg):
                     changes["whitespace_after_arg"] = value.whitespace_after_arg

@@ -551,7 +551,8 @@ def importers(path: str) -> list[Importer]:
     if stem.encode() not in mentions.stems:  # made after the run first listed its directory
         mentions = _read_mentions(directory) or mentions
     escaped = re.escape(stem.encode())
-    mention = LinePattern(rb"from[ \t]+(?:[\w.]*\b" + escaped + rb"[ \t]+import\b|\.[ \t]+import\b[^\n]*\b" + escaped + rb")")
+    mention = LinePattern(rb"from[ \t]+(?:[\w.]*\b" + escaped + rb"[ \t]+import\b|\.[ \t]+import\b[^\n]*\b" + escaped
+                          + rb")")
     found = []
     for name in mentions.by_stem.get(stem.encode(), ()):
         other = os.path.join(directory, name)

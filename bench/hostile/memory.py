@@ -63,7 +63,7 @@ def wide_display(elements: int, kind: str) -> str:
     element = {"pairs": "[{i}, {j}]", "dict": "'k{i}': ({i}, 'v{j}')", "records": "{{'id': {i}, 'xy': [{j}]}}",
                "call": "w{i}={j}.5", "strings": "'token_{i}'"}[kind]
     items = ", ".join(element.format(i=i, j=i % 97) for i in range(elements))
-    body = f"config = dict({items})" if kind == "call" else f"data = {{{items}}}" if kind == "dict" else f"data = [{items}]"
+    body = {"call": f"config = dict({items})", "dict": f"data = {{{items}}}"}.get(kind, f"data = [{items}]")
     return HEADER + body + "\n" + LOOP
 
 
@@ -76,11 +76,12 @@ def many_statements(count: int) -> str:
 
 
 def long_line(items: int) -> str:
-    return HEADER + "model = nn.Sequential(" + ", ".join(f"nn.Linear(16, 16)" for _ in range(items)) + ")\n" + LOOP
+    return HEADER + "model = nn.Sequential(" + ", ".join("nn.Linear(16, 16)" for _ in range(items)) + ")\n" + LOOP
 
 
 def deep_indentation(levels: int, repeat: int) -> str:
-    """`repeat` blocks of `levels` nested `if`s in a loop (CPython takes 99 levels of indentation), a training step at the bottom of each."""
+    """`repeat` blocks of `levels` nested `if`s in a loop (CPython takes 99 levels of indentation), a
+    training step at the bottom of each."""
     blocks = []
     for _ in range(repeat):
         blocks += [" " * depth + f"if flag_{depth}:\n" for depth in range(levels)]
@@ -152,7 +153,8 @@ def _shapes(scale: int) -> list[tuple[str, dict[str, str]]]:
 
 
 QUICK = ("deep-lists", "deep-calls", "deep-parentheses", "deep-fstrings", "deep-in-a-notebook", "wide-pairs",
-         "wide-records", "one-line-statements", "deep-indentation", "huge-string", "notebook-cells", "folder-of-modules")
+         "wide-records", "one-line-statements", "deep-indentation", "huge-string", "notebook-cells",
+         "folder-of-modules")
 
 
 def cases(quick: bool) -> list[Case]:
