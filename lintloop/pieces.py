@@ -82,6 +82,11 @@ def _forward(text: str, position: int) -> int:
     return index if index < len(text) else -1
 
 
+def _short(statement: ast.stmt, offsets: _Offsets) -> bool:
+    """Whether a statement is too short to hold a piece: on one line, shorter than MIN_CUT_CHARS."""
+    return statement.lineno == statement.end_lineno and statement.end_col_offset - statement.col_offset < MIN_CUT_CHARS
+
+
 class _ParenthesizedTuple:
     """A tuple in parentheses of its own: cut and read as a display (a bare one's tree is no name's)."""
 
@@ -200,11 +205,15 @@ def _plan(tree: ast.Module, text: str, offsets: _Offsets) -> _Piece:
         kind = type(node)
         if isinstance(node, ast.pattern):
             continue  # a match statement's pattern: no expression of it is cut
+        if isinstance(node, ast.stmt) and _short(node, offsets):
+            continue  # no piece fits in it (many short statements on one long line: none is walked)
         if kind is ast.Tuple and _parenthesized(node, text, offsets):
             kind = _ParenthesizedTuple
         if isinstance(node, ast.expr):
             start, end = offsets.span(node)
             parentheses = _parentheses(text, start, end)
+            if end - start < MIN_CUT_CHARS and len(parentheses) < MAX_DEPTH:
+                continue  # nor in it
             if len(parentheses) >= MAX_DEPTH:  # `((((x))))`: every MAX_DEPTH of them a piece
                 for level in range(len(parentheses) // MAX_DEPTH * MAX_DEPTH, 0, -MAX_DEPTH):
                     owner = owner.cut("depth", *parentheses[level - 1])

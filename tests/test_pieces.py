@@ -120,7 +120,7 @@ def test_the_work_grows_with_the_depth_not_its_square(monkeypatch, opening, clos
     st.builds("a[{}]".format, inner), st.builds("{{1: {}}}".format, inner), st.builds("({},)".format, inner),
     st.builds("[{}, {}]".format, inner, inner), st.builds("({} + {})".format, inner, inner),
     st.builds("[\n  {}  # c\n]".format, inner), st.builds("f(k={}, *{})".format, inner, inner),
-    st.builds("(lambda: {})".format, inner), st.builds("f'{{{}!r}}'".format, inner)), max_leaves=60))
+    st.builds("(lambda: {})".format, inner), st.builds("f'{{ {}!r}}'".format, inner)), max_leaves=60))
 def test_any_nesting_parsed_in_pieces_is_the_tree_of_one_parse(expression):
     text = "x = [[[[[[[[[[[[[[[[[[[[[[[[[" + expression + "]]]]]]]]]]]]]]]]]]]]]]]]]\n"
     built = pieces._in_pieces(text, source_lines(text))
