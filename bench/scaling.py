@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -465,17 +466,99 @@ for x, y in train_loader:
 ''' + "".join(levels)
 
 
+def _loop_with(statements: list[str]) -> str:
+    """A PyTorch script whose training loop also runs `statements` (each one line, in the loop's body)."""
+    return TORCH_HEADER + training_loop().rstrip("\n") + "\n" + "".join(f"    {line}\n" for line in statements)
+
+
+# What each level of a deep statement opens, in turn: a list, a call, a dict, a subscript.
+_LEVELS = (("[", "]"), ("torch.stack(", ")"), ("{'w': ", "}"), ("weights[", "]"))
+
+
+def deep_brackets(n: int) -> str:
+    """120 statements of a training loop, each nested `n` brackets deep (lists, calls, dicts and
+    subscripts in turn, around the loss; CPython's tokenizer takes 200 levels)."""
+    def nested(i: int) -> str:
+        levels = [_LEVELS[(i + level) % len(_LEVELS)] for level in range(n)]
+        return "".join(o for o, _ in levels) + "F.cross_entropy(model(x), y)" + "".join(c for _, c in reversed(levels))
+
+    return _loop_with([f"penalty_{i} = {nested(i)}" for i in range(120)])
+
+
+def deep_fstrings(n: int) -> str:
+    """120 log lines of a training loop, each an f-string whose field nests `n` lists and calls deep."""
+    def field(i: int) -> str:
+        levels = [("[", "]") if (i + level) % 2 else ("max(", ")") for level in range(n)]
+        return "".join(o for o, _ in levels) + "loss.item()" + "".join(c for _, c in reversed(levels))
+
+    return _loop_with([f'print(f"step {{{field(i)}!r:>12}} of run {i}")' for i in range(120)])
+
+
+def deep_parentheses(n: int) -> str:
+    """1,000 statements of a training loop, each with `n` grouping parentheses around its loss."""
+    return _loop_with([f"scaled_{i} = " + "(" * n + f"loss * {i % 7 + 1}" + ")" * n for i in range(1_000)])
+
+
+def statements_on_one_line(n: int) -> str:
+    """`n` settings assigned on one line (`a0 = 0; a1 = 1; ...`), then a training loop."""
+    return TORCH_HEADER + "; ".join(f"setting_{i} = {i}" for i in range(n)) + "\n" + training_loop()
+
+
+def nested_literal(n: int) -> str:
+    """A table of `n` pairs in one statement on one line (`data = [[0, 1], [2, 3], ...]`) and a loop."""
+    table = ", ".join(f"[{i}, {i % 97}]" for i in range(n))
+    return TORCH_HEADER + f"data = [{table}]\n" + training_loop()
+
+
+def nested_literal_mixed(n: int) -> str:
+    """One line of `n` records, in turn a dict, a tuple, a string and a call, passed to a tensor."""
+    kinds = ("{{'id': {i}, 'xy': [{i}, {j}]}}", "({i}, 'label_{j}')", "'token_{i}'", "torch.tensor([{i}.5, {j}])")
+    records = ", ".join(kinds[i % 4].format(i=i, j=i % 97) for i in range(n))
+    return TORCH_HEADER + f"records = [{records}]\n" + training_loop()
+
+
+def folder_scripts(n: int) -> dict[str, str]:
+    """A folder of `n` small training scripts, each a model and its loop (findings in each)."""
+    return {"lintloop.toml": "", **{f"train_{i}.py": TORCH_HEADER + _block(TORCH_BLOCK, i) for i in range(n)}}
+
+
+def folder_package(n: int) -> dict[str, str]:
+    """A package of `n` modules, each a train step that calls the next module's (imported from it)."""
+    modules = {"lintloop.toml": "", "experiments/__init__.py": ""}
+    for i in range(n):
+        following = (i + 1) % n
+        modules[f"experiments/step_{i}.py"] = f'''import torch
+import torch.nn.functional as F
+
+from .step_{following} import train_step_{following}
+
+
+def train_step_{i}(model, loader, optimizer, epochs={i % 5 + 1}):
+    for epoch in range(epochs):
+        for x, y in loader:
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+    train_step_{following}(model, loader, optimizer)
+'''
+    return modules
+
+
 @dataclass(frozen=True)
 class Shape:
     name: str
-    generate: Callable[[int], str]
+    generate: Callable[[int], str | dict[str, str]]  # a file's text, or a folder's files
     base: int
     suffix: str = ".py"
     large: bool = True  # ×100 is feasible (with --large)
     note: str = ""  # the stage the shape exercises most, shown beside a failing verdict
+    # "check" (without the result cache), "warm" (a check with the cache it made) or "diff" (fix --diff)
+    command: str = "check"
 
 
 _PARSER = "the syntax and depth stages (lintloop/syntax.py, lintloop/nesting.py)"
+_PIECES = "libcst's parser on deep or wide statements (lintloop/pieces.py)"
+_FOLDER = "what each file reads of the others (lintloop/project_view.py importers, lintloop/cache.py once_per_run)"
 # Base sizes: about a second of work above start-up (a smaller base makes the growth ratio noise);
 # ×100 (--large) where that stays near the sizes real repositories hold (5 MB, 5,000 cells).
 SHAPES = [
@@ -497,6 +580,16 @@ SHAPES = [
     Shape("unary-chain", unary_chain, 100, note=_PARSER),
     Shape("elif-chain", elif_chain, 300, large=False),
     Shape("nested-ifs", nested_ifs, 9, large=False, note="CPython's limit: 100 levels of indentation"),
+    Shape("deep-brackets", deep_brackets, 19, large=False, note=_PIECES),
+    Shape("deep-fstrings", deep_fstrings, 19, large=False, note=_PIECES),
+    Shape("deep-parentheses", deep_parentheses, 19, large=False, note=_PIECES),
+    Shape("statements-one-line", statements_on_one_line, 3_000, large=False, note=_PARSER),
+    Shape("nested-literal", nested_literal, 10_000, large=False, note=_PIECES),
+    Shape("nested-literal-mixed", nested_literal_mixed, 5_000, large=False, note=_PIECES),
+    Shape("folder-scripts", folder_scripts, 100, suffix="", large=False, note=_FOLDER),
+    Shape("folder-scripts-warm", folder_scripts, 100, suffix="", large=False, note=_FOLDER, command="warm"),
+    Shape("folder-package", folder_package, 100, suffix="", large=False, note=_FOLDER),
+    Shape("folder-package-fix", folder_package, 100, suffix="", large=False, note=_FOLDER, command="diff"),
 ]
 
 
@@ -576,10 +669,11 @@ def measure_point(argv: list[str], cwd: Path, repeat: int, timeout: float, size:
                  statistics.median(r.rss_mib for r in runs))
 
 
-def lint_command(python: str, rules: str, path: Path, limits: bool) -> list[str]:
+def lint_command(python: str, rules: str, path: Path, limits: bool, command: str = "check") -> list[str]:
     select = ["--select", "ALL"] if rules == "all" else []
     unbounded = [] if limits else ["--file-timeout", "0", "--file-memory-limit", "0"]
-    return [python, "-m", "lintloop", "check", "--no-cache", "--format", "concise", *select, *unbounded, str(path)]
+    how = {"check": ["check", "--no-cache"], "warm": ["check"], "diff": ["fix", "--diff", "--no-cache"]}[command]
+    return [python, "-m", "lintloop", *how, "--format", "concise", *select, *unbounded, str(path)]
 
 
 @dataclass
@@ -605,14 +699,23 @@ class Row:
 def run_shape(shape: Shape, rules: str, sizes: list[int], args: argparse.Namespace, folder: Path) -> Row:
     row = Row(shape, rules)
     for size in sizes:
-        text = shape.generate(size)
+        generated = shape.generate(size)
         path = folder / f"{shape.name}-{size}{shape.suffix}"
-        path.write_text(text, encoding="utf-8")
-        point = measure_point(lint_command(args.python, rules, path, args.limits), folder, args.repeat, args.timeout,
-                              size, len(text))
+        if isinstance(generated, dict):  # a folder of files (its own lintloop.toml: its own project and cache)
+            for relative, text in generated.items():
+                (path / relative).parent.mkdir(parents=True, exist_ok=True)
+                (path / relative).write_text(text, encoding="utf-8")
+            chars = sum(map(len, generated.values()))
+        else:
+            path.write_text(generated, encoding="utf-8")
+            chars = len(generated)
+        argv = lint_command(args.python, rules, path, args.limits, shape.command)
+        if shape.command == "warm":
+            measure(argv, folder, args.timeout)  # the run that fills the cache
+        point = measure_point(argv, folder, args.repeat, args.timeout, size, chars)
         row.points.append(point)
         if not args.keep:
-            path.unlink()
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
         if point.failure:
             break  # a bigger input fails at least as badly: not worth its timeout
     return row
@@ -625,11 +728,16 @@ def _size(chars: int) -> str:
     return f"{chars / 1e6:.1f} MB" if chars >= 1e6 else f"{chars / 1e3:.0f} kB"
 
 
-def print_table(rows: list[Row], baselines: dict[tuple[str, str], Point]) -> None:
+def _empty_of(shape: Shape) -> tuple[str, str]:
+    """Which empty input's cost is subtracted from a shape's: its suffix (a folder's files are .py) and command."""
+    return shape.suffix or ".py", shape.command
+
+
+def print_table(rows: list[Row], baselines: dict[tuple[str, str, str], Point]) -> None:
     print("| shape | rules | sizes | CPU s (wall s) above empty | peak MiB above empty | growth ×10: time, memory | verdict |")
     print("|---|---|---|---|---|---|---|")
     for row in rows:
-        baseline = baselines[row.rules, row.shape.suffix]
+        baseline = baselines[(row.rules, *_empty_of(row.shape))]
         sizes = " → ".join(f"{p.size:,} ({_size(p.chars)})" for p in row.points)
         seconds = " → ".join(p.failure.split(" (")[0] if p.failure else
                              f"{p.cpu - baseline.cpu:.2f} ({p.wall - baseline.wall:.2f})" for p in row.points)
@@ -643,8 +751,8 @@ def print_table(rows: list[Row], baselines: dict[tuple[str, str], Point]) -> Non
             verdict += f" — {row.shape.note}"
         print(f"| {row.shape.name} | {row.rules} | {sizes} | {seconds} | {memory} | {growth} | {verdict} |", flush=True)
     print()
-    for (rules, suffix), point in sorted(baselines.items()):
-        print(f"empty {suffix} file, {rules} rules: {point.cpu:.2f} CPU s, {point.wall:.2f} wall s, "
+    for (rules, suffix, command), point in sorted(baselines.items()):
+        print(f"empty {suffix} file, {rules} rules, {command}: {point.cpu:.2f} CPU s, {point.wall:.2f} wall s, "
               f"{point.rss_mib:.0f} MiB peak (subtracted above)")
 
 
@@ -673,13 +781,15 @@ def main(argv: list[str] | None = None) -> int:
         folder = args.keep or Path(temporary)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "lintloop.toml").write_text("", encoding="utf-8")  # no configuration above applies
-        baselines: dict[tuple[str, str], Point] = {}
+        baselines: dict[tuple[str, str, str], Point] = {}
         for rules in rule_sets:
-            for suffix in sorted({s.suffix for s in shapes}):
+            for suffix, command in sorted({_empty_of(s) for s in shapes}):
                 empty = folder / f"empty{suffix}"
                 empty.write_text(EMPTY_NOTEBOOK if suffix == ".ipynb" else "", encoding="utf-8")
-                baselines[rules, suffix] = measure_point(lint_command(args.python, rules, empty, args.limits), folder,
-                                                         args.repeat, args.timeout, 0, 0)
+                argv = lint_command(args.python, rules, empty, args.limits, command)
+                if command == "warm":
+                    measure(argv, folder, args.timeout)  # the run that fills the cache
+                baselines[rules, suffix, command] = measure_point(argv, folder, args.repeat, args.timeout, 0, 0)
         rows = []
         for shape in shapes:
             sizes = [shape.base, shape.base * 10] + ([shape.base * 100] if args.large and shape.large else [])
@@ -690,8 +800,8 @@ def main(argv: list[str] | None = None) -> int:
     print_table(rows, baselines)
     if args.json:
         args.json.write_text(json.dumps([{"shape": r.shape.name, "rules": r.rules, "verdict": r.verdict(
-            baselines[r.rules, r.shape.suffix]), "points": [p.__dict__ for p in r.points]} for r in rows], indent=1))
-    return 0 if all(r.verdict(baselines[r.rules, r.shape.suffix]) == "PASS" for r in rows) else 1
+            baselines[(r.rules, *_empty_of(r.shape))]), "points": [p.__dict__ for p in r.points]} for r in rows], indent=1))
+    return 0 if all(r.verdict(baselines[(r.rules, *_empty_of(r.shape))]) == "PASS" for r in rows) else 1
 
 
 if __name__ == "__main__":

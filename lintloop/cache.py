@@ -51,6 +51,7 @@ import re
 import stat
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
@@ -578,10 +579,39 @@ def read_regular(directory_fd: int, name: str, max_bytes: int) -> bytes | None:
     return raw if len(raw) <= max_bytes else None
 
 
+# What the files a run reads are, computed once per run where a process serves one run and ends (a
+# CLI worker: `read_once_per_run`), not once per file that asks: the listing of a directory of 10,000
+# modules, read for each of them, made a run quadratic. (kind, key) -> the answer; None: each asked afresh
+# (a language server's long-lived worker, where files change between requests).
+_RUN_READS: dict[tuple[str, str], Any] | None = None
+
+
+def read_once_per_run() -> None:
+    """This process serves one run and then ends: directory listings, dependency digests and the
+    project's import index (lintloop.project_view) are read once in it (as of their first read: a
+    file changed while the run goes on is seen as the run first saw it)."""
+    global _RUN_READS
+    _RUN_READS = {}
+
+
+def once_per_run(kind: str, key: str, compute: Callable[[], Any]) -> Any:
+    """`compute()`, once per run where `read_once_per_run` was called, else every time."""
+    if _RUN_READS is None:
+        return compute()
+    found = _RUN_READS.get((kind, key), _RUN_READS)
+    if found is _RUN_READS:
+        found = _RUN_READS[kind, key] = compute()
+    return found
+
+
 def listing_digest(directory: str) -> str:
     """What a directory's Python modules are (their names): a finding that depends on which modules
     sit beside a file (lintloop.project_view.importers) records it, so that a module added there
     invalidates it."""
+    return once_per_run("listing", directory, lambda: _listing_digest(directory))
+
+
+def _listing_digest(directory: str) -> str:
     try:
         names = sorted(name for name in os.listdir(directory) if name.endswith(".py"))
     except OSError:
@@ -593,6 +623,10 @@ def dependency_digest(path: str) -> str:
     """What `file_digest(path)` gives for what a real entry depends on: a module file's sha256, or
     `ABSENT` for a path looked for and not there; for a directory, its `listing_digest`. Anything else
     that a hostile entry might name (a FIFO, a device) matches no recorded digest, and is never read."""
+    return once_per_run("digest", path, lambda: _dependency_digest(path))
+
+
+def _dependency_digest(path: str) -> str:
     opened = _open_regular(path, follow_symlinks=True)
     if opened is None:
         try:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lintloop.cache import ResultCache
+from lintloop.cache import ResultCache, read_once_per_run
 from lintloop.discovery import SourceFile
 from lintloop.finding import Finding
 from lintloop.frameworks import framework_evidence, framework_names, names_nothing
@@ -85,12 +85,13 @@ def chunk_size(jobs: int, workers: int) -> int:
 def started_workers(workers: int, limits: Limits) -> WorkerPool:
     """A pool for `run_jobs` whose workers start now and import the engine (libcst, the rules) while
     this process finds the files: a run over directories then starts linting at once. The caller closes it."""
-    pool = WorkerPool(workers, limits, initializer=_import_engine)
+    pool = WorkerPool(workers, limits, initializer=_start_engine)
     pool.start()
     return pool
 
 
-def _import_engine() -> None:
+def _start_engine() -> None:
+    read_once_per_run()
     import lintloop.linter  # noqa: F401 - imported for the worker's first file
 
 
@@ -128,7 +129,9 @@ def run_jobs(jobs: list[Job], workers: int, on_result: Callable[[JobResult], Non
                      if jobs[index].mode == "check" and jobs[index].cache_dir is not None else 0)
         todo = [jobs[index] for index in pending]
         workers = min(workers, len(todo)) if len(todo) > 4 else 1
-        with contextlib.nullcontext(pool) if pool is not None else WorkerPool(workers, limits) as running:
+        # A worker serves this run alone: what the project's files are is read once in it.
+        with contextlib.nullcontext(pool) if pool is not None else WorkerPool(workers, limits, initializer=read_once_per_run) \
+                as running:
             try:
                 running.run(run_job, todo, chunk_size(len(todo), workers),
                             lambda index, outcome: finish(pending[index], _job_result(todo[index], outcome)), limits)

@@ -6,12 +6,19 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import re
 import textwrap
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lintloop.cache import listing_digest
 from lintloop.cli import main
+from lintloop.line_pattern import LinePattern
 from lintloop.linter import lint_text
-from lintloop.project_view import imported_definitions, project_view
+from lintloop.project_view import _named_modules, imported_definitions, project_view
 from lintloop.rule import RuleSet
 from lintloop.rules import BY_CODE
 
@@ -360,3 +367,88 @@ def test_a_module_that_trains_a_model_class_imported_from_another_is_judged_with
     # `train.py` runs nothing at its top level, and alone could hold no LL708 finding (no softmax in it).
     assert imported_definitions((tmp_path / "train.py").read_text(), str(tmp_path / "train.py")) is not None
     assert [(Path(p).name, code) for p, _, code in lint(tmp_path / "train.py", "LL708")] == [("train.py", "LL708")]
+
+
+# ----- the importers of a module, found in linear time ---------------------------------------------
+
+def _mention(stem: bytes):
+    """How `importers` tells that a module names `stem` (what its directory index must agree with)."""
+    escaped = re.escape(stem)
+    return LinePattern(rb"from[ \t]+(?:[\w.]*\b" + escaped + rb"[ \t]+import\b|\.[ \t]+import\b[^\n]*\b" + escaped + rb")")
+
+
+_IMPORT_PIECES = st.sampled_from(["a", "b", "_", "1", ".", " ", "\t", "é", "模", ",", "(", "#", "import", "from",
+                                  "\n", "ab", "a_b", "x.a", " as ", "*"])
+_STEMS = st.sampled_from(["a", "b", "ab", "a_b", "é", "aé", "éa", "模", "a模", "_", "b1", "x", "import"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(lines=st.lists(st.one_of(
+    st.builds(lambda module, rest: f"from {module} import{rest}", st.text(
+        st.sampled_from(["a", "b", ".", "é", "模", "_", "1", "x"]), min_size=1, max_size=6),
+        st.lists(_IMPORT_PIECES, max_size=6).map("".join)),
+    st.builds(lambda rest: f"from . import{rest}", st.lists(_IMPORT_PIECES, max_size=8).map("".join)),
+    st.lists(_IMPORT_PIECES, max_size=8).map("".join)), min_size=1, max_size=4),
+    stems=st.sets(_STEMS, min_size=1))
+def test_the_directory_index_names_the_modules_a_line_names(lines, stems):
+    data = "\n".join(lines).encode()
+    encoded = frozenset(stem.encode() for stem in stems)
+    prefixes = {stem[:end] for stem in encoded for end in range(1, len(stem) + 1)}
+    named = _named_modules(data, encoded, prefixes)
+    assert {stem for stem in encoded if _mention(stem).search(data)} == named
+
+
+def _package(root: Path, modules: int) -> list[Path]:
+    """`modules` modules in one folder, each calling a train step the next one defines (a finding each)."""
+    paths = []
+    for index in range(modules):
+        following = (index + 1) % modules
+        path = root / f"step_{index}.py"
+        path.write_text(f"import torch\nfrom step_{following} import train_{following}\n\n\n"
+                        f"def train_{index}(model, loader, optimizer):\n    for x, y in loader:\n"
+                        f"        loss = model(x).sum()\n        loss.backward()\n        optimizer.step()\n"
+                        f"    train_{following}(model, loader, optimizer)\n")
+        paths.append(path)
+    return paths
+
+
+def test_a_run_reads_each_module_of_a_folder_once_however_many_ask_for_their_importers(tmp_path, monkeypatch):
+    """Each module of a folder of 1,000 was read for each of them (0.93 M reads, quadratic): now once for
+    the folder's index, then the importers found and what their views bring in."""
+    import lintloop.cache
+    import lintloop.project_view as module_view
+
+    reads = []
+    monkeypatch.setattr(module_view, "read_module", lambda path, limit: reads.append(path) or lintloop.cache.read_module(path, limit))
+    monkeypatch.setattr(lintloop.cache, "_RUN_READS", {})  # as in a worker of a run (read_once_per_run)
+    counts = {}
+    for count in (10, 100):
+        folder = tmp_path / str(count)
+        folder.mkdir()
+        paths = _package(folder, count)
+        reads.clear()
+        found = {path.name: [Path(i.path).name for i in module_view.importers(str(path))] for path in paths}
+        assert found["step_1.py"] == ["step_0.py"] and found["step_0.py"] == [f"step_{count - 1}.py"]
+        counts[count] = len(reads)  # the index's, each importer's, and the modules its view brings in
+    assert counts[100] == 10 * counts[10], counts
+    assert listing_digest(str(tmp_path / "10")) == listing_digest(str(tmp_path / "10"))
+
+
+def test_without_a_run_every_answer_is_read_afresh(tmp_path):
+    """A language server's worker lives on while files change: nothing is kept between its requests."""
+    from lintloop.project_view import importers
+
+    first, second = _package(tmp_path, 2)
+    assert [Path(i.path).name for i in importers(str(second))] == ["step_0.py"]
+    first.write_text("import torch\n")
+    assert importers(str(second)) == []
+
+
+def test_a_module_no_import_can_name_has_no_importers(tmp_path):
+    (tmp_path / "my-utils.py").write_text("def train(model):\n    model.step()\n")
+    (tmp_path / "main.py").write_text("from my-utils import train\n")
+    (tmp_path / "\udcff.py".encode("utf-8", "surrogateescape").decode("utf-8", "surrogateescape")).write_bytes(b"")
+    from lintloop.project_view import importers
+
+    assert importers(str(tmp_path / "my-utils.py")) == []
+    assert importers(os.fsdecode(os.path.join(os.fsencode(tmp_path), b"\xff.py"))) == []  # a name's undecodable bytes

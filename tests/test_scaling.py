@@ -50,6 +50,8 @@ def calls_made(text: str, suffix: str = ".py") -> int:
     ("notebook-cells", 15, "LL105 per loop; the last binding of a name rebound in every cell found by reading them all"),
     ("helper-star", 20, "LL301's loss names and LL706's step events computed again for each train-step call"),
     ("elif-chain", 15, "calls and scopes found by walking every node's ancestors through a deep chain"),
+    ("statements-one-line", 300, "the screen reading a line's unit again for each of its statements, and the "
+                                 "syntax stage scanning the whole line for each (×100 for ×10)"),
 ])
 def test_work_grows_linearly(shape_name, size, guards):
     shape = SHAPES[shape_name]
