@@ -152,9 +152,8 @@ def _shapes(scale: int) -> list[tuple[str, dict[str, str]]]:
     return shapes
 
 
-QUICK = ("deep-lists", "deep-calls", "deep-parentheses", "deep-fstrings", "deep-in-a-notebook", "wide-pairs",
-         "wide-records", "one-line-statements", "deep-indentation", "huge-string", "notebook-cells",
-         "folder-of-modules")
+# A cross-section: tests/test_scaling.py and tests/test_pieces.py measure the growth of every shape.
+QUICK = ("deep-lists", "deep-calls", "deep-in-a-notebook", "wide-pairs", "one-line-statements")
 
 
 def cases(quick: bool) -> list[Case]:

@@ -95,7 +95,7 @@ def _module_cases(quick: bool) -> list[Case]:
              "pygls/__init__.py", "sitecustomize.py", "usercustomize.py", "encodings/__init__.py", "typing_extensions.py"]
     found = []
     for script, command in itertools.product((False, True), ("check", "fix", "rules", "server")):
-        if quick and (script, command) not in ((False, "check"), (True, "check"), (True, "server")):
+        if quick and (script, command) not in ((False, "check"), (True, "server")):
             continue
         argv = {"check": ["check", "--no-cache", "."], "fix": ["fix", "."], "rules": ["rules"],
                 "server": ["server"]}[command]
@@ -153,7 +153,7 @@ def _cache_cases(quick: bool) -> list[Case]:
     found = []
     for name, files in layouts.items():
         for command in (["check", "."], ["check", "--format", "json", "."]):
-            if quick and (len(command) > 2 or name in ("cache-file", "shard-link")):
+            if quick and (len(command) > 2 or name not in ("cache-link", "forged-entry")):
                 continue
             found.append(Case(CATEGORY, f"{name}-{'-'.join(command[:-1])}",
                               {"project/train.py": LEAK, **victim, **files}, command, exits=frozenset({1})))

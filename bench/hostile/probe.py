@@ -152,8 +152,7 @@ time.sleep(0.3)
 print("outlived", flush=True)
 """
 
-_QUICK_PROCESSES = [("daemon-without-environment", "kill-parent"), ("fork-chain", "exit"),
-                    ("sigterm-proof", "signal-parent"), ("shell-background", "kill-everything")]
+_QUICK_PROCESSES = [("daemon-without-environment", "kill-parent"), ("shell-background", "kill-everything")]
 
 
 def _process_program(spawn: str, act: str) -> str:
@@ -274,8 +273,7 @@ _CHANGES: dict[str, tuple[dict[bytes, object], str]] = {
         open(N, "w").write("scratch")
         os.remove(N)"""),
 }
-_QUICK_FILES = {("delete-tree", "plain", "json"), ("delete-missing", "plain", "json"),
-                ("rename-folder", "space", "json"), ("shell-delete", "escape", "text")}
+_QUICK_FILES = {("delete-tree", "plain", "json"), ("shell-delete", "escape", "text")}
 
 _FILE_PROGRAM = """
 import os, pathlib, shutil, subprocess
