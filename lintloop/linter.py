@@ -86,7 +86,8 @@ def lint_bytes(display: str, data: bytes, ruleset: RuleSet, timer: StageTimer | 
     try:
         source = SourceText.from_bytes(data)
     except UndecodableSource as exc:
-        return FileResult(_enabled([engine_finding(display, BY_CODE["LL001"], str(exc))], ruleset))
+        return FileResult(_enabled([engine_finding(display, BY_CODE["LL001"], str(exc), exc.line, exc.column)],
+                                   ruleset))
     if is_notebook(os.fspath(path) if path is not None else display):
         return lint_notebook(display, source.text, ruleset, timer, path, explicit)
     return lint_text(display, source.text, ruleset, timer, path, explicit=explicit)
