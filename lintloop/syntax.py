@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 
 from lintloop.finding import Finding, engine_finding
-from lintloop.nesting import ANALYSIS_DEPTH, COMPILE_DEPTH, Nesting, mask, scan
+from lintloop.nesting import ANALYSIS_DEPTH, COMPILE_DEPTH, PARSER_STACK, Nesting, TooDeep, mask, scan
 from lintloop.rules import BY_CODE
 from lintloop.source import source_lines
 
@@ -498,11 +498,14 @@ class _Defaults(cst.CSTTransformer):
         return updated.with_changes(value=None if own == self.newline else own)
 
 
-def _too_deep_finding(display: str, deep: tuple[int, int, int]) -> Finding:
-    line, column, depth = deep
-    return engine_finding(display, BY_CODE["LL001"], f"syntax error: nested {depth:,} levels deep, deeper than any "
-                          f"Python compiles (CPython 3.10-3.12 stop near 3,000 levels, 3.13 near 10,000)",
-                          line, column)
+def _too_deep_finding(display: str, deep: TooDeep) -> Finding:
+    if deep.too_complex_to_parse:
+        message = (f"syntax error: too complex to parse: CPython's parser would need more than the {PARSER_STACK:,} "
+                   "frames of its stack (\"Parser stack overflowed\" on every version)")
+    else:
+        message = (f"syntax error: nested {deep.depth:,} levels deep, deeper than any Python compiles (CPython "
+                   f"3.10-3.12 stop near 3,000 levels, 3.13 near 10,000)")
+    return engine_finding(display, BY_CODE["LL001"], message, deep.line, deep.column)
 
 
 def _surrogate_finding(display: str, lines: list[str]) -> Finding:
