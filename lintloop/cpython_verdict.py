@@ -72,14 +72,11 @@ def compile_error(tree: ast.Module, lines: list[str], flags: int = 0) -> CPython
         return error
     # An error newer versions no longer raise: the statements that hold what they accept are left out.
     relaxed = _relaxed_statements(tree)
-    if not relaxed:
-        return None
     kept = ast.Module(body=[statement for statement in tree.body if statement not in relaxed], type_ignores=[])
     try:
         _compiled(kept, flags)
     except SyntaxError as exc:
-        error = _reported(exc, lines, tree, parsing=False)
-        return None if error.message in _RELAXED else error
+        return _reported(exc, lines, kept, parsing=False)
     except _DEPTH_FAILURES:
         pass
     return None
@@ -92,32 +89,41 @@ def _compiled(tree: ast.Module, flags: int) -> None:
 
 
 # Errors an older host raises where a newer CPython compiles: 3.10-3.12 allow 20 nested blocks (loops,
-# `try`, `with`), 3.13 any; 3.10 refuses an asynchronous comprehension in a comprehension of an
-# `async def` (3.11 allows it).
-_RELAXED = frozenset(message for message, newest in (
-    ("too many statically nested blocks", (3, 13)),
-    ("asynchronous comprehension outside of an asynchronous function", (3, 11))) if _HOST < newest)
+# `try`, `with`), 3.13 21; 3.10 refuses an asynchronous comprehension in a comprehension of an `async
+# def` (3.11 allows it).
+_NESTED_BLOCKS = "too many statically nested blocks"
+_ASYNC_COMPREHENSION = "asynchronous comprehension outside of an asynchronous function"
+_RELAXED = frozenset(message for message, newest in ((_NESTED_BLOCKS, (3, 13)), (_ASYNC_COMPREHENSION, (3, 11)))
+                     if _HOST < newest)
 _BLOCKS = (ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith, *(
     [ast.TryStar] if hasattr(ast, "TryStar") else []))
-_MAX_BLOCKS = 20
+_NEWEST_MAX_BLOCKS = 21
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 def _relaxed_statements(tree: ast.Module) -> set[ast.stmt]:
-    """The top-level statements holding what a newer CPython accepts and this host does not: blocks
-    nested deeper than 3.10-3.12 take, asynchronous comprehensions nested in a comprehension."""
+    """The top-level statements holding what 3.13 compiles and this host does not: 21 nested blocks;
+    (3.10) an asynchronous comprehension in a comprehension of an `async def`."""
     found = set()
     for top in tree.body:
-        stack: list[tuple[ast.AST, int]] = [(top, 0)]
+        deepest, nested_async = 0, False
+        stack: list[tuple[ast.AST, int, bool, bool]] = [(top, 0, False, False)]  # blocks, in async def, in comprehension
         while stack:
-            node, blocks = stack.pop()
+            node, blocks, in_async, in_comprehension = stack.pop()
             if isinstance(node, _BLOCKS):
                 blocks += 1
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                blocks = 0
-            if blocks > _MAX_BLOCKS or (isinstance(node, ast.comprehension) and node.is_async):
-                found.add(top)
-                break
-            stack.extend((child, blocks) for child in ast.iter_child_nodes(node))
+                deepest = max(deepest, blocks)
+            elif isinstance(node, _SCOPES):
+                blocks, in_async, in_comprehension = 0, isinstance(node, ast.AsyncFunctionDef), False
+            elif isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+                nested_async |= in_async and in_comprehension and (
+                    any(generator.is_async for generator in node.generators)
+                    or any(isinstance(child, ast.Await) for child in ast.walk(node)))
+                in_comprehension = True
+            stack.extend((child, blocks, in_async, in_comprehension) for child in ast.iter_child_nodes(node))
+        if (_NESTED_BLOCKS in _RELAXED and deepest == _NEWEST_MAX_BLOCKS) or (
+                _ASYNC_COMPREHENSION in _RELAXED and nested_async):
+            found.add(top)
     return found
 
 
@@ -156,12 +162,32 @@ def _as_3_13(error: CPythonError, tree: ast.Module, lines: list[str]) -> CPython
         for node in ast.walk(tree):
             if isinstance(node, ast.MatchOr) and any(_start(inner, lines) == where for inner in ast.walk(node)):
                 return CPythonError(error.parsing, *_start(node, lines), error.message)
+    elif error.message == _NESTED_BLOCKS:
+        # the older hosts stop at the 21st block, 3.13 at the 22nd: its loop's statement, or its `with` item
+        for node in ast.walk(tree):
+            if isinstance(node, _BLOCKS) and _start(node, lines) == where:
+                inner = _first_block_in(node)
+                if inner is not None:
+                    at = inner.items[0].context_expr if isinstance(inner, (ast.With, ast.AsyncWith)) else inner
+                    return CPythonError(error.parsing, *_start(at, lines), error.message)
     elif error.message.endswith("within a TypeVar bound"):
         for node in ast.walk(tree):  # 3.12 calls a constraint (`T: (int, str)`) a bound
             if type(node).__name__ == "TypeVar" and isinstance(node.bound, ast.Tuple) and any(
                     _start(child, lines) == where for child in ast.walk(node.bound) if hasattr(child, "lineno")):
                 return CPythonError(error.parsing, *where, error.message.removesuffix("bound") + "constraint")
     return error
+
+
+def _first_block_in(block: ast.stmt) -> ast.stmt | None:
+    """The first block statement nested in `block` (in a function or class of its own: none), in order."""
+    for child in ast.iter_child_nodes(block):
+        if isinstance(child, _BLOCKS):
+            return child
+        if not isinstance(child, _SCOPES):
+            found = _first_block_in(child)
+            if found is not None:
+                return found
+    return None
 
 
 def _debug_names(node: ast.AST) -> Iterator[ast.AST]:
@@ -360,6 +386,10 @@ class _Checks(cst.CSTVisitor):
             return
         members = list(_concatenated(node, self.grouped))
         if any(isinstance(member, cst.FormattedString) for member in members):
+            if any(isinstance(member, cst.SimpleString) and "b" in member.prefix.lower() for member in members):
+                end = self.get_metadata(PositionProvider, node).end  # where every version reports it
+                self.errors.append(CPythonError(True, end.line + self.shift, end.column + 1,
+                                                "cannot mix bytes and nonbytes literals"))
             self._rewrite_strings(node, members)
 
     def _rewrite_strings(self, group: cst.CSTNode, members: list[cst.CSTNode]) -> None:

@@ -32,9 +32,13 @@ from dataclasses import dataclass, field
 MAX_BRACKET_LEVEL = 200  # CPython's MAXLEVEL: the 201st open bracket is an error
 MAX_INDENT_LEVEL = 99  # CPython's MAXINDENT is 100: the 100th indentation is an error
 # No CPython 3.10-3.13 compiles a statement this deep: 3.13's C recursion limit (10,000 levels, the
-# module and statement included) bounds every shape, and 3.10-3.12 stop near 3,000. (The Python depth
-# measured here exceeds the real one by at most 2, at a definition's header.)
+# module, its blocks and the statement included: `compile_depth`) bounds every shape, and 3.10-3.12
+# stop near 3,000.
 COMPILE_DEPTH = 10_000
+# The levels of CPython's tree above a statement's expressions: the module, the statement, its target
+# or value (a definition's header: the Python depth measured there exceeds the real one by up to 2).
+STATEMENT_DEPTH = 3
+DEFINITION_DEPTH = 1
 # Statements nested deeper than this (in libcst's tree) are not analysed: libcst parses a chain in time
 # quadratic in its length (1,000 levels: 0.1-0.4 s, 20,000: minutes) and the rules walk it recursively.
 # Real code stays far below (long generated sums are the deepest seen). A statement this deep is at
@@ -48,7 +52,7 @@ PARSER_STACK = 6_000
 # 3.10 and 3.11 take one frame less, but compile no statement this deep (`OLD_COMPILE_DEPTH`).
 STATEMENT_FRAMES = 34
 BLOCK_FRAMES = 6
-OLD_COMPILE_DEPTH = 2_985  # about the deepest statement CPython 3.10-3.12 compile (with the default recursion limit)
+OLD_COMPILE_DEPTH = 2_990  # the deepest statement CPython 3.10 and 3.11 compile (`compile_depth`, default recursion limit)
 # A statement's kind changes where its expression starts: an expression statement two frames sooner,
 # an `if`/`while`/`assert`/`elif` condition three, `with` two (the least of each kind: never more).
 _KEYWORD_FRAMES = {"if": -3, "while": -3, "assert": -3, "elif": -3, "with": -2, "return": 0, "del": 0}
@@ -147,8 +151,8 @@ class Nesting:
     def too_deep(self) -> TooDeep | None:
         """Where the first statement that no CPython can compile starts, and how: nested deeper than
         any compiles, or more frames than any parser stacks."""
-        found = [TooDeep(line.first, line.column, line.python_depth, frames) for line in self.lines
-                 if not compiled_by_some(line.python_depth, frames := line.parser_frames + statement_frames(line))]
+        found = [TooDeep(line.first, line.column, depth, frames) for line in self.lines
+                 if not compiled_by_some(depth := compile_depth(line), frames := line.parser_frames + statement_frames(line))]
         if self.long_elif_chain is not None:
             found.append(self.long_elif_chain)
         return min(found) if found else None
@@ -183,6 +187,12 @@ class TooDeep:
     def too_complex_to_parse(self) -> bool:
         """Whether the parser's stack fails first (else the compiler's depth)."""
         return self.depth < COMPILE_DEPTH
+
+
+def compile_depth(line: Line) -> int:
+    """How deep CPython's compiler recurses into `line` (never deeper than it does)."""
+    above = DEFINITION_DEPTH if line.keyword in _DECORATED else STATEMENT_DEPTH
+    return line.python_depth + above + line.blocks
 
 
 def statement_frames(line: Line) -> int:

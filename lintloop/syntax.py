@@ -1,15 +1,18 @@
 """A module text's syntax, decided once and the same on every supported Python, in linear time.
 
-CPython's parser decides where it can only agree: a text this interpreter parses is valid (newer
-interpreters accept all that older ones do), and its tree is kept for the screen. A text it rejects
-(a real error, a syntax newer than the host, or nesting deeper than the host's parser takes) is
-measured by `lintloop.nesting`, whose verdicts do not depend on the host: the limits of CPython's
-tokenizer and a depth no CPython compiles are LL001; statements too deep to analyse are masked; then
-libcst's parser, which knows every grammar up to the newest, decides the rest. A text CPython parses
-is measured too, where it matters: its statements long enough to be that deep.
+A text is a syntax error (LL001) where no CPython 3.10-3.13 compiles it. Where this interpreter's
+parser reads it, its tree is kept for the screen, and its compiler decides the rest (compile-time
+errors: lintloop.cpython_verdict). A text it rejects (a real error, a syntax newer than the host, or
+nesting deeper than the host's parser takes) is measured by `lintloop.nesting`, whose verdicts do not
+depend on the host: the limits of CPython's tokenizer and a depth no CPython compiles are LL001;
+statements too deep to analyse are masked; then libcst's parser, which knows every grammar up to the
+newest, reads it, and what CPython checks past libcst's grammar is checked as the newest CPython
+checks it (lintloop.cpython_verdict). A text CPython parses is measured too, where it matters: its
+statements long enough to be that deep (left out of the compiler's check, which a host's depth limits).
 
-Where this host's parser is lenient (3.10/3.11 accept a line continuation before the end of the file
-after CRLF; libcst and 3.12+ do not), its "valid" is not trusted.
+Where this host's parser is lenient (3.10/3.11 accept a line continuation into the end of the file
+after CRLF, which 3.12+ and libcst refuse), its "valid" is not trusted: the text takes libcst's path,
+libcst given the backslash as a space (`_as_libcst_reads`): some CPython compiles it.
 
 libcst's tree for the analyses (`parse_cst`) is parsed in chunks where the text is long, the tree of
 one parse either way: where the statements start comes from CPython's tree, or from the scanner.
@@ -91,7 +94,7 @@ class ModuleSyntax:
     @classmethod
     def read(cls, display: str, text: str, checks: Checks = Checks.FILE) -> ModuleSyntax:
         lines = source_lines(text)
-        cst_lines, shifts = _without_form_feed_indentation(text, lines)
+        cst_lines, shifts = _as_libcst_reads(text, lines)
         syntax = cls(display, text, lines=cst_lines, column_shifts=shifts)
         if host_verdict_holds(text):
             try:
@@ -198,15 +201,21 @@ class _Deep:
 _FORM_FEED_INDENTATION = re.compile(r"(?:^|[\r\n])[ \t\f]*\f[ \t\f]*[^ \t\f\r\n#]")
 
 
-def _without_form_feed_indentation(text: str, lines: list[str]) -> tuple[list[str], dict[int, int]]:
-    """The lines as libcst is given them, and the characters left out of each changed line's start.
+def _as_libcst_reads(text: str, lines: list[str]) -> tuple[list[str], dict[int, int]]:
+    """The lines as libcst is given them, and the characters left out of each changed line's start:
+    where CPython's tokenizer reads the text as libcst's does not.
 
     CPython's tokenizer resets a line's indentation at a form feed: the whitespace up to the last form
     feed of a statement's indentation counts for nothing. libcst keeps one indentation per block,
     taken from its first line with the form feed: a block nesting another fails to parse (`def f():
     \\f    for x in y:` ... : "no matching outer block for dedent") and its other lines would be
     regenerated without their own (positions and fixes off by their width). So that whitespace is left
-    out of the statements' lines libcst reads; `shifted` puts positions back where they are."""
+    out of the statements' lines libcst reads; `shifted` puts positions back where they are.
+
+    CPython 3.10 and 3.11 read a backslash continuing the last line into the end of the file after
+    CRLF (3.12+ refuse it): libcst is given a space for it."""
+    if text.endswith("\\\r\n"):
+        lines = [*lines[:-1], lines[-1][:-3] + " \r\n"]
     if "\f" not in text or not _FORM_FEED_INDENTATION.search(text):
         return lines, {}
     lines = list(lines)

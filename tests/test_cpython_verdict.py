@@ -130,6 +130,7 @@ VALID = {
     "async_comprehension_in_a_comprehension": "async def f():\n    return [[x async for x in y] for z in w]\n",  # 3.11+
     "type_parameter_defaults": "def f[T = int](x: T) -> T:\n    return x\n",  # 3.13
     "pep_701_f_strings": 'x = f"{a["b"]:{w}} {f"{c!r}"}"\ny = f"{\n    z  # a comment\n}"\n',  # 3.12+
+    "line_continuation_into_the_end_after_crlf": "x = 1\r\n\\\r\n",  # 3.10 and 3.11
 }
 
 
@@ -151,6 +152,7 @@ def test_what_some_cpython_compiles_is_not_LL001(name):
     code = VALID[name]
     assert syntax_error("a.py", code) is None
     assert [f.code for f in lint_text("a.py", LOOP + code, ALL).findings] == ["LL701"]  # the file's finding is kept
+    assert ModuleSyntax.read("a.py", code).error is None
 
 
 # ----- notebooks: IPython compiles each cell, allowing top-level await -----------------------------

@@ -103,9 +103,9 @@ SYNTAX_ERRORS = {
                           "syntax error: expected one of (, *, +, -, ..., AWAIT, EOF, False, NAME, NUMBER, None, True, "
                           "[, break, continue, lambda, match, not, pass, ~"),
     "invalid_character": ("import torch\nx = $\n", 2, 5, "syntax error: '$' is not a valid character in this position"),
-    # Python 3.10 and 3.11 compile it; 3.12+ and libcst do not.
-    "line_continuation_before_the_end_after_crlf": ("import torch\nx = 1\n\\\r\n", 3, 2,
-                                                    "syntax error: unexpected end of file after a line continuation"),
+    # No version compiles it (after CRLF, 3.10 and 3.11 do: tests/test_cpython_verdict.py).
+    "line_continuation_before_the_end": ("import torch\nx = 1\n\\\n", 3, 2,
+                                         "syntax error: unexpected end of file after a line continuation"),
     # libcst's tokenizer names no position, and its pure-Python tokenizer finds none in an f-string.
     "pep701_unclosed_replacement_field": ('import torch\nx = f"{y"\n', 1, 1, "syntax error: unterminated string literal"),
     # CPython's verdict past libcst's grammar (issue 36): as 3.13 reports it, on every host
