@@ -36,7 +36,7 @@ from lintloop.source import source_lines
 
 TOP_LEVEL_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT  # IPython compiles a notebook's cells with it
 _HOST = sys.version_info[:2]
-_DEPTH_FAILURES = (RecursionError, MemoryError)  # this host's limits, not the text's: lintloop.nesting decides
+DEPTH_FAILURES = (RecursionError, MemoryError)  # this host's limits, not the text's: lintloop.nesting decides
 
 
 @dataclass(frozen=True, order=True)
@@ -60,14 +60,13 @@ class CPythonError:
 
 def compile_error(tree: ast.Module, lines: list[str], flags: int = 0) -> CPythonError | None:
     """The compile-time error CPython finds in `tree`, parsed by this host from the text of `lines`;
-    `flags`: `TOP_LEVEL_AWAIT` for a notebook's cell."""
+    `flags`: `TOP_LEVEL_AWAIT` for a notebook's cell. Raises RecursionError or MemoryError where this
+    host's compiler stops at its own depth."""
     try:
         _compiled(tree, flags)
         return None
     except SyntaxError as exc:
         error = _reported(exc, lines, tree, parsing=False)
-    except _DEPTH_FAILURES:
-        return None
     if error.message not in _RELAXED:
         return error
     # An error newer versions no longer raise: the statements that hold what they accept are left out.
@@ -77,8 +76,6 @@ def compile_error(tree: ast.Module, lines: list[str], flags: int = 0) -> CPython
         _compiled(kept, flags)
     except SyntaxError as exc:
         return _reported(exc, lines, kept, parsing=False)
-    except _DEPTH_FAILURES:
-        pass
     return None
 
 
@@ -283,9 +280,12 @@ def _host_errors(text: str, flags: int) -> list[CPythonError]:
         if exc.msg == "too many nested parentheses":  # the text's brackets were counted (lintloop.nesting)
             return []
         return [_reported(exc, lines, None, parsing=True)]
-    except (*_DEPTH_FAILURES, ValueError):
+    except (*DEPTH_FAILURES, ValueError):
         return []
-    error = compile_error(tree, lines, flags)
+    try:
+        error = compile_error(tree, lines, flags)
+    except DEPTH_FAILURES:
+        return []
     return [error] if error is not None else []
 
 

@@ -34,9 +34,22 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from lintloop.cpython_verdict import TOP_LEVEL_AWAIT, CPythonError, compile_error, error_past_grammar
-from lintloop.finding import Edit, Finding, Fix, engine_finding
-from lintloop.nesting import ANALYSIS_DEPTH, COMPILE_DEPTH, PARSER_STACK, Nesting, TooDeep, mask, scan
+from lintloop.cpython_verdict import (
+    DEPTH_FAILURES,
+    TOP_LEVEL_AWAIT,
+    CPythonError,
+    compile_error,
+    error_past_grammar,
+)
+from lintloop.finding import Finding, Fix, engine_finding
+from lintloop.nesting import (
+    ANALYSIS_DEPTH,
+    PARSER_STACK,
+    Nesting,
+    TooDeep,
+    mask,
+    scan,
+)
 from lintloop.rules import BY_CODE
 from lintloop.source import source_lines
 
@@ -90,6 +103,7 @@ class ModuleSyntax:
     lines: list[str] = field(default_factory=list)
     column_shifts: dict[int, int] = field(default_factory=dict)
     nesting: Nesting | None = None  # the whole text measured (when CPython did not read it)
+    deep: _Deep | None = None  # its statements measured (when this host's compiler stopped at its depth)
 
     @classmethod
     def read(cls, display: str, text: str, checks: Checks = Checks.FILE) -> ModuleSyntax:
@@ -107,11 +121,8 @@ class ModuleSyntax:
             measured = _measured(display, text, syntax.lines, shifts, checks)
             syntax.error, syntax.nesting = measured.error, measured.nesting
             return syntax
-        deep = syntax._deep()
-        if deep.too_deep is not None:
-            syntax.error = _too_deep_finding(display, deep.too_deep)
-        elif checks is not Checks.GRAMMAR:
-            syntax.error = syntax._compile_error(lines, deep.ranges, checks.flags)
+        if checks is not Checks.GRAMMAR:
+            syntax.error = syntax._compile_error(lines, checks.flags)
         return syntax
 
     def analysable(self, within: set[int] | None = None) -> tuple[str, list[tuple[int, int]]]:
@@ -119,38 +130,41 @@ class ModuleSyntax:
         line ranges replaced; `within`: only statements starting on these lines matter."""
         if self.nesting is not None:
             ranges = self.nesting.masked_ranges()
-        else:
-            ranges = [(first, last) for first, last in self._deep().ranges
+        elif self.deep is not None:
+            ranges = [(first, last) for first, last in self.deep.ranges
                       if within is None or any(line in within for line in range(first, last + 1))]
+        else:
+            ranges = self._deep_statements(within).ranges
         return (mask(self.lines, ranges) if ranges else "".join(self.lines)), ranges
 
-    def _deep(self) -> _Deep:
+    def _deep_statements(self, within: set[int] | None) -> _Deep:
         """The statements CPython parsed that are too deep to analyse (only statements of ANALYSIS_DEPTH
-        characters can be that deep), and the first that no CPython compiles (3.10's parser takes
-        deeper chains than any compiler), if one is."""
-        deep = getattr(self, "_deep_statements", None)
-        if deep is None:
-            ranges: list[tuple[int, int]] = []
-            too_deep: list[TooDeep] = []
-            for first, last in self._long_statements(ANALYSIS_DEPTH, None):
-                nesting = scan(self._text_of(first, last), first)
-                ranges += nesting.masked_ranges()
-                too_deep += filter(None, [nesting.too_deep()])
-            deep = self._deep_statements = _Deep(_outermost(ranges), min(too_deep, default=None))
-        return deep
+        characters can be that deep; `within`: only those starting on these lines), and the first that
+        no CPython compiles (3.10's parser takes deeper chains than any compiler), if one is."""
+        ranges: list[tuple[int, int]] = []
+        too_deep: list[TooDeep] = []
+        for first, last in self._long_statements(ANALYSIS_DEPTH, within):
+            nesting = scan(self._text_of(first, last), first)
+            ranges += nesting.masked_ranges()
+            too_deep += filter(None, [nesting.too_deep()])
+        return _Deep(_outermost(ranges), min(too_deep, default=None))
 
-    def _compile_error(self, lines: list[str], deep: list[tuple[int, int]], flags: int) -> Finding | None:
-        """The compile-time error CPython finds in the text (its statements too deep to analyse left out:
-        a host's compiler stops at its own depth, and the verdict must not depend on it)."""
-        tree = self.tree
-        assert tree is not None
-        if deep:
-            lines = source_lines(mask(lines, deep))
+    def _compile_error(self, lines: list[str], flags: int) -> Finding | None:
+        """The compile-time error CPython finds in the text. Where this host's compiler stops at its own
+        depth, the scanner decides the statements too deep to analyse (LL001 where no CPython compiles
+        one), and the rest is compiled without them (no host's limit decides a verdict)."""
+        assert self.tree is not None
+        try:
+            error = compile_error(self.tree, lines, flags)
+        except DEPTH_FAILURES:
+            self.deep = deep = self._deep_statements(None)
+            if deep.too_deep is not None:
+                return _too_deep_finding(self.display, deep.too_deep)
+            lines = source_lines(mask(lines, deep.ranges)) if deep.ranges else lines
             try:
-                tree = ast.parse("".join(lines))
-            except _HOST_FAILURES:
+                error = compile_error(ast.parse("".join(lines)), lines, flags)
+            except (*DEPTH_FAILURES, SyntaxError, ValueError):
                 return None
-        error = compile_error(tree, lines, flags)
         return _cpython_finding(self.display, error, {}) if error is not None else None
 
     def _text_of(self, first: int, last: int) -> str:

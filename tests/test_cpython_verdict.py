@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from lintloop.rules import ALL_RULES
 
 from lintloop.linter import fix_text, lint_notebook, lint_text
 from lintloop.rule import RuleSet
-from lintloop.rules import ALL_RULES
 from lintloop.source import source_lines
 from lintloop.syntax import Checks, ModuleSyntax, syntax_error
 
@@ -66,6 +66,8 @@ COMPILE_TIME = {
                               "name capture 'a' makes remaining patterns unreachable"),
     "alternatives_binding_different_names": ("match x:\n    case [a] | [b]: pass\n", 2, 10,
                                              "alternative patterns bind different names"),
+    "twenty_two_nested_blocks": ("".join("    " * i + "with a:\n" for i in range(22)) + "    " * 22 + "pass\n", 22, 90,
+                                 "too many statically nested blocks"),  # 3.10-3.12 stop at the 21st
     "keyword_named_debug": ("f(__debug__=1)\n", 1, 3, "cannot assign to __debug__"),
     "parameter_named_debug": ("def f(x, __debug__): pass\n", 1, 10, "cannot assign to __debug__"),
     # the column counts characters, not the bytes of UTF-8 (CPython's compiler reports bytes: 11)
@@ -73,19 +75,17 @@ COMPILE_TIME = {
 }
 
 # What CPython's parser refuses that libcst's takes (item 8): (code, line, column, message), 3.13's.
+_UNICODE_ERROR = "(unicode error) 'unicodeescape' codec can't decode bytes in position "
 PARSER_ONLY = {
     "unknown_character_name": ('x = "\\N{NOT A REAL NAME}"\n', 1, 5,
-                               "(unicode error) 'unicodeescape' codec can't decode bytes in position 0-18: "
-                               "unknown Unicode character name"),
+                               _UNICODE_ERROR + "0-18: unknown Unicode character name"),
     "truncated_x_escape_in_a_concatenation": ('x = ("a"\n     "\\x4")\n', 2, 6,
-                                              "(unicode error) 'unicodeescape' codec can't decode bytes in position "
-                                              "0-2: truncated \\xXX escape"),
+                                              _UNICODE_ERROR + "0-2: truncated \\xXX escape"),
     "bytes_with_non_ascii_characters": ("x = b'café'\n", 1, 5, "bytes can only contain ASCII literal characters"),
     "raw_bytes_with_non_ascii_characters": ("x = rb'café'\n", 1, 5, "bytes can only contain ASCII literal characters"),
     "bad_escape_in_bytes": ('x = b"a" b"\\x4"\n', 1, 10, "(value error) invalid \\x escape at position 0"),
     "escape_in_an_f_string": ('x = f"ab\\N{BAD}cd{y}"\n', 1, 21,  # at the f-string's closing quote
-                              "(unicode error) 'unicodeescape' codec can't decode bytes in position 2-8: "
-                              "unknown Unicode character name"),
+                              _UNICODE_ERROR + "2-8: unknown Unicode character name"),
     "format_spec_three_deep": ('x = f"{1:{2:{3:{4}}}}"\n', 1, 15, "f-string: expressions nested too deeply"),
     "starred_f_string_field": ('x = f"{*a}"\n', 1, 8, "can't use starred expression here"),
     "assignment_to_debug": ("__debug__ = 1\n", 1, 1, "cannot assign to __debug__"),
@@ -99,8 +99,7 @@ NEWER_SYNTAX_ERRORS = {
     "return_after_a_type_alias": ("type X = int\nreturn 1\n", 2, 1, "'return' outside function"),
     "break_after_a_pep_701_f_string": ('x = f"{a["b"]}"\nbreak\n', 2, 1, "'break' outside loop"),
     "error_in_a_pep_701_f_string": ('x = f"{a["\\N{BAD}"]}"\n', 1, 10,
-                                    "(unicode error) 'unicodeescape' codec can't decode bytes in position 0-6: "
-                                    "unknown Unicode character name"),
+                                    _UNICODE_ERROR + "0-6: unknown Unicode character name"),
     "yield_in_a_multiline_f_string": ('x = (f"{a}"\n     "b" f"{c!r:>{w}}"\n     f"""\n\n{(yield)}""")\n', 5, 3,
                                       "'yield' outside function"),
     "duplicate_argument_of_a_generic_function": ("def f[\n\n  T: int,\n](x: T, x) -> T:\n    return x\n", 4, 9,
@@ -239,7 +238,8 @@ def _compiled_by(python: str, codes: list[str]) -> list[bool]:
               "for code in json.load(sys.stdin):\n    try:\n        compile(code, 'a.py', 'exec')\n"
               "        out.append(True)\n    except (SyntaxError, ValueError, MemoryError, RecursionError):\n"
               "        out.append(False)\nprint(json.dumps(out))\n")
-    run = subprocess.run([python, "-c", script], input=json.dumps(codes), capture_output=True, text=True, timeout=300)
+    run = subprocess.run([python, "-c", script], input=json.dumps(codes), capture_output=True, text=True, timeout=300,
+                         check=True)
     return json.loads(run.stdout)
 
 

@@ -80,19 +80,19 @@ print(json.dumps(out))
 _TOP_LEVEL_AWAIT = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def interpreters() -> tuple[str, ...]:
     """python3.10-3.13 as installed (pyenv's builds first, then PATH; this one for its own version)."""
     found = []
     for version in VERSIONS:
-        if version == "%d.%d" % sys.version_info[:2]:
+        if version == f"{sys.version_info[0]}.{sys.version_info[1]}":
             found.append(sys.executable)
             continue
         pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
         candidates = [str(p) for p in sorted(pyenv.glob(f"{version}.*/bin/python{version}"), reverse=True)]
         candidates += [found_on_path] if (found_on_path := shutil.which(f"python{version}")) else []
         for candidate in candidates:
-            if subprocess.run([candidate, "-c", "pass"], capture_output=True).returncode == 0:
+            if subprocess.run([candidate, "-c", "pass"], capture_output=True, check=False).returncode == 0:
                 found.append(candidate)
                 break
     return tuple(found)
@@ -103,7 +103,8 @@ def _compiled(items: list[tuple[bytes, int, bool]]) -> list[bool]:
     payload = json.dumps([(base64.b64encode(data).decode(), flags, file) for data, flags, file in items])
     verdicts = [False] * len(items)
     for python in interpreters():
-        run = subprocess.run([python, "-c", _ORACLE], input=payload, capture_output=True, text=True, timeout=600)
+        run = subprocess.run([python, "-c", _ORACLE], input=payload, capture_output=True, text=True, timeout=600,
+                             check=True)
         verdicts = [before or now for before, now in zip(verdicts, json.loads(run.stdout))]
     return verdicts
 
