@@ -1,20 +1,22 @@
 """What CPython refuses past the grammar, decided the same on every host Python 3.10-3.13.
 
 A text is valid if some CPython 3.10-3.13 compiles it (`python -m py_compile`). Each newer version
-reads all the older ones do, save a few corners (`Relaxed`), so where this host's parser reads the
-text, its compiler decides: `compile()` of the tree finds what the parser alone does not ('return'
-outside function, a duplicate argument, `nonlocal` without a binding, a late `from __future__`
-import, `*a = b`, ...: CPython's symbol table and code generator).
+reads all the older ones do, save a few corners (`_RELAXED`, and what the scanner of lintloop.nesting
+decides: depth), so where this host's parser reads the text, its compiler decides (`compile_error`):
+`compile()` of the tree finds what the parser alone does not ('return' outside function, a duplicate
+argument, `nonlocal` without a binding, a late `from __future__` import, `*a = b`, ...: CPython's
+symbol table and code generator).
 
-Where it does not (syntax newer than the host, or an error libcst's parser takes), `newer_syntax_error`
-decides on libcst's tree: it checks what CPython's parser checks and libcst's does not (string
-literals' escapes, bytes' characters, an f-string field's star), the compile-time errors of the
-constructs newer than 3.10 (`except*`, type parameters), and has the host compile the text with those
-constructs rewritten into what every host reads, column for column (`_Rewrite`): f-strings as calls of
-their fields, type parameters as spaces, `type X = v` as `X = v`, `except*` as `except`.
+Where it does not (syntax newer than the host, or an error libcst's parser takes), `error_past_grammar`
+decides, on libcst's tree where the text may hold syntax newer than the host: it checks what CPython's
+parser checks and libcst's does not (string literals' escapes, bytes' characters, an f-string field's
+star), the compile-time errors of the constructs newer than 3.10 (`except*`, type parameters), and
+has the host compile the text with those constructs rewritten into what every host reads, column for
+column (`_Rewrite`): f-strings as calls of their fields, type parameters as the parameters' parenthesis,
+`type X[T] = v` as `X=()= v`, `except*` as `except`, `a[*b]` as `a[ b]`.
 
 The errors are CPython 3.13's, its message at its position (1-based columns, in characters); where an
-older host says it otherwise, `_as_3_13` says it as 3.13 does.
+older host says it otherwise, `_as_3_13` and `_string_error_as_3_13` say it as 3.13 does.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ _HOST = sys.version_info[:2]
 DEPTH_FAILURES = (RecursionError, MemoryError)  # this host's limits, not the text's: lintloop.nesting decides
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class CPythonError:
     """A syntax error as CPython 3.13 reports it: where (1-based line and column, in characters) and
     what. `parsing`: its parser's (which reports one before any of its compiler's)."""
@@ -213,18 +215,27 @@ def error_past_grammar(lines: list[str], flags: int,
     errors = _host_errors(text, flags)
     if not errors or not errors[0].parsing or not _may_be_newer(text, errors[0]):
         return _string_error_as_3_13(errors[0], text) if errors else None
+    rewritten, errors = rewritten_as_3_10(lines, trees())
+    errors += _host_errors(rewritten, flags)
+    return min(errors, key=lambda error: error.first) if errors else None
+
+
+def rewritten_as_3_10(lines: list[str], trees: Iterable[tuple[int, cst.Module]]) -> tuple[str, list[CPythonError]]:
+    """The text of `lines` with its syntax newer than CPython 3.10 rewritten into what 3.10 reads, line
+    for line and column for column, and the errors CPython 3.13 finds in what was rewritten and in
+    what libcst's parser takes and CPython's does not; `trees`: libcst's trees of the text (with the
+    line each starts on)."""
     starts = [0]
     for line in lines:
         starts.append(starts[-1] + len(line))
-    rewrite = _Rewrite(text, starts)
-    errors = []
-    for first_line, module in trees():
+    rewrite = _Rewrite("".join(lines), starts)
+    errors: list[CPythonError] = []
+    for first_line, module in trees:
         checks = _Checks(first_line, rewrite)
         with deep_recursion():  # libcst's visitors recurse (its parser took statements ANALYSIS_DEPTH deep)
             MetadataWrapper(module, unsafe_skip_copy=True).visit(checks)
         errors += checks.errors
-    errors += _host_errors(rewrite.text(), flags)
-    return min(errors, key=lambda error: error.first) if errors else None
+    return rewrite.text(), errors
 
 
 # What may be syntax newer than this host, by the version it came in: type parameters and `type`
@@ -351,6 +362,12 @@ class _Checks(cst.CSTVisitor):
         return (self.rewrite.offset(where.start.line + self.shift, where.start.column),
                 self.rewrite.offset(where.end.line + self.shift, where.end.column))
 
+    def _parenthesized(self, node: cst.CSTNode) -> tuple[int, int]:
+        """The offsets of an expression with its parentheses (libcst's positions leave them out)."""
+        start, end = self._offsets(node)
+        lpar, rpar = getattr(node, "lpar", ()), getattr(node, "rpar", ())
+        return (self._offsets(lpar[0])[0] if lpar else start), (self._offsets(rpar[-1])[1] if rpar else end)
+
     def _error(self, node: cst.CSTNode, message: str, parsing: bool = False) -> None:
         self.errors.append(CPythonError(parsing, *self._start(node), message))
 
@@ -393,9 +410,10 @@ class _Checks(cst.CSTVisitor):
             self._rewrite_strings(node, members)
 
     def _rewrite_strings(self, group: cst.CSTNode, members: list[cst.CSTNode]) -> None:
-        """An f-string, or an implicit concatenation holding one, as each replacement field's expression
-        in parentheses (`""(x)(y)`: calls of an empty string, compiled as the fields are; 3.12+ count a
-        field as a bracket too), spaces for the rest; in parentheses where it spans lines."""
+        """An f-string, or an implicit concatenation holding one, as its replacement fields' expressions,
+        spaces for the rest: one field as `(x)`, several as calls of an empty string, `""(x)(y)`, in
+        parentheses where they span lines (compiled as the fields are; 3.12+ count a field as a
+        bracket too). A field's `yield` left bare in a call is left out (`f(yield)` is no call)."""
         rewrite = self.rewrite
         start, end = self._offsets(group)
         fields = [field for member in members if isinstance(member, cst.FormattedString)
@@ -403,17 +421,24 @@ class _Checks(cst.CSTVisitor):
         if not fields:
             return  # what every version reads
         cursor = start
-        for first, last in sorted(self._offsets(field.expression) for field in fields):
+        for first, last in sorted(self._parenthesized(field.expression) for field in fields):
             rewrite.blank(cursor, first)
             cursor = max(cursor, last)
         rewrite.blank(cursor, end)
-        for field in fields:
+        outer = [part for member in members if isinstance(member, cst.FormattedString) for part in member.parts
+                 if isinstance(part, cst.FormattedStringExpression)]
+        called = fields if len(outer) > 1 else [field for field in fields if field is not outer[0]]
+        for field in called:
             first, last = self._offsets(field)
             rewrite.put(first, "(")
             rewrite.put(last - 1, ")")
+            expression = field.expression
+            if isinstance(expression, cst.Yield) and not expression.lpar:
+                rewrite.blank(self._offsets(expression)[0], self._offsets(expression)[0] + len("yield"))
+        for field in fields:
             if isinstance(field.expression, cst.StarredElement):  # reported above; `(*x)` is another error
                 rewrite.put(self._offsets(field.expression)[0], " ")
-        if any(char in "\r\n" for char in rewrite.chars[start:end]):
+        if len(outer) == 1 or any(char in "\r\n" for char in rewrite.chars[start:end]):
             rewrite.put(start, "(")
             rewrite.put(end - 1, ")")
         else:  # (a string starts with two characters before any field: its prefix and quote, or quotes)
@@ -474,6 +499,15 @@ class _Checks(cst.CSTVisitor):
 
     def leave_Lambda(self, original_node: cst.Lambda) -> None:
         self.around.pop()
+
+    # ----- starred subscripts and annotations (3.11): `a[*b]` -> `a[ b]`, `*args: *Ts` -> `*args:  Ts` ---
+    def visit_Index(self, node: cst.Index) -> None:
+        if node.star is not None:
+            self.rewrite.put(self._offsets(node)[0], " ")
+
+    def visit_Annotation(self, node: cst.Annotation) -> None:
+        if isinstance(node.annotation, cst.StarredElement):
+            self.rewrite.put(self._offsets(node.annotation)[0], " ")
 
     # ----- type parameters (3.12; defaults 3.13) and `type` aliases (3.12) --------------------------
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:

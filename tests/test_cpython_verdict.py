@@ -13,11 +13,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import libcst as cst
 import pytest
-from lintloop.rules import ALL_RULES
 
+from lintloop.cpython_verdict import rewritten_as_3_10
 from lintloop.linter import fix_text, lint_notebook, lint_text
 from lintloop.rule import RuleSet
+from lintloop.rules import ALL_RULES
 from lintloop.source import source_lines
 from lintloop.syntax import Checks, ModuleSyntax, syntax_error
 
@@ -241,6 +243,29 @@ def _compiled_by(python: str, codes: list[str]) -> list[bool]:
     run = subprocess.run([python, "-c", script], input=json.dumps(codes), capture_output=True, text=True, timeout=300,
                          check=True)
     return json.loads(run.stdout)
+
+
+def test_syntax_newer_than_3_10_is_rewritten_into_what_3_10_reads_line_for_line():
+    python = next((python for python in _interpreters() if "3.10" in Path(python).name or sys.version_info[:2] == (3, 10)),
+                  None)
+    if python is None:
+        pytest.skip("python3.10 is not installed here")
+    # (what CPython's parser refuses in a string stays as it is: 3.10 refuses it too)
+    newer = [code for code, _, _, message in NEWER_SYNTAX_ERRORS.values() if not message.startswith("(unicode error)")]
+    newer += [VALID[name] for name in (
+        "pep_701_f_strings", "type_parameter_defaults", "unparenthesized_generator_in_an_f_string", "form_spec_two_deep")]
+    newer.append("x: tuple[int, *Ts] = f(*a)\ndef g(*args: *Ts) -> tuple[*Ts]:\n    try:\n        pass\n"
+                 "    except* (A, B) as group:\n        pass\nclass C[\n\n    T: (int, str) = int,\n](Base):\n    pass\n")
+    rewritten = []
+    for code in newer:
+        lines = source_lines(code)
+        text, _ = rewritten_as_3_10(lines, [(1, cst.parse_module(code))])
+        assert [len(line) for line in source_lines(text)] == [len(line) for line in lines]
+        rewritten.append(text)
+    script = ("import ast, json, sys\nfor code in json.load(sys.stdin):\n    ast.parse(code)\n")
+    run = subprocess.run([python, "-c", script], input=json.dumps(rewritten), capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert run.returncode == 0, run.stderr
 
 
 def test_LL001_where_no_installed_cpython_compiles_the_text():
