@@ -249,14 +249,16 @@ _MAY_BE_NEWER = re.compile("|".join(_NEWER)) if _NEWER else None
 
 
 def _may_be_newer(text: str, error: CPythonError) -> bool:
-    """Whether this host's parser may refuse `text` for syntax a newer CPython reads (on 3.13, an
-    f-string an older version reads: `f"{x for x in y}"`, which 3.12 made an error)."""
-    if _MAY_BE_NEWER is None:
-        return error.message.startswith("f-string")
-    return _MAY_BE_NEWER.search(text) is not None
+    """Whether this host's parser may refuse `text` for syntax another CPython reads: newer syntax, or
+    on 3.12+ an f-string 3.10 and 3.11 read (`f"{x for x in y}"`) or one whose format spec 3.12+
+    fail to decode (a UnicodeDecodeError, no SyntaxError)."""
+    if _HOST >= (3, 12) and error.message.startswith(("f-string", _UNDECODED)):
+        return True
+    return _MAY_BE_NEWER is not None and _MAY_BE_NEWER.search(text) is not None
 
 
-_STRING_ERRORS = ("(unicode error)", "(value error)", "bytes can only contain ASCII literal characters")
+_UNDECODED = "(unicode error)"
+_STRING_ERRORS = (_UNDECODED, "(value error)", "bytes can only contain ASCII literal characters")
 
 
 def _string_error_as_3_13(error: CPythonError, text: str) -> CPythonError:
@@ -291,6 +293,8 @@ def _host_errors(text: str, flags: int) -> list[CPythonError]:
         if exc.msg == "too many nested parentheses":  # the text's brackets were counted (lintloop.nesting)
             return []
         return [_reported(exc, lines, None, parsing=True)]
+    except UnicodeDecodeError as exc:  # 3.12+ decoding an f-string's format spec, as no SyntaxError
+        return [CPythonError(True, 1, 1, f"{_UNDECODED} {exc}")]
     except (*DEPTH_FAILURES, ValueError):
         return []
     try:

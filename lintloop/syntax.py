@@ -7,8 +7,9 @@ nesting deeper than the host's parser takes) is measured by `lintloop.nesting`, 
 depend on the host: the limits of CPython's tokenizer and a depth no CPython compiles are LL001;
 statements too deep to analyse are masked; then libcst's parser, which knows every grammar up to the
 newest, reads it, and what CPython checks past libcst's grammar is checked as the newest CPython
-checks it (lintloop.cpython_verdict). A text CPython parses is measured too, where it matters: its
-statements long enough to be that deep (left out of the compiler's check, which a host's depth limits).
+checks it (lintloop.cpython_verdict). A text CPython parses is measured too, where it matters: where
+this host's compiler stops at its own depth, its statements long enough to be that deep (LL001 where
+no CPython compiles one; else left out of the compiler's check, which no host's limit may decide).
 
 Where this host's parser is lenient (3.10/3.11 accept a line continuation into the end of the file
 after CRLF, which 3.12+ and libcst refuse), its "valid" is not trusted: the text takes libcst's path,
@@ -34,22 +35,9 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from lintloop.cpython_verdict import (
-    DEPTH_FAILURES,
-    TOP_LEVEL_AWAIT,
-    CPythonError,
-    compile_error,
-    error_past_grammar,
-)
+from lintloop.cpython_verdict import DEPTH_FAILURES, TOP_LEVEL_AWAIT, CPythonError, compile_error, error_past_grammar
 from lintloop.finding import Finding, Fix, engine_finding
-from lintloop.nesting import (
-    ANALYSIS_DEPTH,
-    PARSER_STACK,
-    Nesting,
-    TooDeep,
-    mask,
-    scan,
-)
+from lintloop.nesting import ANALYSIS_DEPTH, PARSER_STACK, Nesting, TooDeep, mask, scan
 from lintloop.rules import BY_CODE
 from lintloop.source import source_lines
 

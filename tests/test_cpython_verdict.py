@@ -89,6 +89,8 @@ PARSER_ONLY = {
     "escape_in_an_f_string": ('x = f"ab\\N{BAD}cd{y}"\n', 1, 21,  # at the f-string's closing quote
                               _UNICODE_ERROR + "2-8: unknown Unicode character name"),
     "format_spec_three_deep": ('x = f"{1:{2:{3:{4}}}}"\n', 1, 15, "f-string: expressions nested too deeply"),
+    # 3.12+ raise UnicodeDecodeError, no SyntaxError; 3.10 and 3.11 a SyntaxError after the f-string
+    "escape_in_a_format_spec": ('x = f"{b:\\x4}"\n', 1, 14, _UNICODE_ERROR + "0-2: truncated \\xXX escape"),
     "starred_f_string_field": ('x = f"{*a}"\n', 1, 8, "can't use starred expression here"),
     "assignment_to_debug": ("__debug__ = 1\n", 1, 1, "cannot assign to __debug__"),
     "dict_unpacking_in_a_comprehension": ("x = {**a for a in b}\n", 1, 6,
