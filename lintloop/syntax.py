@@ -303,9 +303,8 @@ def _measured(display: str, text: str, lines: list[str], shifts: dict[int, int],
     limits first, then libcst's parser on the text with its too-deep statements masked (its depth is
     then bounded); then what CPython checks past libcst's grammar (lintloop.cpython_verdict)."""
     nesting = scan(text)
-    lines = lines if lines is not None else source_lines(text)
     if _LONE_SURROGATE.search(text):  # text decoded from a notebook's or an editor's JSON escapes ("\ud800")
-        return _Measured(_surrogate_finding(display, lines), nesting)
+        return _Measured(shifted(_surrogate_finding(display, lines), shifts), nesting)
     if nesting.limit_error is not None:
         line, column, message = nesting.limit_error
         return _Measured(engine_finding(display, BY_CODE["LL001"], f"syntax error: {message}", line, column), nesting)
