@@ -47,6 +47,7 @@ import textwrap
 import time
 import tokenize
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -300,11 +301,27 @@ def check_location(finding: Finding, lines: list[str]) -> None:
 
 
 def parses(text: str) -> bool:
-    """Whether the newest grammar (libcst's parser) accepts the text."""
+    """Whether the text is valid: where this interpreter's parser reads it, its compiler decides (a
+    compile-time error, `return` outside a function, is LL001: issue 36); else the newest grammar
+    (libcst's parser) does."""
     try:
-        cst.parse_module(text)
-    except Exception:  # libcst's errors for input it cannot handle are not all ParserSyntaxError
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        try:
+            cst.parse_module(text)
+        except Exception:  # libcst's errors for input it cannot handle are not all ParserSyntaxError
+            return False
+        return True
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(tree, "fuzzed.py", "exec", dont_inherit=True)
+    except SyntaxError:
         return False
+    except (ValueError, MemoryError, RecursionError):  # this host's limits: lintloop.nesting decides
+        pass
     return True
 
 

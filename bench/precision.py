@@ -19,7 +19,6 @@ error. Findings alone never make it fail: judging them is the point of the repor
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import shutil
@@ -80,11 +79,12 @@ def count_lines(path: Path) -> int:
 
 
 def parses(path: Path) -> bool:
-    """Whether this interpreter parses the file; warnings (invalid escapes...) are not failures."""
+    """Whether this interpreter compiles the file (a compile-time error is LL001 too: issue 36);
+    warnings (invalid escapes...) are not failures."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ast.parse(path.read_bytes(), filename=str(path))
+            compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return False
     return True

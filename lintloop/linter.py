@@ -26,7 +26,8 @@ from lintloop.rules import BY_CODE, lookup
 from lintloop.screen import FileFacts, SourceScreen
 from lintloop.source import SourceText, UndecodableSource, source_lines
 from lintloop.suppression import Suppressions
-from lintloop.syntax import CHUNK_LINES, ModuleSyntax, libcst_syntax_finding, parse_cst, selection_outline, syntax_error
+from lintloop.syntax import (CHUNK_LINES, Checks, ModuleSyntax, libcst_syntax_finding, parse_cst, selection_outline, shifted,
+                             syntax_error)
 from lintloop.timing import NO_TIMER, StageTimer
 
 
@@ -86,7 +87,8 @@ def lint_bytes(display: str, data: bytes, ruleset: RuleSet, timer: StageTimer | 
     try:
         source = SourceText.from_bytes(data)
     except UndecodableSource as exc:
-        return FileResult(_enabled([engine_finding(display, BY_CODE["LL001"], str(exc))], ruleset))
+        return FileResult(_enabled([engine_finding(display, BY_CODE["LL001"], str(exc), exc.line, exc.column)],
+                                   ruleset))
     if is_notebook(os.fspath(path) if path is not None else display):
         return lint_notebook(display, source.text, ruleset, timer, path, explicit)
     return lint_text(display, source.text, ruleset, timer, path, explicit=explicit)
@@ -128,7 +130,8 @@ def _lint_modules(display: str, programs: list[NotebookModule], broken: list[Fin
     for module in programs:
         # A written module that does not parse is its own LL001 (a broken script is a bug of the
         # script); the notebook's other modules are linted all the same.
-        linted = lint_text(display, module.text, ruleset, timer, module.file_path(path), module.line_label)
+        linted = lint_text(display, module.text, ruleset, timer, module.file_path(path), module.line_label,
+                           checks=_checks(module))
         # A finding in another module of the project (lintloop.project_view) is given by its own lines.
         result.findings.extend(in_cells(f, module) if f.path == display else f for f in linted.findings)
         result.errors.extend(linted.errors)
@@ -141,8 +144,9 @@ def _parsable_module(display: str, notebook: Notebook, module: NotebookModule) -
     """The notebook's module (`module`, as `notebook.module()` made it), and an LL001 finding for each
     cell left out of it because it does not parse: as in Jupyter, such a cell fails alone and the
     others run (and are linted). An exercise left for the reader (`x = # YOUR CODE HERE`) is left out
-    without a finding: it is incomplete on purpose."""
-    if syntax_error(display, module.text) is None:
+    without a finding: it is incomplete on purpose. IPython compiles each cell alone (allowing `await`
+    outside a function, and a `from __future__` import at the top of any cell): so are they checked."""
+    if syntax_error(display, module.text, Checks.CELL) is None:
         return module, []
     broken = _broken_cells(display, module)
     texts = module.cell_texts()
@@ -151,14 +155,20 @@ def _parsable_module(display: str, notebook: Notebook, module: NotebookModule) -
 
 
 def _broken_cells(display: str, module: NotebookModule) -> list[Finding]:
-    """An LL001 finding for each cell of the module that does not parse by itself."""
+    """An LL001 finding for each cell of the module that does not compile by itself."""
     broken = []
     for cell, text in module.cell_texts().items():
-        finding = syntax_error(display, text)
+        finding = syntax_error(display, text, Checks.CELL)
         if finding is not None:
             line = max(1, finding.line - 1)  # the cell's marker line comes first
             broken.append(replace(finding, cell=cell, line=line, end_line=line, suppression_lines=(line,)))
     return broken
+
+
+def _checks(module: NotebookModule) -> Checks:
+    """A notebook's kernel module is checked past its grammar cell by cell (`_parsable_module`); a
+    file its cells write is a file."""
+    return Checks.GRAMMAR if module.written is None else Checks.FILE
 
 
 def in_cells(finding: Finding, module: NotebookModule) -> Finding:
@@ -180,18 +190,18 @@ def in_cells(finding: Finding, module: NotebookModule) -> Finding:
 
 def lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | None = None,
               path: str | os.PathLike[str] | None = None, line_label: LineLabel = str,
-              explicit: bool = True) -> FileResult:
+              explicit: bool = True, checks: Checks = Checks.FILE) -> FileResult:
     """`line_label`: how a message names a line of `text` ("called at line 7"): its number, or in
-    a notebook's module the line and cell; `explicit`: as for `lint_bytes`. Runs on a thread with a
-    large stack (lintloop.isolation)."""
-    return with_big_stack(_lint_text, display, text, ruleset, timer, path, line_label, explicit)
+    a notebook's module the line and cell; `explicit`: as for `lint_bytes`; `checks`: what of CPython's
+    verdict decides its LL001. Runs on a thread with a large stack (lintloop.isolation)."""
+    return with_big_stack(_lint_text, display, text, ruleset, timer, path, line_label, explicit, checks)
 
 
 def _lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | None,
-               path: str | os.PathLike[str] | None, line_label: LineLabel, explicit: bool) -> FileResult:
+               path: str | os.PathLike[str] | None, line_label: LineLabel, explicit: bool, checks: Checks) -> FileResult:
     timer = timer or NO_TIMER
     if path is None:
-        return _lint_module(display, text, ruleset, timer, None, line_label, explicit)
+        return _lint_module(display, text, ruleset, timer, None, line_label, explicit, checks=checks)
     file = LintedFile(os.path.abspath(path), text)
     with timer.stage("screen"):
         source = SourceScreen(text)
@@ -206,11 +216,11 @@ def _lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | No
         may_fire = program is not None and _may_fire(SourceScreen(program), ruleset)
     if may_fire:
         with timer.stage("syntax"):
-            syntax = ModuleSyntax.read(display, text)
-        if syntax.tree is not None:
+            syntax = ModuleSyntax.read(display, text, checks)
+        if syntax.tree is not None and syntax.error is None:
             with timer.stage("project"):
                 view = project_view(text, file.path, syntax.tree)
-    result = _lint_in_project(display, file, view, ruleset, timer, line_label, explicit, (source, syntax))
+    result = _lint_in_project(display, file, view, ruleset, timer, line_label, explicit, (source, syntax), checks)
     if any(f.path == display and f.code >= "LL100" for f in result.findings) and not is_notebook(file.path):
         with timer.stage("project"):
             _as_importers_see_it(display, file, syntax, result, ruleset, timer)
@@ -219,17 +229,20 @@ def _lint_text(display: str, text: str, ruleset: RuleSet, timer: StageTimer | No
 
 def _lint_in_project(display: str, file: LintedFile, view: ProjectView | None, ruleset: RuleSet,
                      timer: StageTimer, line_label: LineLabel, explicit: bool,
-                     read: tuple[SourceScreen, ModuleSyntax | None] | None = None) -> FileResult:
+                     read: tuple[SourceScreen, ModuleSyntax | None] | None = None,
+                     checks: Checks = Checks.FILE) -> FileResult:
     """Lint the module `file` with the definitions it imports from its project brought in (`view`,
     lintloop.project_view), its findings where they are; `read`: the module's screen and syntax, where
-    they were computed already."""
+    they were computed already (the module's own LL001 is decided there, with `checks`; the view's
+    grammar only)."""
     if view is None:
-        return _lint_module(display, file.text, ruleset, timer, file, line_label, explicit, read)
-    result = _lint_module(display, view.text, ruleset, timer, LintedFile(file.path, view.text), view.label, explicit)
+        return _lint_module(display, file.text, ruleset, timer, file, line_label, explicit, read, checks)
+    result = _lint_module(display, view.text, ruleset, timer, LintedFile(file.path, view.text), view.label, explicit,
+                          checks=Checks.GRAMMAR)
     if any(f.code == "LL001" for f in result.findings):
         # The module with the definitions brought in does not parse (a `from __future__` import
         # among them, say): the module as written is linted.
-        return _lint_module(display, file.text, ruleset, timer, file, line_label, explicit, read)
+        return _lint_module(display, file.text, ruleset, timer, file, line_label, explicit, read, checks)
     located = (view.located(f, display, file.path, line_label) for f in result.findings)
     result.findings = sorted((f for f in located if f is not None), key=Finding.sort_key)
     result.dependencies.update(view.dependencies)
@@ -248,7 +261,7 @@ def _as_importers_see_it(display: str, file: LintedFile, syntax: ModuleSyntax | 
     result.dependencies[directory] = listing_digest(directory)  # a caller added beside it changes the answer
     if not callers:
         return
-    tree = (syntax if syntax is not None else ModuleSyntax.read(display, file.text)).tree
+    tree = (syntax if syntax is not None else ModuleSyntax.read(display, file.text, Checks.GRAMMAR)).tree
     if tree is None:
         return  # newer syntax than this host reads (libcst did): its findings stand as they are
     seen: dict[str, set[tuple[int, int, str]]] = {}
@@ -256,7 +269,7 @@ def _as_importers_see_it(display: str, file: LintedFile, syntax: ModuleSyntax | 
         result.dependencies[caller.path] = file_digest(caller.path)
         result.dependencies.update(caller.view.dependencies)
         found = _lint_in_project(caller.path, LintedFile(caller.path, caller.text), caller.view, ruleset, timer, str,
-                                 explicit=True)
+                                 explicit=True, checks=Checks.GRAMMAR)
         seen[caller.path] = {(f.line, f.column, f.code) for f in found.findings if f.path == file.path}
 
     def kept(finding: Finding) -> bool:
@@ -269,9 +282,10 @@ def _as_importers_see_it(display: str, file: LintedFile, syntax: ModuleSyntax | 
 
 def _lint_module(display: str, text: str, ruleset: RuleSet, timer: StageTimer, file: LintedFile | None,
                  line_label: LineLabel, explicit: bool,
-                 read: tuple[SourceScreen, ModuleSyntax | None] | None = None) -> FileResult:
+                 read: tuple[SourceScreen, ModuleSyntax | None] | None = None,
+                 checks: Checks = Checks.FILE) -> FileResult:
     """Lint the module `text` (the linted file's, or its project view); `read`: its screen and syntax,
-    where they were computed already."""
+    where they were computed already; `checks`: what of CPython's verdict decides its LL001."""
     result = FileResult()
     source, syntax = read or (None, None)
     with timer.stage("screen"):
@@ -282,11 +296,11 @@ def _lint_module(display: str, text: str, ruleset: RuleSet, timer: StageTimer, f
     if not rules:
         # No enabled rule can fire: a syntax check is all this file needs.
         with timer.stage("syntax"):
-            error = syntax_error(display, text)
+            error = syntax_error(display, text, checks)
         if error is not None:
             return _enabled_result(result, [error], ruleset)
     else:
-        findings = _lint_parsed(display, text, rules, ruleset, timer, result, file, line_label, syntax)
+        findings = _lint_parsed(display, text, rules, ruleset, timer, result, file, line_label, syntax, checks)
         if any(f.code == "LL001" for f in findings):
             return _enabled_result(result, findings, ruleset)
         result.findings.extend(findings)
@@ -310,13 +324,13 @@ def _enabled_result(result: FileResult, syntax_errors: list[Finding], ruleset: R
 
 def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: RuleSet, timer: StageTimer,
                  result: FileResult, file: LintedFile | None, line_label: LineLabel,
-                 syntax: ModuleSyntax | None = None) -> list[Finding]:
+                 syntax: ModuleSyntax | None = None, checks: Checks = Checks.FILE) -> list[Finding]:
     """Decide the file's syntax (`syntax`, where read already), screen it with CPython's tree where this
     host reads it, build a CST of what the screen selects (statements too deep to analyse masked), run
     the rules."""
     if syntax is None:
         with timer.stage("syntax"):
-            syntax = ModuleSyntax.read(display, text)
+            syntax = ModuleSyntax.read(display, text, checks)
     if syntax.error is not None:
         return [syntax.error]
     with timer.stage("screen"):
@@ -350,10 +364,12 @@ def _lint_parsed(display: str, text: str, rules: list[type[Rule]], ruleset: Rule
                 line_map, source = None, analysed  # a selection that does not parse alone: take the whole file
                 module, tree = _parsed(source, syntax, not masked)
     except cst.ParserSyntaxError as exc:
-        return [libcst_syntax_finding(display, source, exc)]
+        return [shifted(libcst_syntax_finding(display, source, exc), syntax.column_shifts)]
     with deep_recursion():
         findings = _run_rules(display, source, module, tree, rules, ruleset, result, timer,
                               facts.names if facts is not None else None, line_map, file, line_label, evidenced)
+    if syntax.column_shifts:  # libcst read some lines without the form feeds of their indentation
+        findings = [shifted(finding, syntax.column_shifts) for finding in findings]
     return [_without_fix_over(finding, masked) for finding in findings] if masked else findings
 
 
@@ -527,12 +543,13 @@ class FixOutcome:
 
 
 def fix_text(display: str, text: str, ruleset: RuleSet, unsafe: bool, max_passes: int = 10,
-             path: str | os.PathLike[str] | None = None, explicit: bool = True) -> FixOutcome:
+             path: str | os.PathLike[str] | None = None, explicit: bool = True,
+             checks: Checks = Checks.FILE) -> FixOutcome:
     """Apply fixes until none applies; a pass whose result does not parse is refused and undone.
-    `explicit`: as for `lint_bytes` (a file passed over is left as it is)."""
+    `explicit`: as for `lint_bytes` (a file passed over is left as it is); `checks`: as for `lint_text`."""
     applied = 0
     refused: list[str] = []
-    result = lint_text(display, text, ruleset, path=path, explicit=explicit)
+    result = lint_text(display, text, ruleset, path=path, explicit=explicit, checks=checks)
     for _ in range(max_passes):
         chosen: list[Finding] = []
         taken: list[tuple[tuple[int, int], tuple[int, int]]] = []
@@ -547,14 +564,14 @@ def fix_text(display: str, text: str, ruleset: RuleSet, unsafe: bool, max_passes
         if not chosen:
             break
         candidate = apply_edits(text, [e for f in chosen for e in f.fix.edits])
-        error = syntax_error(display, candidate)
+        error = syntax_error(display, candidate, checks)
         if error is not None:
             refused.append(f"{display}: fixes for {', '.join(sorted({f.code for f in chosen}))} refused: the "
                            f"result would not parse ({error.message} at line {error.line})")
             break
         text = candidate
         applied += len(chosen)
-        result = lint_text(display, text, ruleset, path=path)
+        result = lint_text(display, text, ruleset, path=path, checks=checks)
     return FixOutcome(text, applied, result, refused)
 
 
@@ -586,7 +603,7 @@ def fix_notebook(display: str, text: str, ruleset: RuleSet, unsafe: bool,
     refused: list[str] = []
     sources: dict[int, str] = {}  # cell -> fixed source, of every module (no cell is in two)
     for module in programs:
-        outcome = fix_text(display, module.text, ruleset, unsafe, path=module.file_path(path))
+        outcome = fix_text(display, module.text, ruleset, unsafe, path=module.file_path(path), checks=_checks(module))
         refused.extend(outcome.refused)
         if not outcome.applied:
             continue

@@ -8,12 +8,20 @@ quadratic in a long operator chain. So where their verdicts could differ, this s
 
 - the limits of CPython's tokenizer, the same on 3.10-3.13: more than 200 nested brackets ("too many
   nested parentheses") and 100 levels of indentation ("too many levels of indentation");
+- the limits of the f-strings of CPython 3.12's tokenizer (the first to read nested f-strings): 150
+  f-strings nested in each other ("too many nested f-strings") and a format spec in a replacement
+  field nested in two format specs ("f-string: expressions nested too deeply");
 - per logical line, the nesting depth of its expressions as a tree has it: in libcst's tree (where
   boolean operators and implicit string concatenation nest) and in CPython's (where they are flat,
   as comparisons are in both). The Python depth is never more than CPython's real depth: a statement
   deeper than `COMPILE_DEPTH` (or an `elif` chain longer) is compiled by no supported CPython. A
   statement whose libcst depth exceeds `ANALYSIS_DEPTH` is left out of the analysis: `mask` replaces
-  it by `pass` (a compound statement whole, when one of its headers is that deep).
+  it by `pass` (a compound statement whole, when one of its headers is that deep);
+- per logical line, the frames CPython's parser stacks to read it: its PEG parser gives up past
+  `PARSER_STACK` frames ("Parser stack overflowed", a MemoryError) on every version, and a statement
+  takes a frame per unary operator, two per `lambda` or `**`, 22 to 31 per bracket (`PARSER_FRAMES`,
+  measured on 3.10-3.13: the same counts on each, 3.12+ one frame more per statement). A frame count
+  is never more than the real one: what no version parses is LL001.
 """
 
 from __future__ import annotations
@@ -24,15 +32,40 @@ from dataclasses import dataclass, field
 MAX_BRACKET_LEVEL = 200  # CPython's MAXLEVEL: the 201st open bracket is an error
 MAX_INDENT_LEVEL = 99  # CPython's MAXINDENT is 100: the 100th indentation is an error
 # No CPython 3.10-3.13 compiles a statement this deep: 3.13's C recursion limit (10,000 levels, the
-# module and statement included) bounds every shape, and 3.10-3.12 stop near 3,000. (The Python depth
-# measured here exceeds the real one by at most 2, at a definition's header.)
+# module, its blocks and the statement included: `compile_depth`) bounds every shape, and 3.10-3.12
+# stop near 3,000.
 COMPILE_DEPTH = 10_000
+# The levels of CPython's tree above a statement's expressions: the module, the statement, its target
+# or value (a definition's header: the Python depth measured there exceeds the real one by up to 2).
+STATEMENT_DEPTH = 3
+DEFINITION_DEPTH = 1
 # Statements nested deeper than this (in libcst's tree) are not analysed: libcst parses a chain in time
 # quadratic in its length (1,000 levels: 0.1-0.4 s, 20,000: minutes) and the rules walk it recursively.
 # Real code stays far below (long generated sums are the deepest seen). A statement this deep is at
 # least this many characters long: only those are measured (0.3 % of the time on transformers; at 200
 # levels, 1.5 %).
 ANALYSIS_DEPTH = 1_000
+# CPython's PEG parser (Parser/parser.c, MAXSTACK) fails past 6,000 frames of its rules on 3.10-3.13.
+PARSER_STACK = 6_000
+# The frames a statement's parse starts with (`x = ...` at module level, 3.12+): a simple statement
+# at module level, and one indentation level more (a block: `block`, `statements`, `statement`, ...).
+# 3.10 and 3.11 take one frame less, but compile no statement this deep (`OLD_COMPILE_DEPTH`).
+STATEMENT_FRAMES = 34
+BLOCK_FRAMES = 6
+OLD_COMPILE_DEPTH = 2_990  # the deepest statement CPython 3.10 and 3.11 compile (`compile_depth`, default recursion limit)
+# A statement's kind changes where its expression starts: an expression statement two frames sooner,
+# an `if`/`while`/`assert`/`elif` condition three, `with` two (the least of each kind: never more).
+_KEYWORD_FRAMES = {"if": -3, "while": -3, "assert": -3, "elif": -3, "with": -2, "return": 0, "del": 0}
+ELIF_FRAMES = 38  # an `if` at module level and its first `elif` (each `elif` one more: right-recursive)
+# The frames each construct adds around what it holds: a unary operator or `not` 1, `lambda` and the
+# right operand of `**` 2 (power, factor), the `else` of a conditional 1. A bracket's: (where it is
+# a statement's own, where it is inside another bracket); the least measured (by bisection on CPython
+# 3.10-3.13, bench/hostile/syntax.py) of a call's or a subscript's, a parenthesized expression's or
+# tuple's, a list's, set's or dict's, an f-string replacement field's (an operand's costs more).
+PARSER_FRAMES = {"prefix": 1, "lambda": 2, "**": 2, "else": 1}
+BRACKET_FRAMES = {"call": (5, 24), "(": (10, 28), "[": (11, 29), "{": (11, 29), "field": (15, 33)}
+MAX_FSTRING_LEVEL = 150  # CPython 3.12+'s tokenizer: the 150th nested f-string is an error
+MAX_FORMAT_SPEC_LEVEL = 2  # 3.12+: a format spec in a field nested in two format specs is an error
 
 _COMPOUND = frozenset({"if", "while", "for", "with", "try", "def", "class", "async", "@"})
 _SOFT_COMPOUND = frozenset({"match", "case"})  # compound only when the line holds a top-level `:`
@@ -98,7 +131,10 @@ class Line:
     keyword: str = ""  # its first token, when that is a statement keyword, `match`/`case` or `@`
     depth: int = 0  # in libcst's tree
     python_depth: int = 0  # in CPython's tree (never more than the real depth)
+    parser_frames: int = 0  # CPython's parser stack at its deepest reading it (never more than the real one)
     owner: int | None = None  # a compound statement's header: its index in `Nesting.compounds`
+    blocks: int = 0  # the indented blocks it is in
+    assigns: bool = False  # a `=` or an augmented assignment at its top level
 
 
 @dataclass
@@ -107,17 +143,18 @@ class Nesting:
     compounds: list[list[int]] = field(default_factory=list)  # [first line (its first decorator's), last line]
     # The first limit of CPython's tokenizer the text exceeds: (line, column (1-based), message).
     limit_error: tuple[int, int, str] | None = None
-    # The first `if` whose `elif` chain is longer than COMPILE_DEPTH: (its line, its column).
-    long_elif_chain: tuple[int, int] | None = None
+    # The first `if` whose `elif` chain no CPython compiles (its depth: its `elif`s).
+    long_elif_chain: TooDeep | None = None
     comments: list[tuple[int, int, str]] = field(default_factory=list)  # (line, 0-based column, text)
     long_if_chains: list[int] = field(default_factory=list)  # `if`s with over ANALYSIS_DEPTH `elif`s: their compounds
 
-    def too_deep(self) -> tuple[int, int, int] | None:
-        """Where the first statement that no CPython can compile starts, and how deep it nests."""
-        deep = next((line for line in self.lines if line.python_depth >= COMPILE_DEPTH), None)
-        found = [(deep.first, deep.column, deep.python_depth)] if deep is not None else []
+    def too_deep(self) -> TooDeep | None:
+        """Where the first statement that no CPython can compile starts, and how: nested deeper than
+        any compiles, or more frames than any parser stacks."""
+        found = [TooDeep(line.first, line.column, depth, frames) for line in self.lines
+                 if not compiled_by_some(depth := compile_depth(line), frames := line.parser_frames + statement_frames(line))]
         if self.long_elif_chain is not None:
-            found.append((*self.long_elif_chain, COMPILE_DEPTH + 1))
+            found.append(self.long_elif_chain)
         return min(found) if found else None
 
     def masked_ranges(self) -> list[tuple[int, int]]:
@@ -134,6 +171,44 @@ class Nesting:
             else:
                 kept.append((first, last))
         return kept
+
+
+@dataclass(frozen=True, order=True)
+class TooDeep:
+    """A statement no CPython compiles: where it starts, how deep it nests in CPython's tree, and how
+    many frames CPython's parser would stack to read it."""
+
+    line: int
+    column: int
+    depth: int
+    parser_frames: int
+
+    @property
+    def too_complex_to_parse(self) -> bool:
+        """Whether the parser's stack fails first (else the compiler's depth)."""
+        return self.depth < COMPILE_DEPTH
+
+
+def compile_depth(line: Line) -> int:
+    """How deep CPython's compiler recurses into `line` (never deeper than it does)."""
+    above = DEFINITION_DEPTH if line.keyword in _DECORATED else STATEMENT_DEPTH
+    return line.python_depth + above + line.blocks
+
+
+def statement_frames(line: Line) -> int:
+    """The frames CPython's parser has stacked where `line`'s expressions start (never more)."""
+    if line.keyword:
+        kind = _KEYWORD_FRAMES.get(line.keyword, -3)
+    else:
+        kind = 0 if line.assigns else -2
+    return STATEMENT_FRAMES + BLOCK_FRAMES * line.blocks + kind
+
+
+def compiled_by_some(depth: int, parser_frames: int) -> bool:
+    """Whether some CPython 3.10-3.13 compiles a statement of this depth and parser frames: 3.13 within
+    its compiler's depth, or 3.10/3.11 (a parser frame fewer) within theirs."""
+    return (parser_frames <= PARSER_STACK and depth < COMPILE_DEPTH) or (
+        parser_frames - 1 <= PARSER_STACK and depth <= OLD_COMPILE_DEPTH)
 
 
 def mask(lines: list[str], ranges: list[tuple[int, int]]) -> str:
@@ -157,7 +232,8 @@ def scan(text: str, first_line: int = 1) -> Nesting:
 
 # ----- depth of an expression ----------------------------------------------------------------------
 
-Depth = tuple[int, int, str]  # (libcst depth, Python depth, the operator of a flat chain it ends)
+Depth = tuple[int, int, int, str]  # (libcst depth, Python depth, parser frames, the operator of a flat chain it ends)
+Measure = tuple[int, int, int]  # (libcst depth, Python depth, parser frames)
 
 
 class _Frame:
@@ -168,7 +244,7 @@ class _Frame:
     def __init__(self, field: bool = False) -> None:
         self.operands: list[Depth] = []
         self.operators: list[tuple[int, bool, str, str, str]] = []  # precedence, right, cst kind, py kind, name
-        self.best = (0, 0)
+        self.best: Measure = (0, 0, 0)
         self.expect_operand = True
         self.lambdas = 0  # lambda parameter lists not yet ended by their `:`
         self.separated = False  # a comma or clause in it: a tuple, not a parenthesized expression
@@ -218,13 +294,16 @@ class _Frame:
         right = self.operands.pop()
         if cst_kind == "prefix":
             _, cst_levels, py_levels = _PREFIX[name]
-            self.operands.append((right[0] + cst_levels, right[1] + py_levels, ""))
+            frames = PARSER_FRAMES["lambda" if name == "lambda" else "prefix"]
+            self.operands.append((right[0] + cst_levels, right[1] + py_levels, right[2] + frames, ""))
             return
-        left = self.operands.pop() if self.operands else (0, 0, "")
-        chained = left[2] == name or (left[2] in _COMPARISONS and name in _COMPARISONS) or (
-            name == "concat" and left[2] == "string")
+        left = self.operands.pop() if self.operands else (0, 0, 0, "")
+        chained = left[3] == name or (left[3] in _COMPARISONS and name in _COMPARISONS) or (
+            name == "concat" and left[3] == "string")
+        # A left operand is read in its rule's loop: only a right-recursive operator stacks its right one.
+        frames = max(left[2], right[2] + PARSER_FRAMES.get(name, 0))
         self.operands.append((_combine(left[0], right[0], cst_kind, chained),
-                              _combine(left[1], right[1], py_kind, chained), name))
+                              _combine(left[1], right[1], py_kind, chained), frames, name))
 
     def end_expression(self, separates: bool = False) -> None:
         """End the current expression (at a comma, `=`, `:`, ...): its depth joins the frame's best.
@@ -234,21 +313,23 @@ class _Frame:
         while self.operators:
             self._reduce()
         for depth in self.operands:
-            self.best = (max(self.best[0], depth[0]), max(self.best[1], depth[1]))
+            self.absorb(depth[:3])
         self.operands.clear()
         self.expect_operand = True
         self.separated = self.separated or separates
 
-    def absorb(self, depth: tuple[int, int]) -> None:
+    def absorb(self, depth: Measure) -> None:
         """A nested structure that is no operand (a lambda's default value, an f-string field)."""
-        self.best = (max(self.best[0], depth[0]), max(self.best[1], depth[1]))
+        best = self.best
+        self.best = (max(best[0], depth[0]), max(best[1], depth[1]), max(best[2], depth[2]))
 
-    def result(self) -> tuple[int, int]:
+    def result(self) -> Measure:
         self.lambdas = 0  # a lambda never ended by its `:`: broken code
         self.end_expression()
         return self.best
 
 
+_OPENING = {")": "(", "]": "[", "}": "{"}
 _COMPARISONS = frozenset(name for name, (precedence, *_) in _BINARY.items() if precedence == 6)
 
 
@@ -292,6 +373,7 @@ class _Scanner:
         self.open_compounds: list[tuple[int, int]] = []  # (indentation, index in result.compounds)
         self.decorated = False  # the previous logical line was a decorator
         self.elif_chains: dict[int, tuple[Line, int]] = {}  # indentation -> (the `if`, its elifs so far)
+        self.fstring_level = 0  # the f-strings the scanner is in
 
     def run(self) -> Nesting:
         text, position, end = self.text, 0, len(self.text)
@@ -348,6 +430,7 @@ class _Scanner:
         else:
             while len(self.indents) > 1 and self.indents[-1] > indent:
                 self.indents.pop()
+        line.blocks = len(self.indents) - 1
 
     def _token(self, kind: str, value: str, position: int) -> None:
         frame = self.frames[-1]
@@ -366,7 +449,7 @@ class _Scanner:
         elif kind == "op":
             self._operator(frame, value, position)
         else:  # a number, or a character Python has no token for
-            frame.operand((1, 1, ""))
+            frame.operand((1, 1, 0, ""))
 
     def _name(self, frame: _Frame, value: str) -> None:
         if value == "in" and frame.for_target:
@@ -389,7 +472,7 @@ class _Scanner:
             frame.end_expression(separates=True)
             frame.for_target = value == "for"
         else:
-            frame.operand((1, 1, ""))
+            frame.operand((1, 1, 0, ""))
 
     def _operator(self, frame: _Frame, value: str, position: int) -> None:
         if value in "([{":
@@ -400,16 +483,18 @@ class _Scanner:
             self._close_frame(value)
         elif value == ".":
             if not frame.expect_operand and frame.operands and self.current_keyword not in ("import", "from"):
-                cst, py, _ = frame.operands.pop()
-                frame.operands.append((cst + 1, py + 1, ""))
+                cst, py, frames, _ = frame.operands.pop()
+                frame.operands.append((cst + 1, py + 1, frames, ""))
                 self.after_dot = True
         elif value == ":":
             frame.colon()
             if len(self.frames) == 1:
                 self.top_colon = True
         elif value == "...":
-            frame.operand((1, 1, ""))
+            frame.operand((1, 1, 0, ""))
         elif value in _SEPARATOR_OPS:
+            if value[-1] == "=" and len(self.frames) == 1 and not frame.lambdas and self.current is not None:
+                self.current.assigns = True  # `=`, `+=`, ...: an assignment statement
             frame.end_expression(separates=True)
         elif frame.expect_operand and value in _PREFIX:
             frame.prefix(value)
@@ -429,13 +514,18 @@ class _Scanner:
         if frame.lambdas:
             frame.absorb(inner)
         elif closing != "}" and not frame.expect_operand and frame.operands:  # a call or subscript
-            cst, py, _ = frame.operands.pop()
-            frame.operands.append((max(cst, inner[0] + 1) + 1, max(py, inner[1]) + 1, ""))
-        elif (closing == ")" and not inner_frame.separated and inner != (0, 0)) or self.current_keyword in (
+            cst, py, frames, _ = frame.operands.pop()
+            frame.operands.append((max(cst, inner[0] + 1) + 1, max(py, inner[1]) + 1,
+                                   max(frames, inner[2] + self._bracket_frames("call")), ""))
+        elif (closing == ")" and not inner_frame.separated and inner[:2] != (0, 0)) or self.current_keyword in (
                 "import", "from"):  # a parenthesized expression, or the names an import lists
-            frame.operand((inner[0], inner[1], ""))
+            frame.operand((inner[0], inner[1], inner[2] + self._bracket_frames("("), ""))
         else:  # a tuple, list, set, dict or comprehension
-            frame.operand((inner[0] + 1, inner[1] + 1, ""))
+            frame.operand((inner[0] + 1, inner[1] + 1, inner[2] + self._bracket_frames(_OPENING[closing]), ""))
+
+    def _bracket_frames(self, kind: str) -> int:
+        """What a bracket of `kind` just closed adds to the parser's frames, where it is."""
+        return BRACKET_FRAMES[kind][len(self.frames) > 1]
 
     # ----- strings ---------------------------------------------------------------------------------
     def _string(self, opening: str, position: int) -> int:
@@ -446,15 +536,20 @@ class _Scanner:
         frame = self.frames[-1]
         assert self.current is not None
         self.after_is = self.after_not = self.after_dot = False
-        if not frame.expect_operand and frame.operands and frame.operands[-1][2] in ("string", "concat"):
+        if not frame.expect_operand and frame.operands and frame.operands[-1][3] in ("string", "concat"):
             frame.binary("concat")
         if "f" in prefix or "F" in prefix or "t" in prefix or "T" in prefix:
+            self.fstring_level += 1
+            if self.fstring_level >= MAX_FSTRING_LEVEL and self.result.limit_error is None:
+                self.result.limit_error = (self.line, position - len(quote) - self.line_start + 1,
+                                           "too many nested f-strings")
             end = self._fstring(quote, position)
+            self.fstring_level -= 1
         else:
             body = _STRING_BODY[quote].match(self.text, position)
             end = body.end() if body else len(self.text)  # unterminated: the rest is the string
             self._skip_lines(position, end)
-        self.frames[-1].operand((1, 1, "string"))
+        self.frames[-1].operand((1, 1, 0, "string"))
         self.current.last = self.line
         return end
 
@@ -474,9 +569,9 @@ class _Scanner:
                 continue
             position = self._replacement_field(quote, position + 1)
 
-    def _replacement_field(self, quote: str, position: int) -> int:
+    def _replacement_field(self, quote: str, position: int, in_specs: int = 0) -> int:
         """Read a replacement field's code from `position` (after its `{`) to its `}`; return the offset
-        after that. Its format spec may hold fields of its own."""
+        after that. Its format spec may hold fields of its own; `in_specs`: the format specs it is in."""
         text = self.text
         level = len(self.frames)
         if level > MAX_BRACKET_LEVEL and self.result.limit_error is None:
@@ -493,9 +588,13 @@ class _Scanner:
                     position += 1
                     break
                 if char == ":" and not field_frame.lambdas:
+                    if in_specs >= MAX_FORMAT_SPEC_LEVEL and self.result.limit_error is None:
+                        self.result.limit_error = (self.line, position - self.line_start + 1,
+                                                   "f-string: expressions nested too deeply")
                     position = _FORMAT_SPEC.match(text, position + 1).end()
                     while text.startswith("{", position):
-                        position = _FORMAT_SPEC.match(text, self._replacement_field(quote, position + 1)).end()
+                        end = self._replacement_field(quote, position + 1, in_specs + 1)
+                        position = _FORMAT_SPEC.match(text, end).end()
                     continue
             token = match(text, position)
             kind = token.lastgroup
@@ -512,7 +611,7 @@ class _Scanner:
         while len(self.frames) > level + 1:
             self._close_frame(")")
         inner = self.frames.pop().result()
-        self.frames[-1].absorb((inner[0] + 1, inner[1] + 1))
+        self.frames[-1].absorb((inner[0] + 1, inner[1] + 1, inner[2] + self._bracket_frames("field")))
         return position
 
     # ----- logical lines and statements -----------------------------------------------------------
@@ -522,7 +621,7 @@ class _Scanner:
             return
         while len(self.frames) > 1:  # unclosed brackets at the end of the text
             self._close_frame(")")
-        line.depth, line.python_depth = self.frames[0].result()
+        line.depth, line.python_depth, line.parser_frames = self.frames[0].result()
         self.frames = [_Frame()]
         self.current = None
         self.after_is = self.after_not = self.after_dot = False
@@ -558,8 +657,9 @@ class _Scanner:
             self.open_compounds.pop()
 
     def _count_elif(self, line: Line, keyword: str) -> None:
-        """Both trees nest each `elif` in the `if` before it: a chain longer than ANALYSIS_DEPTH is not
-        analysed, and one of COMPILE_DEPTH is compiled by no CPython."""
+        """Both trees nest each `elif` in the `if` before it, and CPython's parser reads it recursively
+        (a frame each): a chain longer than ANALYSIS_DEPTH is not analysed, and one that no CPython
+        parses and compiles is LL001."""
         for indent in [i for i in self.elif_chains if i > line.indent or (i == line.indent and keyword != "elif")]:
             del self.elif_chains[indent]
         if keyword == "if":
@@ -570,5 +670,6 @@ class _Scanner:
             self.elif_chains[line.indent] = (head, elifs)
             if elifs == ANALYSIS_DEPTH + 1 and head.owner is not None:
                 self.result.long_if_chains.append(head.owner)
-            if elifs == COMPILE_DEPTH and self.result.long_elif_chain is None:
-                self.result.long_elif_chain = (head.first, head.column)
+            frames = ELIF_FRAMES + BLOCK_FRAMES * head.blocks + elifs
+            if self.result.long_elif_chain is None and not compiled_by_some(elifs, frames):
+                self.result.long_elif_chain = TooDeep(head.first, head.column, elifs, frames)

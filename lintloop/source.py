@@ -25,7 +25,12 @@ except ImportError:  # Windows
 
 
 class UndecodableSource(Exception):
-    """The file is binary or not valid in its declared encoding; the message says which."""
+    """The file is binary or not valid in its declared encoding; the message says which, and `line`
+    and `column` (1-based) where the first byte that cannot be read is."""
+
+    def __init__(self, message: str, line: int = 1, column: int = 1) -> None:
+        super().__init__(message)
+        self.line, self.column = line, column
 
 
 @dataclass
@@ -39,10 +44,16 @@ class SourceText:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> SourceText:
+        """The text of a Python file's bytes, decoded as CPython reads a file it runs (PEP 263: the
+        coding cookie of the first two lines, else UTF-8). Every byte must decode, a comment's too:
+        `python FILE` stops at the first that does not ("Non-UTF-8 code starting with ..."), as ruff does
+        (E902); only `compile()` of bytes, what an import runs, skips a comment's bytes unread."""
         if b"\x00" in data:
             raise UndecodableSource("file is binary (contains NUL bytes), not Python source")
         try:
-            encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+            # Its first two lines as CPython's tokenizer reads them: a lone CR ends one too.
+            first_lines = _FIRST_TWO_LINES.match(data)[0].splitlines(keepends=True)
+            encoding, _ = tokenize.detect_encoding(iter(first_lines).__next__)
         except SyntaxError as exc:  # unknown encoding in the coding cookie, or BOM + other cookie
             raise UndecodableSource(str(exc)) from None
         bom = data.startswith(codecs.BOM_UTF8)
@@ -52,14 +63,26 @@ class SourceText:
         try:
             text = data.decode(encoding)
         except UnicodeDecodeError as exc:
-            raise UndecodableSource(
-                f"cannot decode as {encoding}: byte {data[exc.start]:#04x} at offset {exc.start}"
-            ) from None
+            line, column = _position_of(data, exc.start, encoding)
+            raise UndecodableSource(f"cannot decode as {encoding}: byte {data[exc.start]:#04x}", line, column) from None
+        except (LookupError, UnicodeError, ValueError) as exc:  # a cookie naming no text encoding (`rot13`, `zlib`)
+            raise UndecodableSource(f"cannot decode as {encoding}: {exc}") from None
         return cls(text=text, encoding=encoding, bom=bom, newline=_dominant_newline(text))
 
     def encode(self, text: str) -> bytes:
         data = text.encode(self.encoding)
         return codecs.BOM_UTF8 + data if self.bom else data
+
+
+_FIRST_TWO_LINES = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)?[^\r\n]*(?:\r\n|\r|\n)?")
+
+
+def _position_of(data: bytes, offset: int, encoding: str) -> tuple[int, int]:
+    """The line and 1-based column of byte `offset` (the first undecodable one) of `data`, as CPython
+    counts lines (LF, CRLF or CR) and columns (characters of the decodable text before it)."""
+    before = data[:offset].decode(encoding, "replace")
+    line_start = max(before.rfind("\n"), before.rfind("\r")) + 1
+    return len(source_lines(before[:line_start])) + 1, len(before) - line_start + 1
 
 
 def _dominant_newline(text: str) -> str:

@@ -1,15 +1,19 @@
 """A module text's syntax, decided once and the same on every supported Python, in linear time.
 
-CPython's parser decides where it can only agree: a text this interpreter parses is valid (newer
-interpreters accept all that older ones do), and its tree is kept for the screen. A text it rejects
-(a real error, a syntax newer than the host, or nesting deeper than the host's parser takes) is
-measured by `lintloop.nesting`, whose verdicts do not depend on the host: the limits of CPython's
-tokenizer and a depth no CPython compiles are LL001; statements too deep to analyse are masked; then
-libcst's parser, which knows every grammar up to the newest, decides the rest. A text CPython parses
-is measured too, where it matters: its statements long enough to be that deep.
+A text is a syntax error (LL001) where no CPython 3.10-3.13 compiles it. Where this interpreter's
+parser reads it, its tree is kept for the screen, and its compiler decides the rest (compile-time
+errors: lintloop.cpython_verdict). A text it rejects (a real error, a syntax newer than the host, or
+nesting deeper than the host's parser takes) is measured by `lintloop.nesting`, whose verdicts do not
+depend on the host: the limits of CPython's tokenizer and a depth no CPython compiles are LL001;
+statements too deep to analyse are masked; then libcst's parser, which knows every grammar up to the
+newest, reads it, and what CPython checks past libcst's grammar is checked as the newest CPython
+checks it (lintloop.cpython_verdict). A text CPython parses is measured too, where it matters: where
+this host's compiler stops at its own depth, its statements long enough to be that deep (LL001 where
+no CPython compiles one; else left out of the compiler's check, which no host's limit may decide).
 
-Where this host's parser is lenient (3.10/3.11 accept a line continuation before the end of the file
-after CRLF; libcst and 3.12+ do not), its "valid" is not trusted.
+Where this host's parser is lenient (3.10/3.11 accept a line continuation into the end of the file
+after CRLF, which 3.12+ and libcst refuse), its "valid" is not trusted: the text takes libcst's path,
+libcst given the backslash as a space (`_as_libcst_reads`): some CPython compiles it.
 
 libcst's tree for the analyses (`parse_cst`) is parsed in chunks where the text is long, the tree of
 one parse either way: where the statements start comes from CPython's tree, or from the scanner.
@@ -19,6 +23,8 @@ from __future__ import annotations
 
 import ast
 import bisect
+import contextlib
+import enum
 import itertools
 import re
 import sys
@@ -30,8 +36,9 @@ from dataclasses import dataclass, field, replace
 import libcst as cst
 
 from lintloop import pieces
-from lintloop.finding import Finding, engine_finding
-from lintloop.nesting import ANALYSIS_DEPTH, COMPILE_DEPTH, Nesting, mask, scan
+from lintloop.cpython_verdict import DEPTH_FAILURES, TOP_LEVEL_AWAIT, CPythonError, compile_error, error_past_grammar
+from lintloop.finding import Finding, Fix, engine_finding
+from lintloop.nesting import ANALYSIS_DEPTH, PARSER_STACK, Nesting, TooDeep, mask, scan
 from lintloop.rules import BY_CODE
 from lintloop.source import source_lines
 
@@ -44,35 +51,54 @@ def host_verdict_holds(text: str) -> bool:
     return not (_LENIENT_HOST and "\\\r" in text)
 
 
-def syntax_error(display: str, text: str) -> Finding | None:
-    """The text's LL001, if it has one (no tree is kept: CPython's `compile` is the fast path; its
-    stricter checks, `return` outside a function, are not syntax errors: libcst agrees)."""
+class Checks(enum.Enum):
+    """What of CPython's verdict a text gets: its compiler's too, as `python` compiles a file or IPython
+    a notebook's cell (allowing `await` outside a function), or its grammar alone (a notebook's cells
+    as one module, each cell checked by itself; a module with definitions of others brought in)."""
+
+    FILE = enum.auto()
+    CELL = enum.auto()
+    GRAMMAR = enum.auto()
+
+    @property
+    def flags(self) -> int:
+        """CPython's compile flags."""
+        return TOP_LEVEL_AWAIT if self is Checks.CELL else 0 if self is Checks.FILE else ast.PyCF_ONLY_AST
+
+
+def syntax_error(display: str, text: str, checks: Checks = Checks.FILE) -> Finding | None:
+    """The text's LL001, if it has one (no tree is kept: where this host compiles the text, it has none)."""
     if host_verdict_holds(text):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                compile(text, "<lintloop>", "exec", dont_inherit=True)
+                compile(text, "<lintloop>", "exec", flags=checks.flags, dont_inherit=True)
             return None
         except _HOST_FAILURES:
             pass
-    return _measured(display, text).error
+    return ModuleSyntax.read(display, text, checks).error
 
 
 @dataclass
 class ModuleSyntax:
     """A module text's syntax: its LL001 (if any), CPython's tree of it (where this host reads it), and
-    the statements too deep to analyse, which `analysable` masks."""
+    the statements too deep to analyse, which `analysable` masks. `lines` are the text's as libcst is
+    given them: `column_shifts` says how many characters of a line's indentation they left out."""
 
     display: str
     text: str
     error: Finding | None = None
     tree: ast.Module | None = None
     lines: list[str] = field(default_factory=list)
+    column_shifts: dict[int, int] = field(default_factory=dict)
     nesting: Nesting | None = None  # the whole text measured (when CPython did not read it)
+    deep: _Deep | None = None  # its statements measured (when this host's compiler stopped at its depth)
 
     @classmethod
-    def read(cls, display: str, text: str) -> ModuleSyntax:
-        syntax = cls(display, text, lines=source_lines(text))
+    def read(cls, display: str, text: str, checks: Checks = Checks.FILE) -> ModuleSyntax:
+        lines = source_lines(text)
+        cst_lines, shifts = _as_libcst_reads(text, lines)
+        syntax = cls(display, text, lines=cst_lines, column_shifts=shifts)
         if host_verdict_holds(text):
             try:
                 with warnings.catch_warnings():
@@ -81,10 +107,11 @@ class ModuleSyntax:
             except _HOST_FAILURES:
                 pass
         if syntax.tree is None:
-            measured = _measured(display, text, syntax.lines)
+            measured = _measured(display, text, syntax.lines, shifts, checks)
             syntax.error, syntax.nesting = measured.error, measured.nesting
-        else:
-            syntax.error = syntax._too_deep_statement()
+            return syntax
+        if checks is not Checks.GRAMMAR:
+            syntax.error = syntax._compile_error(lines, checks.flags)
         return syntax
 
     def analysable(self, within: set[int] | None = None) -> tuple[str, list[tuple[int, int]]]:
@@ -92,25 +119,42 @@ class ModuleSyntax:
         line ranges replaced; `within`: only statements starting on these lines matter."""
         if self.nesting is not None:
             ranges = self.nesting.masked_ranges()
+        elif self.deep is not None:
+            ranges = [(first, last) for first, last in self.deep.ranges
+                      if within is None or any(line in within for line in range(first, last + 1))]
         else:
-            ranges = self._deep_statements(within)
-        return (mask(self.lines, ranges) if ranges else self.text), ranges
+            ranges = self._deep_statements(within).ranges
+        return (mask(self.lines, ranges) if ranges else "".join(self.lines)), ranges
 
-    def _too_deep_statement(self) -> Finding | None:
-        """LL001 for a statement CPython parsed but no CPython compiles (3.10's parser takes deeper
-        chains than any compiler): only statements of COMPILE_DEPTH characters can be that deep."""
-        for first, last in self._long_statements(COMPILE_DEPTH, None):
-            deep = scan(self._text_of(first, last), first).too_deep()
-            if deep is not None:
-                return _too_deep_finding(self.display, deep)
-        return None
-
-    def _deep_statements(self, within: set[int] | None) -> list[tuple[int, int]]:
+    def _deep_statements(self, within: set[int] | None) -> _Deep:
+        """The statements CPython parsed that are too deep to analyse (only statements of ANALYSIS_DEPTH
+        characters can be that deep; `within`: only those starting on these lines), and the first that
+        no CPython compiles (3.10's parser takes deeper chains than any compiler), if one is."""
         ranges: list[tuple[int, int]] = []
+        too_deep: list[TooDeep] = []
         for first, last in self._long_statements(ANALYSIS_DEPTH, within):
-            for deep in scan(self._text_of(first, last), first).masked_ranges():
-                ranges.append(deep)
-        return _outermost(ranges)
+            nesting = scan(self._text_of(first, last), first)
+            ranges += nesting.masked_ranges()
+            too_deep += filter(None, [nesting.too_deep()])
+        return _Deep(_outermost(ranges), min(too_deep, default=None))
+
+    def _compile_error(self, lines: list[str], flags: int) -> Finding | None:
+        """The compile-time error CPython finds in the text. Where this host's compiler stops at its own
+        depth, the scanner decides the statements too deep to analyse (LL001 where no CPython compiles
+        one), and the rest is compiled without them (no host's limit decides a verdict)."""
+        assert self.tree is not None
+        try:
+            error = compile_error(self.tree, lines, flags)
+        except DEPTH_FAILURES:
+            self.deep = deep = self._deep_statements(None)
+            if deep.too_deep is not None:
+                return _too_deep_finding(self.display, deep.too_deep)
+            lines = source_lines(mask(lines, deep.ranges)) if deep.ranges else lines
+            try:
+                error = compile_error(ast.parse("".join(lines)), lines, flags)
+            except (*DEPTH_FAILURES, SyntaxError, ValueError):
+                return None
+        return _cpython_finding(self.display, error, {}) if error is not None else None
 
     def _text_of(self, first: int, last: int) -> str:
         return "".join(self.lines[first - 1:last])
@@ -152,6 +196,63 @@ class ModuleSyntax:
         if offsets is None:
             offsets = self._line_offsets = list(itertools.accumulate(map(len, self.lines), initial=0))
         return offsets
+
+
+@dataclass(frozen=True)
+class _Deep:
+    ranges: list[tuple[int, int]]  # the statements too deep to analyse (first and last line), outermost
+    too_deep: TooDeep | None  # the first no CPython compiles
+
+
+# A line whose indentation holds a form feed before its first token (not a blank or comment line).
+_FORM_FEED_INDENTATION = re.compile(r"(?:^|[\r\n])[ \t\f]*\f[ \t\f]*[^ \t\f\r\n#]")
+
+
+def _as_libcst_reads(text: str, lines: list[str]) -> tuple[list[str], dict[int, int]]:
+    """The lines as libcst is given them, and the characters left out of each changed line's start:
+    where CPython's tokenizer reads the text as libcst's does not.
+
+    CPython's tokenizer resets a line's indentation at a form feed: the whitespace up to the last form
+    feed of a statement's indentation counts for nothing. libcst keeps one indentation per block,
+    taken from its first line with the form feed: a block nesting another fails to parse (`def f():
+    \\f    for x in y:` ... : "no matching outer block for dedent") and its other lines would be
+    regenerated without their own (positions and fixes off by their width). So that whitespace is left
+    out of the statements' lines libcst reads; `shifted` puts positions back where they are.
+
+    CPython 3.10 and 3.11 read a backslash continuing the last line into the end of the file after
+    CRLF (3.12+ refuse it): libcst is given a space for it."""
+    if text.endswith("\\\r\n"):
+        lines = [*lines[:-1], lines[-1][:-3] + " \r\n"]
+    if "\f" not in text or not _FORM_FEED_INDENTATION.search(text):
+        return lines, {}
+    lines = list(lines)
+    shifts: dict[int, int] = {}
+    for line in scan(text).lines:
+        head = lines[line.first - 1]
+        cut = head.rfind("\f", 0, line.column - 1) + 1
+        if cut:
+            lines[line.first - 1] = head[cut:]
+            shifts[line.first] = cut
+    return lines, shifts
+
+
+def shifted(finding: Finding, shifts: dict[int, int]) -> Finding:
+    """`finding`, found in a text whose lines `shifts` shortened, at its place in the text (its fix's
+    edits too)."""
+    if not shifts:
+        return finding
+    fix = finding.fix
+    if fix is not None:
+        fix = Fix(fix.applicability, tuple(replace(edit, column=edit.column + shifts.get(edit.line, 0),
+                                                   end_column=edit.end_column + shifts.get(edit.end_line, 0))
+                                           for edit in fix.edits), fix.description)
+    return replace(finding, column=finding.column + shifts.get(finding.line, 0),
+                   end_column=finding.end_column + shifts.get(finding.end_line, 0), fix=fix)
+
+
+def _cpython_finding(display: str, error: CPythonError, shifts: dict[int, int]) -> Finding:
+    return shifted(engine_finding(display, BY_CODE["LL001"], f"syntax error: {error.message}", error.line,
+                                  error.column), shifts)
 
 
 def _elif_of(node: ast.stmt) -> ast.stmt | None:
@@ -202,13 +303,13 @@ class _Measured:
     nesting: Nesting
 
 
-def _measured(display: str, text: str, lines: list[str] | None = None) -> _Measured:
-    """The verdict on a text CPython did not read: the scanner's limits first, then libcst's parser
-    on the text with its too-deep statements masked (its depth is then bounded)."""
+def _measured(display: str, text: str, lines: list[str], shifts: dict[int, int], checks: Checks) -> _Measured:
+    """The verdict on a text CPython did not read (`lines`: as libcst is given them): the scanner's
+    limits first, then libcst's parser on the text with its too-deep statements masked (its depth is
+    then bounded); then what CPython checks past libcst's grammar (lintloop.cpython_verdict)."""
     nesting = scan(text)
-    lines = lines if lines is not None else source_lines(text)
     if _LONE_SURROGATE.search(text):  # text decoded from a notebook's or an editor's JSON escapes ("\ud800")
-        return _Measured(_surrogate_finding(display, lines), nesting)
+        return _Measured(shifted(_surrogate_finding(display, lines), shifts), nesting)
     if nesting.limit_error is not None:
         line, column, message = nesting.limit_error
         return _Measured(engine_finding(display, BY_CODE["LL001"], f"syntax error: {message}", line, column), nesting)
@@ -217,15 +318,28 @@ def _measured(display: str, text: str, lines: list[str] | None = None) -> _Measu
         return _Measured(_too_deep_finding(display, deep), nesting)
     ranges = nesting.masked_ranges()
     parsed = source_lines(mask(lines, ranges)) if ranges else lines
-    for first, last in _chunks(nesting, len(parsed)):
+    chunks = list(_chunks(nesting, len(parsed)))
+    for first, last in chunks:
         chunk = "".join(parsed[first - 1:last])
         try:
-            cst.parse_module(chunk)
+            with _unvalidated():
+                cst.parse_module(chunk)
         except cst.ParserSyntaxError as exc:
             finding = libcst_syntax_finding(display, chunk, exc)
             line = finding.line + first - 1
-            return _Measured(replace(finding, line=line, end_line=line, suppression_lines=(line,)), nesting)
-    return _Measured(None, nesting)
+            finding = replace(finding, line=line, end_line=line, suppression_lines=(line,))
+            return _Measured(shifted(finding, shifts), nesting)
+    if checks is Checks.GRAMMAR:
+        return _Measured(None, nesting)
+
+    def trees() -> Iterator[tuple[int, cst.Module]]:
+        """Each chunk's tree, parsed again (one is dropped once read), unvalidated while it is read."""
+        for first, last in chunks:
+            with _unvalidated():
+                yield first, cst.parse_module("".join(parsed[first - 1:last]))
+
+    error = error_past_grammar(parsed, checks.flags, trees)
+    return _Measured(_cpython_finding(display, error, shifts) if error is not None else None, nesting)
 
 
 # libcst's parser is super-linear in the size of what it parses (10,000 statements: 1.0 s, 100,000:
@@ -260,9 +374,10 @@ def _after_each(long_ones: list[int], statements: dict[int, ast.stmt | None]) ->
 
 
 # libcst checks each node as it is constructed (`CSTNode.__post_init__` calls `_validate`). The nodes its
-# parser builds, and the modules `parse_cst` joins from them, are valid by construction, and checking
+# parser builds, and the modules `parse_cst` joins from them, are valid by construction (what CPython
+# refuses past libcst's grammar, `"a" b"b"` among it, is decided by `_measured` and CPython), and checking
 # them costs a tenth of the parse; libcst's own comment there suggests validating elsewhere. The check
-# is skipped for what this thread builds inside `parse_cst`, and kept for every other node (a fix's).
+# is skipped for what this thread's parses build (`_unvalidated`), and kept for every other node (a fix's).
 _parsing = threading.local()
 _validated_post_init = cst.CSTNode.__post_init__
 
@@ -273,6 +388,16 @@ def _post_init(node: cst.CSTNode) -> None:
 
 
 cst.CSTNode.__post_init__ = _post_init  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _unvalidated() -> Iterator[None]:
+    outer = getattr(_parsing, "active", False)
+    _parsing.active = True
+    try:
+        yield
+    finally:
+        _parsing.active = outer
 
 
 def _with_identity_hash(node_type: type, python_hash: object) -> None:
@@ -322,12 +447,8 @@ def parse_cst(text: str, lines: list[str], tree: ast.Module | None) -> cst.Modul
     given), parsed in chunks of top-level statements where it is long, and a long display (a list,
     dict, set or tuple of thousands of lines) in pieces of its elements. The tree is the one a single
     parse gives, comments and blank lines at the seams included (tests/test_nesting.py)."""
-    outer = getattr(_parsing, "active", False)
-    _parsing.active = True
-    try:
+    with _unvalidated():
         return _parse_cst(text, lines, tree)
-    finally:
-        _parsing.active = outer
 
 
 def _parse_cst(text: str, lines: list[str], tree: ast.Module | None) -> cst.Module:
@@ -379,8 +500,8 @@ def _display_in_pieces(lines: list[str], first: int, last: int, statement: ast.s
     the tree of one parse. None where the statement is not of that form (or a piece does not parse
     alone): then the caller parses it whole."""
     display = getattr(statement, "value", None) if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.Expr)) else None
-    if type(display) not in _DISPLAYS or display.lineno != statement.lineno:
-        return None
+    if type(display) not in _DISPLAYS or display.lineno != statement.lineno or statement.col_offset:
+        return None  # (a top-level statement after a form feed: its line is given to libcst without it)
     head = lines[display.lineno - 1]
     encoded = head.encode("utf-8")
     opener = encoded[display.col_offset:display.col_offset + 1].decode("ascii", "replace")
@@ -503,11 +624,14 @@ class _Defaults(cst.CSTTransformer):
         return updated.with_changes(value=None if own == self.newline else own)
 
 
-def _too_deep_finding(display: str, deep: tuple[int, int, int]) -> Finding:
-    line, column, depth = deep
-    return engine_finding(display, BY_CODE["LL001"], f"syntax error: nested {depth:,} levels deep, deeper than any "
-                          f"Python compiles (CPython 3.10-3.12 stop near 3,000 levels, 3.13 near 10,000)",
-                          line, column)
+def _too_deep_finding(display: str, deep: TooDeep) -> Finding:
+    if deep.too_complex_to_parse:
+        message = (f"syntax error: too complex to parse: CPython's parser would need more than the {PARSER_STACK:,} "
+                   "frames of its stack (\"Parser stack overflowed\" on every version)")
+    else:
+        message = (f"syntax error: nested {deep.depth:,} levels deep, deeper than any Python compiles (CPython "
+                   f"3.10-3.12 stop near 3,000 levels, 3.13 near 10,000)")
+    return engine_finding(display, BY_CODE["LL001"], message, deep.line, deep.column)
 
 
 def _surrogate_finding(display: str, lines: list[str]) -> Finding:

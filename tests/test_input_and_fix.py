@@ -28,14 +28,33 @@ def codes(data: bytes):
     (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", [("LL001", 1)]),  # binary
     (b"x = '\xff\xfe'\n", [("LL001", 1)]),  # undecodable as UTF-8
     (b"# -*- coding: klingon -*-\nx = 1\n", [("LL001", 1)]),  # unknown encoding cookie
+    (b"# -*- coding: rot13 -*-\nx = 1\n", [("LL001", 1)]),  # a codec that is no text encoding (was exit 2)
+    (b"# -*- coding: zlib -*-\nx = 1\n", [("LL001", 1)]),
+    # `python FILE` rejects it (Non-UTF-8 code ...) though `compile()` of its bytes skips the comment
+    (b"import torch\n# caf\xe9\n", [("LL001", 2)]),
     (b"", []),  # empty
     (codecs.BOM_UTF8 + TORCH_LEAK.encode(), [("LL301", 7)]),
     (TORCH_LEAK.replace("\n", "\r\n").encode(), [("LL301", 7)]),
     (TORCH_LEAK.replace("    ", "\t").encode(), [("LL301", 7)]),
     (b"# -*- coding: latin-1 -*-\n# caf\xe9\n" + TORCH_LEAK.encode("latin-1"), [("LL301", 9)]),
+    # lines ended by a lone CR: the cookie of the second line holds (CPython reads it there too)
+    (b"#!/usr/bin/env python\r# -*- coding: latin-1 -*-\r# caf\xe9\r" + TORCH_LEAK.replace("\n", "\r").encode(),
+     [("LL301", 10)]),
 ])
 def test_bad_input(data, expected):
     assert codes(data) == expected
+
+
+@pytest.mark.parametrize("data, position", [
+    (b"import torch\n# caf\xe9\n", (2, 6)),
+    (b"import torch\r\nx = 'caf\xc3\xa9' + 'd\xe9j\xe0'\r\n", (2, 16)),  # columns in characters
+    (b"x = 1\ry = '\xff'\n", (2, 6)),  # a lone CR ends a line
+    (b"# -*- coding: ascii -*-\n\nx = 'caf\xc3\xa9'\n", (3, 9)),
+])
+def test_an_undecodable_byte_is_reported_where_it_is(data, position):
+    [finding] = lint_bytes("f.py", data, DEFAULT).findings
+    assert (finding.code, finding.line, finding.column) == ("LL001", *position)
+    assert finding.message.startswith("cannot decode as ")
 
 
 def test_syntax_error_finding_has_location_and_run_goes_on(run_cli, write, tmp_path):

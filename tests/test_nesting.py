@@ -158,34 +158,77 @@ def test_just_within_the_limits_is_valid(code):
     assert lint_text("a.py", "import torch\n" + code, ALL).findings == []
 
 
+# CPython 3.12's tokenizer (the first to nest f-strings in f-strings) limits them: (code, line, column,
+# message) as 3.12 and 3.13 report them; 3.10 and 3.11 compile none of these either.
+FSTRING_LIMITS = [
+    ('x = f"{1:{2:{3:{4}}}}"\n', 1, 15, "f-string: expressions nested too deeply"),
+    ('x = f"{a!r:{b=:{c:{d}}}}"\n', 1, 18, "f-string: expressions nested too deeply"),
+    ("x = " + 'f"{' * 150 + "1" + '}"' * 150 + "\n", 1, 453, "too many nested f-strings"),
+]
+
+
+@pytest.mark.parametrize("code, line, column, message", FSTRING_LIMITS)
+def test_an_f_string_limit_of_cpython_3_12_is_LL001(code, line, column, message):
+    findings = lint_text("a.py", "import torch\n" + code, ALL).findings
+    assert [(f.code, f.line, f.column, f.message) for f in findings] == [
+        ("LL001", line + 1, column, f"syntax error: {message}")]
+
+
+@pytest.mark.parametrize("code", [
+    'x = f"{1:{2:{3}}}"\n',  # 3.10 and 3.11 refuse it, 3.12+ compile it
+    "x = " + 'f"{' * 149 + "1" + '}"' * 149 + "\n",
+])
+def test_an_f_string_within_the_limits_of_cpython_3_12_is_valid(code):
+    assert lint_text("a.py", "import torch\n" + code, ALL).findings == []
+
+
 # ----- deeper than any CPython compiles --------------------------------------------------------------
 
+_DEEPER = "deeper than any Python compiles"
+_TOO_COMPLEX = "too complex to parse"
+# (code, what stops every CPython first: its compiler's depth, or its parser's stack of 6,000 frames)
 TOO_DEEP = {
-    "unary_minus": "x = " + "-" * 10_000 + "1\n",
-    "not": "x = " + "not " * 10_000 + "1\n",
-    "attributes": "x = a" + ".b" * 10_000 + "\n",
-    "plus_chain": "x = " + "+".join(["a"] * 10_000) + "\n",
-    "calls": "x = f" + "()" * 20_000 + "\n",
-    "elif_chain": "if a:\n    pass\n" + "elif a:\n    pass\n" * COMPILE_DEPTH,
+    "unary_minus": ("x = " + "-" * 10_000 + "1\n", _DEEPER),
+    "not": ("x = " + "not " * 10_000 + "1\n", _DEEPER),
+    "attributes": ("x = a" + ".b" * 10_000 + "\n", _DEEPER),
+    "plus_chain": ("x = " + "+".join(["a"] * 10_000) + "\n", _DEEPER),
+    "calls": ("x = f" + "()" * 20_000 + "\n", _DEEPER),
+    "elif_chain": ("if a:\n    pass\n" + "elif a:\n    pass\n" * COMPILE_DEPTH, _TOO_COMPLEX),
+    # issue 36: compiled by none of 3.10-3.13 ("Parser stack overflowed", a MemoryError), once reported clean
+    "unary_minus_9990": ("x = " + "-" * 9_990 + "1\n", _TOO_COMPLEX),
+    "not_9990": ("x = " + "not " * 9_990 + "1\n", _TOO_COMPLEX),
+    "lambdas_3000": ("x = " + "lambda: " * 3_000 + "1\n", _TOO_COMPLEX),
+    "powers_3000": ("x = " + "y ** " * 3_000 + "1\n", _TOO_COMPLEX),
+    # one past the deepest each compiles (CPython 3.13: 5,966 unary operators, 2,983 lambdas, 5,962 elifs)
+    "unary_minus_5967": ("x = " + "-" * 5_967 + "1\n", _TOO_COMPLEX),
+    "lambdas_2984": ("x = " + "lambda: " * 2_984 + "1\n", _TOO_COMPLEX),
+    "elif_chain_5963": ("if a:\n    pass\n" + "elif a:\n    pass\n" * 5_963, _TOO_COMPLEX),
+    "brackets_and_unary": ("x = " + "(" * 190 + "-" * 666 + "1" + ")" * 190 + "\n", _TOO_COMPLEX),
 }
 
 
 @pytest.mark.parametrize("name", sorted(TOO_DEEP))
 def test_nesting_no_cpython_compiles_is_LL001(name):
-    code = TOO_DEEP[name]
+    code, reason = TOO_DEEP[name]
     for text, first in ((code, 1), ("import torch\n" + code, 2)):  # syntax only, and analysed
         findings = lint_text("a.py", text, ALL).findings
         assert [(f.code, f.line) for f in findings] == [("LL001", first)], name
-        assert "deeper than any Python compiles" in findings[0].message
+        assert reason in findings[0].message
     fixable = "import tensorflow as tf\n\n\n@tf.function\ndef step(x):\n    print(x)\n    return x\n" + code
     assert fix_text("a.py", fixable, ALL, unsafe=True).applied == 0  # a file that does not parse is never fixed
 
 
-def test_nesting_some_cpython_compiles_is_not_LL001():
+@pytest.mark.parametrize("code", [
     # CPython 3.13 compiles these (9,995 levels); 3.10-3.12 do not: no verdict of lintloop's can be a syntax error.
-    for code in ("x = a" + ".b" * 9_995 + "\n", "x = f" + "()" * 5_000 + "\n", "x = " + "-" * 5_900 + "1\n"):
-        assert ModuleSyntax.read("a.py", code).error is None
-        assert lint_text("a.py", "import torch\n" + code, ALL).findings == []
+    "x = a" + ".b" * 9_995 + "\n", "x = f" + "()" * 5_000 + "\n", "x = " + "-" * 5_900 + "1\n",
+    # the deepest CPython 3.13 parses and compiles
+    "x = " + "-" * 5_966 + "1\n", "x = " + "not " * 5_966 + "1\n", "x = " + "lambda: " * 2_983 + "1\n",
+    "x = " + "y ** " * 2_983 + "1\n", "if a:\n    pass\n" + "elif a:\n    pass\n" * 5_962,
+    "x = " + "(" * 190 + "-" * 665 + "1" + ")" * 190 + "\n", "-" * 5_968 + "1\n",  # 665: 3.10 and 3.11
+])
+def test_nesting_some_cpython_compiles_is_not_LL001(code):
+    assert ModuleSyntax.read("a.py", code).error is None
+    assert lint_text("a.py", "import torch\n" + code, ALL).findings == []
 
 
 # ----- too deep to analyse: masked, the rest linted --------------------------------------------------

@@ -103,11 +103,31 @@ SYNTAX_ERRORS = {
                           "syntax error: expected one of (, *, +, -, ..., AWAIT, EOF, False, NAME, NUMBER, None, True, "
                           "[, break, continue, lambda, match, not, pass, ~"),
     "invalid_character": ("import torch\nx = $\n", 2, 5, "syntax error: '$' is not a valid character in this position"),
-    # Python 3.10 and 3.11 compile it; 3.12+ and libcst do not.
-    "line_continuation_before_the_end_after_crlf": ("import torch\nx = 1\n\\\r\n", 3, 2,
-                                                    "syntax error: unexpected end of file after a line continuation"),
+    # No version compiles it (after CRLF, 3.10 and 3.11 do: tests/test_cpython_verdict.py).
+    "line_continuation_before_the_end": ("import torch\nx = 1\n\\\n", 3, 2,
+                                         "syntax error: unexpected end of file after a line continuation"),
     # libcst's tokenizer names no position, and its pure-Python tokenizer finds none in an f-string.
     "pep701_unclosed_replacement_field": ('import torch\nx = f"{y"\n', 1, 1, "syntax error: unterminated string literal"),
+    # CPython's verdict past libcst's grammar (issue 36): as 3.13 reports it, on every host
+    "return_outside_function": ("import torch\nreturn 1\n", 2, 1, "syntax error: 'return' outside function"),
+    "unknown_character_name": ('import torch\nx = "\\N{NOT A REAL NAME}"\n', 2, 5,
+                               "syntax error: (unicode error) 'unicodeescape' codec can't decode bytes in position "
+                               "0-18: unknown Unicode character name"),
+    "bytes_with_non_ascii_characters": ("import torch\nx = (1,\n     b'café')\n", 3, 6,
+                                        "syntax error: bytes can only contain ASCII literal characters"),
+    "escape_in_an_f_string": ('import torch\nx = f"ab\\N{BAD}cd{y}"\n', 2, 21,
+                              "syntax error: (unicode error) 'unicodeescape' codec can't decode bytes in position 2-8: "
+                              "unknown Unicode character name"),
+    "break_after_a_pep_701_f_string": ('import torch\nx = f"{a["b"]}"\nbreak\n', 3, 1,
+                                       "syntax error: 'break' outside loop"),
+    "break_in_except_star": ("import torch\nfor x in y:\n    try:\n        pass\n    except* E:\n        break\n", 6, 9,
+                             "syntax error: 'break', 'continue' and 'return' cannot appear in an except* block"),
+    "duplicate_type_parameter": ("import torch\ndef f[T, T](): pass\n", 2, 10,
+                                 "syntax error: duplicate type parameter 'T'"),
+    "alternatives_binding_different_names": ("import torch\nmatch x:\n    case [a] | [b]: pass\n", 3, 10,
+                                             "syntax error: alternative patterns bind different names"),
+    "keyword_named_debug": ("import torch\nf(__debug__=1)\n", 2, 3, "syntax error: cannot assign to __debug__"),
+    "starred_f_string_field": ('import torch\nx = f"{*a}"\n', 2, 8, "syntax error: can't use starred expression here"),
 }
 
 
@@ -132,7 +152,7 @@ def test_a_suppression_inside_a_multiline_f_string_is_read_on_every_interpreter(
 
 
 @pytest.mark.parametrize("name", sorted(SYNTAX_ERRORS))
-def test_a_syntax_error_is_one_LL001_decided_by_libcst(name):
+def test_a_syntax_error_is_one_LL001_the_same_on_every_host(name):
     code, line, column, message = SYNTAX_ERRORS[name]
     findings = lint_text(f"{name}.py", code, _ruleset()).findings
     assert [(f.code, f.line, f.column) for f in findings] == [("LL001", line, column)]
@@ -145,9 +165,11 @@ def test_a_file_that_does_not_parse_has_its_LL001_alone():
     assert [f.code for f in lint_text("a.py", code, _ruleset()).findings] == ["LL001"]
 
 
-def test_the_compile_fast_path_does_not_make_module_level_return_a_syntax_error():
-    # CPython's `compile` rejects it ('return' outside function); it is a valid module for the parser.
-    assert lint_text("a.py", "import torch\nreturn 1\nawait x\n", _ruleset()).findings == []
+def test_a_compile_time_error_is_LL001_on_both_paths():
+    # CPython's compiler refuses it though its parser reads it (issue 36): `python file.py` would not run.
+    for code in ("import torch\nreturn 1\nawait x\n", "return 1\nawait x\n"):  # analysed, syntax only
+        assert [(f.code, f.line, f.message) for f in lint_text("a.py", code, _ruleset()).findings] == [
+            ("LL001", code.count("\n", 0, code.index("return")) + 1, "syntax error: 'return' outside function")]
 
 
 # ----- the same output on python3.10 and python3.13 ------------------------------------------------
@@ -209,6 +231,12 @@ HOSTILE = {
     "deep_in_loop_and": _TRAIN.format(deep="y = " + " and ".join(["x"] * 20_000)),
     "deep_in_loop_concat": _TRAIN.format(deep="y = (" + " ".join(['"a"'] * 3_000) + ")"),
     "deep_in_loop_elifs": _TRAIN.format(deep="if x:\n            pass\n" + "        elif x:\n            pass\n" * 1_001),
+    # CPython's parser stack (issue 36): 3.13 parses and compiles 5,966 unary operators, none 5,967
+    "unary_5966": "x = " + "-" * 5_966 + "1\n" + _TRAIN.format(deep="pass"),
+    "unary_5967": "x = " + "-" * 5_967 + "1",
+    "lambdas_3000": "x = " + "lambda: " * 3_000 + "1",
+    "twenty_one_nested_loops": "".join("    " * i + "for x in y:\n" for i in range(21)) + "    " * 21 + "pass\n"
+                               + _TRAIN.format(deep="pass"),
 }
 
 
@@ -249,7 +277,7 @@ def test_the_host_reports_every_syntax_error_and_every_finding(host_output):
     findings = json.loads(host_output)
     errors = sorted(f["path"] for f in findings if f["code"] == "LL001")
     too_deep = ("brackets_201", "brackets_1300", "indentation_100", "unary_10000", "attributes_10000",
-                "plus_chain_10000", "elif_chain_10000")
+                "plus_chain_10000", "elif_chain_10000", "unary_5967", "lambdas_3000")
     assert errors == sorted([f"error_{name}.py" for name in SYNTAX_ERRORS] + [f"hostile_{n}.py" for n in too_deep])
     assert sorted(f["path"] for f in findings if f["code"] == "LL701") == sorted(
         [f"{n}.py" for n in NEWER_SYNTAX] + [f"hostile_{n}.py" for n in HOSTILE if n not in too_deep])

@@ -9,8 +9,11 @@ class SyntaxErrorRule(Rule):
     code = "LL001"
     name = "syntax-error"
     kind = "bug"
-    summary = "The file could not be read or parsed (syntax error, undecodable bytes, binary file); other files are still linted."
-    why = ("No rule can check a file that does not parse; the location points at the parser's error. A file "
+    summary = ("The file could not be read, or no CPython 3.10-3.13 compiles it (syntax or compile-time error, "
+               "undecodable bytes, binary file); other files are still linted.")
+    why = ("No rule can check a file that does not parse, and a file CPython's compiler refuses (`return` outside "
+           "a function, a duplicate argument) does not run; the location and message are CPython 3.13's, "
+           "whichever Python runs lintloop. A file "
            "found in a directory is parsed only if it can hold a finding (it names a framework and has what "
            "a rule looks for, or a lintloop comment): a file without deep-learning code is counted, not "
            "parsed, so its syntax errors are left to Python and your general linter. A file named on the "
