@@ -62,8 +62,9 @@ class CPythonError:
 
 def compile_error(tree: ast.Module, lines: list[str], flags: int = 0) -> CPythonError | None:
     """The compile-time error CPython finds in `tree`, parsed by this host from the text of `lines`;
-    `flags`: `TOP_LEVEL_AWAIT` for a notebook's cell. Raises RecursionError or MemoryError where this
-    host's compiler stops at its own depth."""
+    `flags`: `TOP_LEVEL_AWAIT` for a notebook's cell, whose top-level statements are then compiled one
+    by one, as IPython runs a cell (a `from __future__` import is no error anywhere in it). Raises
+    RecursionError or MemoryError where this host's compiler stops at its own depth."""
     try:
         _compiled(tree, flags)
         return None
@@ -84,7 +85,12 @@ def compile_error(tree: ast.Module, lines: list[str], flags: int = 0) -> CPython
 def _compiled(tree: ast.Module, flags: int) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        compile(tree, "<lintloop>", "exec", flags=flags, dont_inherit=True)
+        if not flags & TOP_LEVEL_AWAIT:
+            compile(tree, "<lintloop>", "exec", flags=flags, dont_inherit=True)
+            return
+        for statement in tree.body:  # a cell: IPython compiles (and runs) its statements one by one
+            compile(ast.Module(body=[statement], type_ignores=[]), "<lintloop>", "exec", flags=flags,
+                    dont_inherit=True)
 
 
 # Errors an older host raises where a newer CPython compiles: 3.10-3.12 allow 20 nested blocks (loops,

@@ -63,7 +63,13 @@ def _decodes(data, encoding):
 
 def compiles(data, flags):
     try:
-        compile(data, "case.py", "exec", flags=flags, dont_inherit=True)
+        if not flags & 0x2000:
+            compile(data, "case.py", "exec", flags=flags, dont_inherit=True)
+            return True
+        # A notebook's cell, as IPython runs it: parsed whole, its statements compiled one by one.
+        import ast
+        for statement in ast.parse(data).body:
+            compile(ast.Module(body=[statement], type_ignores=[]), "cell", "exec", flags=flags, dont_inherit=True)
         return True
     except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
         return False
