@@ -57,10 +57,10 @@ from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
 from lintloop import __version__
+from lintloop.digests import ABSENT
 from lintloop.finding import Edit, Finding, Fix
 
 CACHE_DIR_NAME = ".lintloop_cache"
-ABSENT = ""  # the digest recorded for a module a finding looked for that does not exist or cannot be read
 FORMAT = 4  # bump when the entry layout changes
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 LOW_WATER = 0.8  # prune down to this fraction of the bound, so that the next runs need not prune again

@@ -13,8 +13,9 @@ from libcst.metadata import CodeRange
 from lintloop.analysis import FileContext
 from lintloop.analysis.context import LINE_REF
 from lintloop.analysis.names import Names
-from lintloop.analysis.project import LintedFile, file_digest
+from lintloop.analysis.project import LintedFile
 from lintloop.cache import listing_digest
+from lintloop.digests import file_digest
 from lintloop.finding import Edit, Finding, Fix, engine_finding
 from lintloop.frameworks import evidenced_frameworks, names_nothing
 from lintloop.isolation import deep_recursion, with_big_stack

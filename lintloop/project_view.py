@@ -35,7 +35,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from lintloop.analysis.project import MAX_HOPS, imports_of, in_project, module_files, project_root
-from lintloop.cache import ABSENT, dependency_digest, once_per_run, read_module
+from lintloop.cache import dependency_digest, once_per_run, read_module
+from lintloop.digests import ABSENT
 from lintloop.finding import Finding
 from lintloop.line_pattern import LinePattern
 

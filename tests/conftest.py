@@ -1,5 +1,8 @@
+import ast
 import os
 import re
+import shutil
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -8,6 +11,7 @@ import pytest
 from lintloop.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
+CHECKOUT = Path(__file__).resolve().parents[1]
 
 
 def source_line(path, text):
@@ -54,6 +58,28 @@ def fixture_probe_run(tmp_path_factory):
     folder = root / "fixture-runs"
     folder.mkdir(exist_ok=True)
     return lambda name, argv, steps=0: run(name, argv, folder, steps)
+
+
+@pytest.fixture(scope="session")
+def checkout_import_root():
+    """A folder to put on PYTHONPATH where `import lintloop` finds this checkout laid out as installed:
+    each import name of setup.py's `ROOTS` a link to its folder (`lintloop/rules` -> `rules/`). For an
+    interpreter that cannot see the test environment's install (another user's, the system's). Readable
+    by every user, as the checkout is."""
+    setup = ast.parse((CHECKOUT / "setup.py").read_text())
+    roots = next(ast.literal_eval(node.value) for node in setup.body
+                 if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "ROOTS")
+    root = Path(tempfile.mkdtemp(prefix="lintloop-import-root-"))
+    root.chmod(0o755)
+    package = root / "lintloop"
+    package.mkdir(mode=0o755)
+    for entry in (CHECKOUT / roots["lintloop"]).iterdir():
+        (package / entry.name).symlink_to(entry)
+    for name, folder in roots.items():
+        if name != "lintloop":
+            (root / name.replace(".", "/")).symlink_to(CHECKOUT / folder)
+    yield root
+    shutil.rmtree(root)
 
 
 @pytest.fixture

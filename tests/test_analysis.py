@@ -163,7 +163,7 @@ def test_tree_questions_answered_from_the_index_equal_the_walks():
         for container in containers:
             walked = [c for c in ctx.nodes(cst.Call) if c is container or any(a is container for a in ctx.ancestors(c))]
             assert ctx.nodes_within(cst.Call, container) == walked
-            assert list(ctx.calls.calls_in(container)) == [c for c in walked if not any(
+            assert list(ctx.definitions.calls_in(container)) == [c for c in walked if not any(
                 isinstance(a, (cst.FunctionDef, cst.Lambda)) for a in _ancestors_below(ctx, c, container))]
         for node in ctx.nodes(cst.Name) + ctx.nodes(cst.Call):
             assert ctx.scope_of(node) is _walked_scope(ctx, node)

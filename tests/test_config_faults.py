@@ -421,7 +421,7 @@ def test_a_dependency_that_is_a_real_module_still_hits(cached_file, tmp_path):
     module = tmp_path / "helpers.py"
     module.write_text("def f():\n    return 1\n")
     key = json.loads(entry.read_bytes())["key"]
-    from lintloop.analysis.project import file_digest
+    from lintloop.digests import file_digest
 
     entry.write_bytes(encode_entry(key, expected, {str(module): file_digest(str(module)),
                                                    str(tmp_path / "absent.py"): cache_module.ABSENT}))

@@ -348,7 +348,7 @@ def test_a_program_that_kills_its_supervisor_leaves_nothing_running(tmp_path: Pa
     assert run.duration < 5
 
 
-def _interpreter_for(user: int) -> str | None:
+def _interpreter_for(user: int, import_root: Path) -> str | None:
     """An interpreter that `user` can run the probe's runner with, which starts it again (ours may lie in a
     folder closed to it)."""
     check = ("import subprocess, sys\nimport lintloop.runtime_probe.runner\n"
@@ -356,7 +356,7 @@ def _interpreter_for(user: int) -> str | None:
     for python in (sys.executable, "/usr/bin/python3"):
         probe = subprocess.run(["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", python, "-c", check],
                                capture_output=True, timeout=60, cwd="/",
-                               env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+                               env={**os.environ, "PYTHONPATH": str(import_root)})
         if probe.returncode == 0:
             return python
     return None
@@ -365,21 +365,21 @@ def _interpreter_for(user: int) -> str | None:
 @needs_proc
 @pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0 or None in map(shutil.which, ("setpriv", "unshare")),
                     reason="needs root, to make a user's /proc as containers do and to run as that user")
-def test_where_linux_makes_no_namespace_the_run_falls_back_to_its_process_tree() -> None:
+def test_where_linux_makes_no_namespace_the_run_falls_back_to_its_process_tree(checkout_import_root: Path) -> None:
     """As in most containers: part of /proc is mounted over (Docker hides /proc/kcore, /proc/timer_list...),
     so that a user may not mount a /proc of its own in a user namespace.  The supervisor says why, and the
     process tree holds the program: a program that kills its parent still leaves nothing running."""
     nobody = 65534
-    python = _interpreter_for(nobody)
+    python = _interpreter_for(nobody, checkout_import_root)
     if python is None:
         pytest.skip("no interpreter that user 65534 may run with lintloop")
     with tempfile.TemporaryDirectory() as shared:  # (pytest's own folders are closed to other users)
         tmp_path = Path(shared)
         tmp_path.chmod(0o777)
-        _fall_back(tmp_path, python, nobody)
+        _fall_back(tmp_path, python, nobody, checkout_import_root)
 
 
-def _fall_back(tmp_path: Path, python: str, nobody: int) -> None:
+def _fall_back(tmp_path: Path, python: str, nobody: int, import_root: Path) -> None:
     pids = tmp_path / "pids"
     pids.mkdir()
     pids.chmod(0o777)
@@ -390,7 +390,7 @@ def _fall_back(tmp_path: Path, python: str, nobody: int) -> None:
     masked = (f"mount --bind /dev/null /proc/uptime && exec setpriv --reuid={nobody} --regid={nobody} --clear-groups "
               f"{shlex.quote(python)} -c {shlex.quote(runner)} {shlex.quote(str(script))} {shlex.quote(str(pids))}")
     result = subprocess.run(["unshare", "--mount", "sh", "-c", masked], capture_output=True, text=True, timeout=60,
-                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}, cwd=tmp_path)
+                            env={**os.environ, "PYTHONPATH": str(import_root)}, cwd=tmp_path)
     containment, returncode, lost, left = json.loads(result.stdout)
     assert containment.startswith("process tree (no PID namespace: [Errno 1] mount:"), result.stderr
     assert (returncode, lost, left) == (None, "the probe's supervisor was killed by SIGKILL", 1)

@@ -13,7 +13,8 @@ import libcst as cst
 import pytest
 
 from lintloop.analysis import FileContext
-from lintloop.analysis.project import ABSENT, LintedFile, project_root
+from lintloop.analysis.project import LintedFile, project_root
+from lintloop.digests import ABSENT
 from lintloop.cache import ResultCache
 from lintloop.linter import lint_text
 from lintloop.rule import RuleSet

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext
 
 
 class Analysis:
-    """One concern's questions about a file; built on first use by `FileContext`."""
+    """One concern's questions about a file; built on first use by `FileContext`.
+
+    `asks`: the other analyses it asks, by their `FileContext` attribute (`ctx.flow` is "flow"): the
+    layers read without opening the modules. tests/test_architecture.py keeps each declaration equal
+    to what its module asks, and the graph they make free of cycles."""
+
+    asks: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx

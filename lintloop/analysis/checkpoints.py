@@ -21,6 +21,8 @@ def last_name(expr: cst.BaseExpression | None) -> str:
 
 
 class TFCheckpoints(Analysis):
+    asks = frozenset({"calls", "definitions", "flow"})
+
     def trained_near(self, checkpoint: cst.Call) -> list[cst.Call]:
         """The optimizer steps of the code a checkpoint belongs to, and of the functions that code calls: the
         whole file for a module-level checkpoint, the class's methods for one kept as `self.x`, else its own
@@ -62,7 +64,7 @@ class TFCheckpoints(Analysis):
             given = {params[i] for i, arg in enumerate(positional_args(call)) if i < len(params) and holds(arg, call)}
             given |= {a.keyword.value for a in call.args if a.keyword is not None and holds(a.value, call)}
             if given and any(self._saves(inner, lambda h, _: isinstance(h, cst.Name) and h.value in given, depth + 1)
-                             for inner in self.ctx.calls.calls_in(function)):
+                             for inner in self.ctx.definitions.calls_in(function)):
                 return True
         return False
 

@@ -13,6 +13,7 @@ from lintloop.analysis.calls import CallGraph
 from lintloop.analysis.checkpoints import TFCheckpoints
 from lintloop.analysis.dataflow import DataFlow
 from lintloop.analysis.datasets import Datasets
+from lintloop.analysis.definitions import Definitions
 from lintloop.analysis.distribution import Strategies
 from lintloop.analysis.index import Binding, Scope, TreeIndex
 from lintloop.analysis.intent import Intent
@@ -67,7 +68,7 @@ class FileContext:
     """Everything rules may ask about one parsed file.
 
     Tree questions (parents, scopes, statements) are answered here; every other concern lives in
-    its own analysis, reached as an attribute (`ctx.flow`, `ctx.calls`, `ctx.training`, `ctx.tf`,
+    its own analysis, reached as an attribute (`ctx.definitions`, `ctx.flow`, `ctx.calls`, `ctx.training`, `ctx.tf`,
     `ctx.jax` (what JAX traces), `ctx.strategies`, `ctx.datasets` (tf.data pipelines),
     `ctx.mixed_precision`, `ctx.keras` (Keras models), `ctx.torch`, `ctx.losses`, `ctx.modules`,
     `ctx.iteration`, `ctx.loop_values`, `ctx.outer_state`, `ctx.prng` (JAX PRNG keys),
@@ -112,6 +113,10 @@ class FileContext:
     @cached_property
     def project(self) -> Project:
         return Project(self)
+
+    @cached_property
+    def definitions(self) -> Definitions:
+        return Definitions(self)
 
     @cached_property
     def calls(self) -> CallGraph:

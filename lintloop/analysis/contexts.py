@@ -26,6 +26,8 @@ class WithContext:
 class WithBlocks(Analysis):
     """The with-items whose context manager (a call, or a name bound to one) `matches`."""
 
+    asks = frozenset({"flow"})
+
     def __init__(self, ctx: FileContext, kind: str, matches: Callable[[cst.Call], bool]) -> None:
         super().__init__(ctx)
         self.kind = kind

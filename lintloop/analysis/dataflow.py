@@ -5,7 +5,6 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
@@ -16,10 +15,6 @@ from lintloop.analysis.syntax import dotted, names_in, values_read_in
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext
-
-# How many same-file calls a node may sit below the training loop that runs it.
-_MAX_CALL_DEPTH = 3
-
 
 def _order(binding: Binding) -> int:
     return binding.order
@@ -76,7 +71,7 @@ class ValueUses:
         self.latest: dict[tuple[Scope, ...], dict[str, int]] = defaultdict(dict)
         for target, at in pairs:
             scopes = ctx.enclosing_scopes(at)
-            if _in_binding_target(ctx, graph, at) or any(ctx.calls.method_class(s) for s in scopes[:-1]):
+            if _in_binding_target(ctx, graph, at) or any(ctx.definitions.method_class(s) for s in scopes[:-1]):
                 self.irregular.append((target, at))
                 continue
             latest = self.latest[tuple(scopes)]
@@ -92,20 +87,13 @@ def _in_binding_target(ctx: FileContext, graph: _FlowGraph, at: cst.CSTNode) -> 
                for ancestor in ctx.ancestors(at) for _, binding in graph.made_at.get(ancestor, ()))
 
 
-@dataclass(frozen=True)
-class StepSite:
-    """A training loop that runs a node once per iteration, and the same-file calls that lead there."""
-
-    loop: cst.For | cst.While
-    path: tuple[cst.Call, ...] = ()  # calls from the loop's body down to the node's function, outermost first
-
-
 class DataFlow(Analysis):
+    asks = frozenset({"definitions"})
+
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._attribute_values: dict[str, cst.BaseExpression | None] = {}
         self._instance_bindings: dict[tuple[cst.ClassDef, str], list[Binding]] = {}
-        self._steps_through_calls: dict[tuple[int, int], list[StepSite]] = {}
 
     def bindings_of(self, name: str, at: cst.CSTNode, before: bool = True) -> list[Binding]:
         """Bindings of `name` visible from `at`: innermost scope that binds it; earlier ones if `before`."""
@@ -188,16 +176,16 @@ class DataFlow(Analysis):
     def _bound_by_other_methods(self, name: str, scopes: list[Scope]) -> list[Binding]:
         """The bindings of instance attribute `name` in the methods of the class whose method holds
         `scopes`, other than that method (`None` left out: a placeholder until the real value)."""
-        calls = self.ctx.calls
-        method = next((s for s in scopes if isinstance(s, cst.FunctionDef) and calls.method_class(s)), None)
+        definitions = self.ctx.definitions
+        method = next((s for s in scopes if isinstance(s, cst.FunctionDef) and definitions.method_class(s)), None)
         if method is None:
             return []
-        cls = calls.method_class(method)
+        cls = definitions.method_class(method)
         key = (cls, name)
         found = self._instance_bindings.get(key)
         if found is None:
             found = self._instance_bindings[key] = sorted(
-                (b for b in calls.instance_bindings(cls, name)
+                (b for b in definitions.instance_bindings(cls, name)
                  if not (isinstance(b.value, cst.Name) and b.value.value == "None")), key=_order)
         return [b for b in found if not self.ctx.is_inside(b.node, method)]
 
@@ -347,12 +335,12 @@ class DataFlow(Analysis):
         value, however the program was split into functions."""
         parameters = self.ctx.parents.get(param)
         fn = self.ctx.parents.get(parameters) if isinstance(parameters, cst.Parameters) else None
-        if not isinstance(fn, cst.FunctionDef) or len(self.ctx.calls.functions.get(fn.name.value, [])) != 1:
+        if not isinstance(fn, cst.FunctionDef) or len(self.ctx.definitions.functions.get(fn.name.value, [])) != 1:
             return None
-        sites = self.ctx.calls.direct_calls.get(fn.name.value, [])
+        sites = self.ctx.definitions.direct_calls.get(fn.name.value, [])
         if len(sites) != 1 or self.ctx.is_inside(sites[0], fn):
             return None
-        passed = self.ctx.calls.argument_for(sites[0], fn, param)
+        passed = self.ctx.definitions.argument_for(sites[0], fn, param)
         return None if passed is None else (sites[0], passed)
 
     def _factory_return(self, call: cst.Call) -> tuple[cst.Return, cst.BaseExpression] | None:
@@ -362,7 +350,7 @@ class DataFlow(Analysis):
         was split into functions."""
         if not isinstance(call.func, cst.Name):
             return None
-        functions = self.ctx.calls.functions.get(call.func.value, [])
+        functions = self.ctx.definitions.functions.get(call.func.value, [])
         if len(functions) != 1:
             return None
         returns = self.ctx.returns_of(functions[0])
@@ -399,25 +387,3 @@ class DataFlow(Analysis):
         if isinstance(node, cst.For):
             return node.iter
         return None
-
-    def training_steps(self, node: cst.CSTNode, depth: int = 0) -> list[StepSite]:
-        """The training loops that run `node` on each of their iterations: the innermost loop around it
-        when that loop trains, else — for a node of a function outside any loop — the training loops
-        that call that function (through up to three same-file calls). A node in a loop that does not
-        train (validation inside the epoch loop) has none."""
-        ctx = self.ctx
-        loop = ctx.innermost_loop(node)
-        if loop is not None:
-            return [StepSite(loop)] if ctx.training.is_training_loop(loop) else []
-        scope = ctx.scope_of(node)
-        if depth >= _MAX_CALL_DEPTH or not isinstance(scope, cst.FunctionDef):
-            return []
-        sites = ctx.calls.call_sites.get(scope, ())
-        # The same for every node of the function, and for every function of its name (they share
-        # their call sites): found once.
-        key = (id(sites), depth)
-        found = self._steps_through_calls.get(key)
-        if found is None:
-            found = self._steps_through_calls[key] = [
-                StepSite(s.loop, s.path + (site,)) for site in sites for s in self.training_steps(site, depth + 1)]
-        return found

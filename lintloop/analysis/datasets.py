@@ -128,6 +128,8 @@ class Pipeline:
 
 
 class Datasets(Analysis):
+    asks = frozenset({"calls", "definitions", "flow", "training"})
+
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._paths: dict[cst.CSTNode, list[tuple[Op, ...]]] = {}
@@ -422,7 +424,7 @@ class Datasets(Analysis):
         if functions:
             return [(fn, None) for fn in functions if self._visible(fn, at)]
         built = expr if isinstance(expr, cst.Call) else ctx.flow.resolve_value(expr, at)
-        cls = ctx.calls.local_class(built.func) if isinstance(built, cst.Call) else None
+        cls = ctx.definitions.local_class(built.func) if isinstance(built, cst.Call) else None
         method = _method(cls, "__call__") if cls is not None else None
         return [(method, built)] if method is not None else []
 

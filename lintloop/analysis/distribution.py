@@ -12,6 +12,8 @@ _STRATEGY_USERS = ("run", "experimental_distribute_dataset", "distribute_dataset
 
 
 class Strategies(Analysis):
+    asks = frozenset({"calls", "flow"})
+
     def is_strategy(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
         made = self.ctx.flow.constructed_by(expr, at)
         if made is None:

@@ -71,6 +71,8 @@ def _texts_of(expr: cst.BaseExpression) -> list[str]:
 
 
 class Intent(Analysis):
+    asks = frozenset({"flow"})
+
     def only_shown(self, call: cst.Call) -> bool:
         """Is `call`'s result only shown: a bare expression statement (a notebook displays it) or an
         argument of the builtin `print`? A guide cell that shows a None gradient shows it on purpose, and

@@ -102,6 +102,8 @@ class Iteration:
 class Iterations(Analysis):
     """Every loop's iteration (`ctx.iteration.of(loop)`), and the training loops among them."""
 
+    asks = frozenset({"calls", "flow", "losses", "modules"})
+
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._by_loop: dict[Loop, Iteration] = {}

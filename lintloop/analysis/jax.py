@@ -133,6 +133,8 @@ def _strings(expr: cst.BaseExpression | None) -> tuple[str, ...] | None:
 
 
 class Jax(Analysis):
+    asks = frozenset({"calls", "definitions", "flow"})
+
     # ----- what applies a transform ------------------------------------------------------------
     def transform_of(self, expr: cst.BaseExpression, depth: int = 0) -> JaxTransform | None:
         """Is `expr` a JAX compile (or `nnx.scan`) as a decorator or applied to a function, and with which
@@ -201,7 +203,7 @@ class Jax(Analysis):
                 return self.wrapped_functions(expr.args[0].value, depth + 1)
             return [inner for factory in self.ctx.calls.local_functions(expr.func)
                     for inner in self._returned_functions(factory)]
-        if isinstance(expr, cst.Name) and not self.ctx.calls.functions.get(expr.value):
+        if isinstance(expr, cst.Name) and not self.ctx.definitions.functions.get(expr.value):
             value = self.ctx.flow.resolve_value(expr)
             if value is not expr and isinstance(value, (cst.Call, cst.Lambda, cst.IfExp)):
                 return self.wrapped_functions(value, depth + 1)
@@ -223,7 +225,7 @@ class Jax(Analysis):
             if isinstance(ret.value, cst.Lambda):
                 found.append(ret.value)
             elif isinstance(ret.value, cst.Name):
-                found.extend(fn for fn in self.ctx.calls.functions.get(ret.value.value, ())
+                found.extend(fn for fn in self.ctx.definitions.functions.get(ret.value.value, ())
                              if self.ctx.scope_of(fn) is factory)
         return found
 

@@ -139,6 +139,8 @@ def call_with_keyword(module: cst.Module, call: cst.Call, keyword: str, value: s
 
 
 class KerasModels(Analysis):
+    asks = frozenset({"calls", "definitions", "flow"})
+
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._active: set[tuple[int, int]] = set()
@@ -161,7 +163,7 @@ class KerasModels(Analysis):
     def _is_model_base(self, base: cst.BaseExpression, known: set[cst.ClassDef]) -> bool:
         if self.ctx.names.qualname(base) in _MODEL_BASES:
             return True
-        local = self.ctx.calls.local_class(base)
+        local = self.ctx.definitions.local_class(base)
         return local is not None and local in known
 
     def _method(self, cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
@@ -169,7 +171,7 @@ class KerasModels(Analysis):
             if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
                 return statement
         for base in cls.bases:
-            parent = self.ctx.calls.local_class(base.value)
+            parent = self.ctx.definitions.local_class(base.value)
             if parent is not None and parent is not cls:
                 found = self._method(parent, name)
                 if found is not None:
@@ -242,7 +244,7 @@ class KerasModels(Analysis):
             return self.model_output(model, at) if model is not None else None
         if qualname is not None:
             return None
-        local = ctx.calls.local_class(expr.func)
+        local = ctx.definitions.local_class(expr.func)
         if local is not None:
             return self.class_output(local) if local in self.model_classes else None
         functions = ctx.calls.local_functions(expr.func)
@@ -262,7 +264,7 @@ class KerasModels(Analysis):
         if binding is None or not isinstance(binding.value, cst.Call) or ctx.names.callee(binding.value) not in _SEQUENTIAL:
             return []
         scope = ctx.scope_of(binding.node)
-        adds = [c for c in ctx.calls.named("add").between(ctx.order[binding.node], ctx.order[at] - 1)
+        adds = [c for c in ctx.definitions.named("add").between(ctx.order[binding.node], ctx.order[at] - 1)
                 if isinstance(receiver(c), cst.Name) and receiver(c).value == name.value
                 and ctx.scope_of(c) is scope and positional_args(c)]
         return [(positional_args(add)[0], add) for add in adds]

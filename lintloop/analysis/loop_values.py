@@ -37,6 +37,8 @@ _COLLECTIONS = (cst.List, cst.Tuple, cst.Set, cst.Dict)
 
 
 class LoopValues(Analysis):
+    asks = frozenset({"calls", "definitions", "flow", "jax", "tf"})
+
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._repeated: dict[cst.FunctionDef, cst.For | cst.While | None] = {}
@@ -207,7 +209,7 @@ class LoopValues(Analysis):
             return None  # in a traced function, the caller's own call is the one that retraces
         function, param = passed_on
         for site in ctx.calls.call_sites.get(function, ()):
-            passed = ctx.calls.argument_for(site, function, param)
+            passed = ctx.definitions.argument_for(site, function, param)
             if passed is None:
                 continue
             changing = self.changing_number(passed, site) or self.changing_through_callers(passed, site, depth - 1)

@@ -20,6 +20,8 @@ def is_loss_function(name: str) -> bool:
 
 
 class Losses(Analysis):
+    asks = frozenset({"flow"})
+
     def loss_object(self, expr: cst.BaseExpression, at: cst.CSTNode) -> tuple[cst.Call, str] | None:
         """(constructor call, class) when `expr` holds a Keras loss object or a torch `nn.*Loss` instance."""
         made = self.ctx.flow.constructed_by(expr, at)

@@ -66,6 +66,8 @@ class PolicySetting:
 
 
 class MixedPrecision(Analysis):
+    asks = frozenset({"calls", "definitions", "flow", "tf"})
+
     @computed
     def policy_settings(self) -> list[PolicySetting]:
         """Every call in the file that sets the global policy, in source order."""
@@ -102,7 +104,7 @@ class MixedPrecision(Analysis):
                 return setting
             if any(fn in functions for fn in ctx.calls.called_functions(scope)):
                 return setting
-            if classes and any(ctx.calls.local_class(call.func) in classes for call in ctx.calls.calls_in(scope)):
+            if classes and any(ctx.definitions.local_class(call.func) in classes for call in ctx.definitions.calls_in(scope)):
                 return setting
         return None
 

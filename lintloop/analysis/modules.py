@@ -265,6 +265,8 @@ def _is_library_model_name(qualname: str) -> bool:
 class TorchModules(Analysis):
     """Which expressions are `nn.Module`s, the calls that run their forward, and their last layer."""
 
+    asks = frozenset({"calls", "definitions", "flow", "torch"})
+
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._cache: dict[tuple[cst.CSTNode, cst.CSTNode], ModuleValue | None] = {}
@@ -300,7 +302,7 @@ class TorchModules(Analysis):
         if qualname is not None:
             return (_is_torch_module_name(qualname) or qualname in _LIGHTNING_BASES
                     or _is_library_model_name(qualname))
-        local = self.ctx.calls.local_class(base)
+        local = self.ctx.definitions.local_class(base)
         return local is not None and local in known
 
     def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
@@ -348,7 +350,7 @@ class TorchModules(Analysis):
         if expr.value == "self":
             cls = self.enclosing_class(at)
             return ModuleValue("self", cls, cls=cls) if cls in self.module_classes else None
-        local = self.ctx.calls.local_class(expr)
+        local = self.ctx.definitions.local_class(expr)
         if local is not None or expr.value in self.ctx.names.imports:
             return None  # a class or an imported thing, not an instance
         binding = self.ctx.flow.last_binding(expr.value, at)
@@ -415,7 +417,7 @@ class TorchModules(Analysis):
     def _attribute_assignments(self, cls: cst.ClassDef, attr: str) -> list[tuple[cst.BaseExpression, cst.CSTNode]]:
         """(value, assignment) for each `self.attr = value` in `cls`'s methods, `None` left out."""
         name = f"self.{attr}"
-        return [(b.value, b.node) for b in self.ctx.calls.instance_bindings(cls, name)
+        return [(b.value, b.node) for b in self.ctx.definitions.instance_bindings(cls, name)
                 if b.value is not None and not (isinstance(b.value, cst.Name) and b.value.value == "None")]
 
     def _call_value(self, call: cst.Call, at: cst.CSTNode) -> ModuleValue | None:
@@ -432,13 +434,13 @@ class TorchModules(Analysis):
             if _is_library_model_name(qualname):
                 return ModuleValue("library", call, qualname)
             return None
-        local = self.ctx.calls.local_class(call.func)
+        local = self.ctx.definitions.local_class(call.func)
         if local is not None:
             return ModuleValue("class", call, cls=local) if local in self.module_classes else None
         method = call_name(call)
         owner = receiver(call)
         if owner is not None and method in _CLASS_CONSTRUCTORS:
-            local = self.ctx.calls.local_class(owner)
+            local = self.ctx.definitions.local_class(owner)
             if local is not None and local in self.module_classes:
                 return ModuleValue("class", call, cls=local)
         if owner is not None and method in _RETURNS_SELF:
@@ -474,7 +476,7 @@ class TorchModules(Analysis):
         if param.annotation is not None:
             annotated = param.annotation.annotation
             qualname = self.ctx.names.qualname(annotated)
-            local = self.ctx.calls.local_class(annotated)
+            local = self.ctx.definitions.local_class(annotated)
             if (qualname is not None and (_is_torch_module_name(qualname) or qualname in _LIGHTNING_BASES)) or (
                     local is not None and local in self.module_classes):
                 return ModuleValue("unknown", param, qualname, cls=local)
@@ -499,13 +501,13 @@ class TorchModules(Analysis):
         """The calls of each same-file class (its constructions), in source order."""
         found: dict[cst.ClassDef, list[cst.Call]] = defaultdict(list)
         for call in self.ctx.nodes(cst.Call):
-            cls = self.ctx.calls.local_class(call.func)
+            cls = self.ctx.definitions.local_class(call.func)
             if cls is not None:
                 found[cls].append(call)
         return found
 
     def _argument_value(self, site: cst.Call, fn: cst.FunctionDef, param: cst.Param) -> ModuleValue | None:
-        argument = self.ctx.calls.argument_for(site, fn, param)
+        argument = self.ctx.definitions.argument_for(site, fn, param)
         return self.value(argument, site) if argument is not None else None
 
     # ----- forward calls ---------------------------------------------------------------------
@@ -605,7 +607,7 @@ class TorchModules(Analysis):
         """A parameter holds what each call giving it a value passes (unknown without such calls)."""
         fn = self._function_of(param)
         sites = self._calls_giving_parameters(fn) if fn is not None else None
-        passed = [(self.ctx.calls.argument_for(site, fn, param), site) for site in sites or ()]
+        passed = [(self.ctx.definitions.argument_for(site, fn, param), site) for site in sites or ()]
         if not passed or any(argument is None for argument, _ in passed):
             return UNKNOWN_MODE_DEPENDENCE
         return _combined(self.mode_dependence(argument, site) for argument, site in passed)
@@ -702,7 +704,7 @@ class TorchModules(Analysis):
         its `forward` runs reads `self.training` or calls an attribute that `__init__` does not set."""
         hierarchy = self._hierarchy(cls)
         outside_bases = [base.value for c in hierarchy for base in c.bases
-                         if self.ctx.calls.local_class(base.value) is None]
+                         if self.ctx.definitions.local_class(base.value) is None]
         parts = [self._base_mode(base) for base in outside_bases]
         methods: dict[str, list[cst.FunctionDef]] = defaultdict(list)
         for c in hierarchy:
@@ -734,7 +736,7 @@ class TorchModules(Analysis):
 
     def _attributes_run(self, fn: cst.FunctionDef) -> Iterator[str]:
         """`x` for each `self.x(...)`, `self.x[i](...)`, `self.x.encode(...)` and `for block in self.x` in `fn`."""
-        for call in self.ctx.calls.calls_in(fn):
+        for call in self.ctx.definitions.calls_in(fn):
             attribute = _self_attribute(call.func)
             if attribute is not None:
                 yield attribute
@@ -751,7 +753,7 @@ class TorchModules(Analysis):
         found = [cls]
         for c in found:
             for base in c.bases:
-                parent = self.ctx.calls.local_class(base.value)
+                parent = self.ctx.definitions.local_class(base.value)
                 if parent is not None and parent not in found:
                     found.append(parent)
         return found
@@ -775,7 +777,7 @@ class TorchModules(Analysis):
         """The methods named `roots` and those they call on `self` (or `super()`), transitively."""
         found = [m for name in roots for m in methods.get(name, ())]
         for fn in found:
-            for call in self.ctx.calls.calls_in(fn):
+            for call in self.ctx.definitions.calls_in(fn):
                 owner = receiver(call)
                 if owner is not None and (dotted(owner) == "self" or isinstance(owner, cst.Call)
                                           and self.ctx.names.is_builtin(owner.func, "super")):
@@ -800,7 +802,7 @@ class TorchModules(Analysis):
         """Modules the methods `init` add to the instance or to a container on it: `self.blocks.append(b)`,
         `self.heads.extend([...])`, `self.add_module(name, m)`, `setattr(self, name, m)`."""
         for fn in init:
-            for call in self.ctx.calls.calls_in(fn):
+            for call in self.ctx.definitions.calls_in(fn):
                 args = positional_args(call)
                 label = dotted(receiver(call)) if receiver(call) is not None else None
                 method = call_name(call)
@@ -926,7 +928,7 @@ class TorchModules(Analysis):
 
     def _plain_argument(self, site: cst.Call, fn: cst.FunctionDef, param: cst.Param) -> bool:
         """Does `site` pass `param` plain data (or leave it at a plain default)?"""
-        passed = self.ctx.calls.argument_for(site, fn, param)
+        passed = self.ctx.definitions.argument_for(site, fn, param)
         if passed is not None:
             return self._plain_data(passed, site)
         return param.default is not None and not any(a.star for a in site.args) and \
@@ -952,7 +954,7 @@ class TorchModules(Analysis):
         if cls in self._class_layers:
             return self._class_layers[cls]
         self._class_layers[cls] = None  # guards recursion
-        forward = next(iter(self.ctx.calls.methods_named(cls, "forward")), None)
+        forward = next(iter(self.ctx.definitions.methods_named(cls, "forward")), None)
         returns = [r for r in self.ctx.returns_of(forward)
                    if r.value is not None] if forward is not None else []
         found = [self.activation_of(r.value, r) for r in returns]

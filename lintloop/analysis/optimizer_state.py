@@ -93,6 +93,8 @@ class LostResult:
 class OptimizerStates(Analysis):
     """`ctx.optimizer_state`: optax `update` calls, their optimizers, and lost update results."""
 
+    asks = frozenset({"calls", "definitions", "flow", "jax"})
+
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._optimizers: dict[cst.Call, Optimizer] = {}
@@ -461,7 +463,7 @@ class OptimizerStates(Analysis):
     @computed
     def _given_tx(self) -> list[cst.BaseExpression]:
         """The `tx=` of every `create(...)` call (flax `TrainState.create(..., tx=...)`)."""
-        return [keyword_arg(c, "tx") for c in self.ctx.calls.named("create").nodes if keyword_arg(c, "tx") is not None]
+        return [keyword_arg(c, "tx") for c in self.ctx.definitions.named("create").nodes if keyword_arg(c, "tx") is not None]
 
     @computed
     def _jitted_call_sites(self) -> dict[cst.FunctionDef, list[cst.Call]]:
@@ -487,7 +489,7 @@ class OptimizerStates(Analysis):
             if owner is None or dotted(owner) in (None, "self"):
                 continue
             made = self.ctx.flow.resolve_value(owner, call)
-            cls = self.ctx.calls.local_class(made.func) if isinstance(made, cst.Call) else None
+            cls = self.ctx.definitions.local_class(made.func) if isinstance(made, cst.Call) else None
             if cls is None:
                 continue
             for statement in cls.body.body:

@@ -55,6 +55,8 @@ def _is_list(value: cst.BaseExpression | None) -> bool:
 
 
 class OuterState(Analysis):
+    asks = frozenset({"flow"})
+
     def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
         return next((a for a in self.ctx.ancestors(node) if isinstance(a, cst.FunctionDef)), None)
 

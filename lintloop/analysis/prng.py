@@ -694,6 +694,8 @@ def _constant_index(node: cst.Subscript) -> int | None:
 class Prng(Analysis):
     """The key flow of every function of the file and its module code (see the module docstring)."""
 
+    asks = frozenset({"calls", "flow", "loop_values"})
+
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._comparing: dict[Scope, SourceOrdered] = {}  # per scope: `_comparing_nodes`

@@ -19,7 +19,6 @@ tell when a finding that depends on another module must be recomputed.
 from __future__ import annotations
 
 import ast
-import hashlib
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
@@ -29,7 +28,7 @@ import libcst as cst
 from lintloop.analysis.base import Analysis
 from lintloop.analysis.names import canonical
 from lintloop.analysis.syntax import dotted
-from lintloop.cache import ABSENT
+from lintloop.digests import ABSENT, content_digest
 from lintloop.line_pattern import LinePattern
 
 # How many re-exports (`from .losses import compute_loss` in a package's `__init__.py`) a name
@@ -97,15 +96,6 @@ class ProjectFunction:
 
 # One parse per module per process (each worker keeps its own): path -> (content digest, module).
 _MODULES: dict[str, tuple[str, ProjectModule | None]] = {}
-
-
-def file_digest(path: str) -> str:
-    """sha256 of a file's content, or `ABSENT`; what the result cache compares on read."""
-    try:
-        with open(path, "rb") as stream:
-            return hashlib.sha256(stream.read()).hexdigest()
-    except OSError:
-        return ABSENT
 
 
 def project_root(path: str) -> tuple[str, list[str]]:
@@ -342,7 +332,7 @@ class Project(Analysis):
         except OSError:
             self.consulted[path] = ABSENT
             return None
-        digest = hashlib.sha256(data).hexdigest()
+        digest = content_digest(data)
         self.consulted[path] = digest  # recorded even when not parsed: an edit may add what it lacked
         if not all(text in data for text in must_mention):
             return None

@@ -62,6 +62,8 @@ class Autocast:
 
 
 class PyTorch(Analysis):
+    asks = frozenset({"calls", "definitions", "flow"})
+
     @computed
     def no_grad(self) -> WithBlocks:
         """`with torch.no_grad():` / `torch.inference_mode()` blocks: nothing computed there holds a graph."""
@@ -92,7 +94,7 @@ class PyTorch(Analysis):
         calls = self.ctx.calls
         bodies = [node, *calls.called_functions(node)]
         return any(call_name(call) == "step" and steps_an_optimizer(receiver(call))
-                   for body in bodies for call in calls.calls_in(body))
+                   for body in bodies for call in self.ctx.definitions.calls_in(body))
 
     def _constructor(self, call: cst.Call) -> cst.Call | None:
         """The autocast call `call` makes: itself, or for `amp_autocast()` with `amp_autocast =

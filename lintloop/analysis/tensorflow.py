@@ -70,6 +70,8 @@ class Compilation:
 
 
 class TensorFlow(Analysis):
+    asks = frozenset({"calls", "definitions", "flow", "project"})
+
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._wrappers: dict[cst.FunctionDef, Compilation | None] = {}  # same-file decorators, decided once
@@ -215,7 +217,7 @@ class TensorFlow(Analysis):
             inner = self.function_wrapper(expr.func, depth + 1)  # `@common.function(autograph=True)`
             return inner.with_options(expr) if inner is not None else None
         if isinstance(expr, cst.Name):
-            local = self.ctx.calls.functions.get(expr.value)
+            local = self.ctx.definitions.functions.get(expr.value)
             if local:
                 return self._local_wrapper(local[-1], depth)
             if expr.value in self.ctx.names.bound_names:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
@@ -16,13 +17,27 @@ if TYPE_CHECKING:
     from lintloop.analysis.dataflow import ValueUses
 
 _GRADIENT_FUNCTIONS = ("jax.grad", "jax.value_and_grad", "torch.autograd.grad")
+# How many same-file calls a node may sit below the training loop that runs it, or below the call
+# that differentiates what it computes.
+_MAX_CALL_DEPTH = 3
+
+
+@dataclass(frozen=True)
+class StepSite:
+    """A training loop that runs a node once per iteration, and the same-file calls that lead there."""
+
+    loop: cst.For | cst.While
+    path: tuple[cst.Call, ...] = ()  # calls from the loop's body down to the node's function, outermost first
 
 
 class Training(Analysis):
+    asks = frozenset({"calls", "definitions", "flow", "tf"})
+
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
         self._uses_by_scope: dict[Scope, ValueUses] = {}
         self._returned_by_function: dict[cst.FunctionDef, ValueUses] = {}
+        self._steps_through_calls: dict[tuple[int, int], list[StepSite]] = {}
 
     @computed
     def differentiated(self) -> list[tuple[cst.BaseExpression, cst.Call]]:
@@ -86,7 +101,7 @@ class Training(Analysis):
         scope = ctx.scope_of(node)
         if ctx.flow.reaches(node, self._uses(scope)):
             return True
-        if depth >= 3 or not isinstance(scope, cst.FunctionDef):
+        if depth >= _MAX_CALL_DEPTH or not isinstance(scope, cst.FunctionDef):
             return False
         returned = ctx.flow.reaches(node, self._returned(scope))
         return returned and any(self.is_differentiated(call, depth + 1) for call in ctx.calls.call_sites.get(scope, ()))
@@ -104,14 +119,14 @@ class Training(Analysis):
     @computed
     def functions(self) -> set[cst.FunctionDef]:
         """Functions that compute gradients or step an optimizer, directly or through same-file calls."""
-        calls = self.ctx.calls
+        calls, calls_in = self.ctx.calls, self.ctx.definitions.calls_in
         result = {fn for fn in self.ctx.nodes(cst.FunctionDef)
-                  if any(self._is_training_call(c) for c in calls.calls_in(fn))}
+                  if any(self._is_training_call(c) for c in calls_in(fn))}
         changed = True
         while changed:
             changed = False
             for fn in self.ctx.nodes(cst.FunctionDef):
-                if fn not in result and any(t in result for c in calls.calls_in(fn) for t in calls.targets(c)):
+                if fn not in result and any(t in result for c in calls_in(fn) for t in calls.targets(c)):
                     result.add(fn)
                     changed = True
         return result
@@ -119,4 +134,26 @@ class Training(Analysis):
     def is_training_loop(self, loop: cst.For | cst.While) -> bool:
         calls = self.ctx.calls
         return any(self._is_training_call(call) or any(t in self.functions for t in calls.targets(call))
-                   for call in calls.calls_in(loop))
+                   for call in self.ctx.definitions.calls_in(loop))
+
+    def loops_running(self, node: cst.CSTNode, depth: int = 0) -> list[StepSite]:
+        """The training loops that run `node` on each of their iterations: the innermost loop around it
+        when that loop trains, else — for a node of a function outside any loop — the training loops
+        that call that function (through up to three same-file calls). A node in a loop that does not
+        train (validation inside the epoch loop) has none."""
+        ctx = self.ctx
+        loop = ctx.innermost_loop(node)
+        if loop is not None:
+            return [StepSite(loop)] if self.is_training_loop(loop) else []
+        scope = ctx.scope_of(node)
+        if depth >= _MAX_CALL_DEPTH or not isinstance(scope, cst.FunctionDef):
+            return []
+        sites = ctx.calls.call_sites.get(scope, ())
+        # The same for every node of the function, and for every function of its name (they share
+        # their call sites): found once.
+        key = (id(sites), depth)
+        found = self._steps_through_calls.get(key)
+        if found is None:
+            found = self._steps_through_calls[key] = [
+                StepSite(s.loop, s.path + (site,)) for site in sites for s in self.loops_running(site, depth + 1)]
+        return found

@@ -146,7 +146,7 @@ grads = tape.gradient(loss, variables)
 
     def _watched(self, source: cst.BaseExpression, tape: WithContext) -> bool:
         wanted = dotted(source)
-        for call in self.ctx.calls.calls_in(tape.block):
+        for call in self.ctx.definitions.calls_in(tape.block):
             owner = receiver(call)
             if call_name(call) == "watch" and isinstance(owner, cst.Name) and owner.value == tape.alias:
                 watched = argument(call, 0, "tensor")

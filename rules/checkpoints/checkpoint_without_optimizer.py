@@ -650,7 +650,7 @@ class OptimizerTest(tf.test.TestCase):
     def _model_loads(self) -> list[tuple[cst.Call, bool | None]]:
         """Each `x.load_state_dict(...)` into a model (not an optimizer, scheduler or scaler), and whether
         the model is trained after it (None: it runs in a function this file never calls)."""
-        loads = [c for c in self.ctx.calls.named("load_state_dict").nodes if isinstance(c.func, cst.Attribute)
+        loads = [c for c in self.ctx.definitions.named("load_state_dict").nodes if isinstance(c.func, cst.Attribute)
                  and not _is_optimizer(receiver(c)) and not _is_auxiliary(receiver(c))]
         return [(load, self._trained_after(load, {_model_label(receiver(load))}, 0)) for load in loads]
 

@@ -197,7 +197,7 @@ for name, fn in registry.items():
             what = f"`@{ctx.snippet(decorator)}` def `{name}`"
         else:
             what = f"`{ctx.snippet(node.func)}(...)`"
-        runs = [c for c in ctx.calls.calls_in(unit) if ctx.order[c] > ctx.order[node] and self._runs_through(c, name)]
+        runs = [c for c in ctx.definitions.calls_in(unit) if ctx.order[c] > ctx.order[node] and self._runs_through(c, name)]
         if called_at_once or any(ctx.loop_values.iteration_unit(c) is unit for c in runs):
             self.report(node, f"{what}, {ctx.loop_values.inside(unit)}, builds a new tf.function each iteration, "
                               "called in that iteration: every call traces (and compiles) again; create it once "
@@ -245,7 +245,7 @@ for name, fn in registry.items():
         reached = set(calls.targets(call))
         reached |= {fn for target in reached for fn in calls.called_functions(target)}
         return any(self._runs(c, name) for fn in reached if not self.ctx.bindings_in(fn, name)
-                   for c in calls.calls_in(fn))
+                   for c in self.ctx.definitions.calls_in(fn))
 
     @staticmethod
     def _runs(call: cst.Call, name: str | None) -> bool:

@@ -159,7 +159,7 @@ train_step(x0, y0)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         ctx, tf = self.ctx, self.ctx.tf
-        calls = list(ctx.calls.calls_in(node))
+        calls = list(ctx.definitions.calls_in(node))
         # One update per call: a function that loops over batches itself (an epoch) is not a step.
         if not any(call_name(c) == "apply_gradients" and ctx.innermost_loop(c) is None for c in calls) \
                 or not any(tf.tape_of_gradient(c) is not None for c in calls):
@@ -216,7 +216,7 @@ train_step(x0, y0)
                 if not qualname.startswith(("tensorflow.", "keras.")) or qualname.endswith(".Variable"):
                     return False
             elif isinstance(func, cst.Name):
-                local = ctx.calls.functions.get(func.value)
+                local = ctx.definitions.functions.get(func.value)
                 if func.value in _PURE_BUILTINS and func.value not in names.bound_names:
                     continue
                 if local:

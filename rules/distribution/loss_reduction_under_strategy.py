@@ -236,6 +236,6 @@ strategy.run(step, args=(x, y))
         for node in (*self.ctx.nodes_in_scope(cst.BinaryOperation, function).nodes,
                      *self.ctx.nodes_in_scope(cst.AugAssign, function).nodes):
             divisors += _divisor_of(node, is_holder)
-        divisors += [c for c in self.ctx.calls.calls_in(function)
+        divisors += [c for c in self.ctx.definitions.calls_in(function)
                      if self.ctx.names.callee(c) == "tensorflow.nn.compute_average_loss" and holder in names_in(c)]
         return divisors

@@ -388,7 +388,7 @@ evaluator.distributed_pass(x, y)
 
     def _built_by_functions_of(self, local: list[cst.FunctionDef], depth: int) -> str | None:
         for function in local:
-            for inner in self.ctx.calls.calls_in(function):
+            for inner in self.ctx.definitions.calls_in(function):
                 if self._returned_by(inner) is not function:
                     continue
                 kind = self._stateful_kind(inner) or (self._built_by_helper(inner, depth - 1) if depth else None)
@@ -399,7 +399,7 @@ evaluator.distributed_pass(x, y)
     def _stateful_kind(self, call: cst.Call) -> str | None:
         name = self.ctx.names.callee(call)
         if name is None:
-            subclass = self.ctx.calls.local_class(call.func)
+            subclass = self.ctx.definitions.local_class(call.func)
             if subclass is not None and any(self.ctx.names.qualname(base.value) in _KERAS_MODELS for base in subclass.bases):
                 return f"Keras model `{subclass.name.value}`"
             return None

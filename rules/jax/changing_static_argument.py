@@ -267,7 +267,7 @@ for step in range(num_steps):
 
     def _plain_class(self, func: cst.BaseExpression) -> bool:
         """A class of this file without bases, decorators or `__eq__`/`__hash__`: hashed by identity."""
-        cls = self.ctx.calls.local_class(func)
+        cls = self.ctx.definitions.local_class(func)
         if cls is None or cls.bases or cls.decorators or not isinstance(cls.body, cst.IndentedBlock):
             return False
         return not any(isinstance(s, cst.FunctionDef) and s.name.value in _EQUALITY_METHODS for s in cls.body.body)

@@ -245,7 +245,7 @@ for step in range(num_steps):
     def _name_called_in(self, name: str, after: cst.CSTNode, unit: IterationUnit) -> bool:
         ctx = self.ctx
         return any(isinstance(c.func, cst.Name) and c.func.value == name and ctx.order[c] > ctx.order[after]
-                   and ctx.loop_values.iteration_unit(c) is unit for c in ctx.calls.calls_in(unit))
+                   and ctx.loop_values.iteration_unit(c) is unit for c in ctx.definitions.calls_in(unit))
 
     # ----- is the function object new each iteration ----------------------------------------------
     def _new_function(self, expr: cst.BaseExpression | None, unit: IterationUnit, depth: int = 0) -> str | None:
@@ -309,7 +309,7 @@ for step in range(num_steps):
             if expr.attr.value in _FLAX_MODULE_METHODS and constructor.startswith("flax.linen.") \
                     and constructor.rsplit(".", 1)[-1][:1].isupper():
                 return True
-            cls = ctx.calls.local_class(value.func)
+            cls = ctx.definitions.local_class(value.func)
         if cls is None or not isinstance(cls.body, cst.IndentedBlock):
             return False
         if expr.attr.value in _FLAX_MODULE_METHODS and any(

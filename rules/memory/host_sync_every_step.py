@@ -7,7 +7,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from lintloop.analysis.dataflow import StepSite
+from lintloop.analysis.training import StepSite
 from lintloop.analysis.syntax import call_name, dotted, positional_args, receiver, walk
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
@@ -179,7 +179,7 @@ for i, (x, y) in enumerate(loader):
     def visit_Call(self, node: cst.Call) -> None:
         if not self._may_transfer(node) or self.ctx.tf.compiled_function_of(node) is not None:
             return
-        site = next((s for s in self.ctx.flow.training_steps(node)
+        site = next((s for s in self.ctx.training.loops_running(node)
                      if s.loop in self._step_loops and self._every_iteration(node, s)), None)
         described = self._transfer(node) if site is not None else None
         if described is None:
@@ -323,7 +323,7 @@ for i, (x, y) in enumerate(loader):
         in the iteration itself, not in a loop nested in it (an epoch loop runs whole epochs)."""
         updates = [call for _, call in self.ctx.training.differentiated] + [
             call for call in self.ctx.nodes(cst.Call) if call_name(call) in _TRAINING_CALLS]
-        return {site.loop for call in updates for site in self.ctx.flow.training_steps(call)}
+        return {site.loop for call in updates for site in self.ctx.training.loops_running(call)}
 
     def _every_iteration(self, node: cst.CSTNode, site: StepSite) -> bool:
         """Not under a `% N` condition, neither around `node` nor around a call leading to it."""

@@ -347,7 +347,7 @@ class Trainer:
             self._check(node, owner, positional_args(node)[0])
 
     def _check(self, node: cst.CSTNode, accumulator: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        if not self.ctx.flow.training_steps(node) or self.ctx.tf.compiled_function_of(node) is not None:
+        if not self.ctx.training.loops_running(node) or self.ctx.tf.compiled_function_of(node) is not None:
             return  # e.g. a validation loop nested in the epoch loop; a graph-mode loop
         # The code one training step runs: the loop's body, or a train-step function called from the loop.
         region = self.ctx.innermost_loop(node) or self.ctx.scope_of(node)
@@ -399,7 +399,7 @@ class Trainer:
         for target, call in self.ctx.training.differentiated_within(region):
             if isinstance(target, cst.Name):
                 names[target.value] = _framework(call)
-        for call in self.ctx.calls.calls_in(region):
+        for call in self.ctx.definitions.calls_in(region):
             returned = self._returned_loss(call)
             assign = self.ctx.parents.get(call)
             if returned is None or not isinstance(assign, cst.Assign):
@@ -481,7 +481,7 @@ class Trainer:
             if not bindings:  # a variable of the caller's scope
                 return self._reset_each_pass(name, ctx.calls.call_sites[unit][0])
             sites = ctx.calls.call_sites.get(unit, [])
-            passed = ctx.calls.argument_for(sites[0], unit, bindings[0].node) \
+            passed = ctx.definitions.argument_for(sites[0], unit, bindings[0].node) \
                 if len(sites) == 1 and isinstance(bindings[0].node, cst.Param) else None
             # Threaded through the step (`running = step(x, running)`): the caller's variable.
             return isinstance(passed, cst.Name) and self._reset_each_pass(passed.value, sites[0])
@@ -505,7 +505,7 @@ class Trainer:
         (measured: about 5 KiB of graph per step for a two-layer MLP, against 460 KiB for a 12-layer
         Transformer encoder)?"""
         models = []
-        for call in self.ctx.calls.calls_in(region):
+        for call in self.ctx.definitions.calls_in(region):
             model = self.ctx.modules.forward_of(call)
             if model is not None and model.kind == "unknown" and isinstance(model.origin, cst.Param):
                 passed = self._passed_models(call, region)
@@ -530,7 +530,7 @@ class Trainer:
             return []
         given = []
         for site in ctx.calls.call_sites.get(fn, []):
-            arg = ctx.calls.argument_for(site, fn, param)
+            arg = ctx.definitions.argument_for(site, fn, param)
             model = ctx.modules.value(arg, site) if arg is not None else None
             if model is None:
                 return []
@@ -547,7 +547,7 @@ class Trainer:
             seen |= {node}
             count = 0
             for base in node.bases:
-                local = ctx.calls.local_class(base.value)
+                local = ctx.definitions.local_class(base.value)
                 inner = self._layer_count(local, seen) if local is not None else (
                     0 if ctx.names.qualname(base.value) == "torch.nn.Module" else None)
                 if inner is None:
@@ -559,7 +559,7 @@ class Trainer:
             return None
         for call in ctx.nodes_within(cst.Call, node):
             qualname = ctx.names.callee(call) or ""
-            local = ctx.calls.local_class(call.func)
+            local = ctx.definitions.local_class(call.func)
             if local is not None and local is not node:
                 inner = self._layer_count(local, seen)
                 if inner is None:

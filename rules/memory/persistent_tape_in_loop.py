@@ -200,7 +200,7 @@ def train_step(batch):
 
     def _read_in(self, unit: IterationUnit, name: str) -> bool:
         return any(call_name(c) in _TAPE_READS and isinstance(receiver(c), cst.Name) and receiver(c).value == name
-                   for c in self.ctx.calls.calls_in(unit, into_nested_defs=True))
+                   for c in self.ctx.definitions.calls_in(unit, into_nested_defs=True))
 
     def _released_in(self, unit: IterationUnit, name: str) -> bool:
         """`del tape` or `tape = None` anywhere in the loop's (or step function's) body."""

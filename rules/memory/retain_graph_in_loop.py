@@ -6,7 +6,7 @@ import builtins
 
 import libcst as cst
 
-from lintloop.analysis.dataflow import StepSite
+from lintloop.analysis.training import StepSite
 from lintloop.analysis.syntax import argument, call_name, calls_within, dotted, keyword_arg, names_in, receiver
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
@@ -206,7 +206,7 @@ for real in loader:
             return
         # A loop that updates parameters: a `.backward()` alone (gradients looked at, a saliency map) trains
         # nothing; `torch.autograd.grad` returns gradients for the code to apply.
-        sites = [site for site in self.ctx.flow.training_steps(node)
+        sites = [site for site in self.ctx.training.loops_running(node)
                  if call_name(node) != "backward" or self.ctx.iteration.of(site.loop).updates_parameters]
         region = self.ctx.innermost_loop(node) or self.ctx.scope_of(node)
         if not sites or any(self._later_backward(node, site) for site in sites) \
@@ -270,11 +270,11 @@ for real in loader:
 
     def _gradient_after(self, anchor: cst.CSTNode, container: cst.CSTNode, node: cst.Call) -> bool:
         order = self.ctx.order
-        for call in self.ctx.calls.calls_in(container):
+        for call in self.ctx.definitions.calls_in(container):
             if call is node or order[call] <= order[anchor]:
                 continue
             if self._is_gradient_call(call) or any(
-                    any(self._is_gradient_call(c) for c in self.ctx.calls.calls_in(fn))
+                    any(self._is_gradient_call(c) for c in self.ctx.definitions.calls_in(fn))
                     for fn in {*self.ctx.calls.targets(call), *self._called(call)}):
                 return True
         return False
@@ -352,7 +352,7 @@ for real in loader:
 
     def _is_forward(self, call: cst.Call, depth: int) -> bool:
         ctx = self.ctx
-        if ctx.names.callee(call) is not None or ctx.calls.local_class(call.func) is not None:
+        if ctx.names.callee(call) is not None or ctx.definitions.local_class(call.func) is not None:
             return False
         if (dotted(call.func) or "_").rsplit(".", 1)[-1][0].isupper():
             return False  # a constructor (`Net()`): builds an object, runs no forward
@@ -366,7 +366,7 @@ for real in loader:
         functions = ctx.calls.local_functions(call.func)
         if functions:  # a helper: a forward when its body calls a model
             return depth < _MAX_DEPTH and any(self._is_forward(c, depth + 1)
-                                              for fn in functions for c in ctx.calls.calls_in(fn))
+                                              for fn in functions for c in ctx.definitions.calls_in(fn))
         return not (isinstance(call.func, cst.Attribute) and call.func.attr.value in _TENSOR_METHODS)
 
     def _carried(self, expr: cst.BaseExpression, region: cst.CSTNode, at: cst.CSTNode) -> str | None:

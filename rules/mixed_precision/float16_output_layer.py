@@ -233,8 +233,8 @@ Trainer().fit_fast_head(x_train, y_train)
         its methods: a Trainer that builds its model in `__init__` and sets the policy in `fit`."""
         ctx = self.ctx
         setter = ctx.scope_of(policy_call)
-        cls = ctx.calls.method_class(setter) if isinstance(setter, cst.FunctionDef) else None
-        init = next(iter(ctx.calls.methods_named(cls, "__init__")), None) if cls else None
+        cls = ctx.definitions.method_class(setter) if isinstance(setter, cst.FunctionDef) else None
+        init = next(iter(ctx.definitions.methods_named(cls, "__init__")), None) if cls else None
         if init is None or setter is init or setter in ctx.calls.called_functions(init):
             return False
         return ctx.calls.through_callers(layer, lambda node: ctx.scope_of(node) is init) is not None

@@ -286,10 +286,10 @@ for x, y in loader:
         for call in self.ctx.nodes_in_scope(cst.Call, scope).after(evaluation):
             for fn in self.ctx.calls.targets(call):
                 for param in [*fn.params.posonly_params, *fn.params.params]:
-                    passed = self.ctx.calls.argument_for(call, fn, param)
+                    passed = self.ctx.definitions.argument_for(call, fn, param)
                     inner = param.name.value
                     if passed is None or dotted(passed) != model or self._grad_off(call) or any(
-                            dotted(receiver(c)) == inner for c in self.ctx.calls.named("train").within(fn)
+                            dotted(receiver(c)) == inner for c in self.ctx.definitions.named("train").within(fn)
                             if receiver(c) is not None):
                         continue  # not given the model, or run without grad, or switches it back itself
                     yield from ((loop, inner, call) for loop in self.ctx.nodes_in_scope((cst.For, cst.While), fn).nodes)
@@ -298,17 +298,17 @@ for x, y in loader:
         """The calls an iteration of `loop` makes, each with the model's name where it is: those of the
         loop's body, then those of a function of this file the body calls (`step(model, batch)`), where
         the model is its parameter's name or the name it reads from around it."""
-        calls = list(self.ctx.calls.calls_in(loop))
+        calls = list(self.ctx.definitions.calls_in(loop))
         yield from ((c, model) for c in calls)
         for call in calls:
             for fn in self.ctx.calls.targets(call):
                 params = [*fn.params.posonly_params, *fn.params.params]
                 passed = next((p.name.value for p in params
-                               if (given := self.ctx.calls.argument_for(call, fn, p)) is not None and dotted(given) == model),
+                               if (given := self.ctx.definitions.argument_for(call, fn, p)) is not None and dotted(given) == model),
                               None)
                 name = passed or (model if model not in {p.name.value for p in params} else None)
                 if name is not None and not self._grad_off(call):
-                    yield from ((c, name) for c in self.ctx.calls.calls_in(fn))
+                    yield from ((c, name) for c in self.ctx.definitions.calls_in(fn))
 
     def _runs_per_pass(self, loop: cst.For | cst.While, forward: cst.Call) -> int | None:
         """How many times one pass over `loop` runs `forward` (through the loops between them), where
@@ -326,7 +326,7 @@ for x, y in loader:
         """Where an iteration keeps an output of the model beyond itself, with its graph: appended,
         accumulated (`total += out`, `outs = torch.cat([outs, out])`), stored in a container or an
         attribute, yielded, or fed back into the next iteration's input (`x = model(x)`)."""
-        outputs = [c for c in self.ctx.calls.calls_in(loop) if self._runs(c, model)]
+        outputs = [c for c in self.ctx.definitions.calls_in(loop) if self._runs(c, model)]
         for sink, value in self._sinks(loop):
             if not _graph_free(value) and any(self.ctx.flow.flows_into(out, value, sink) for out in outputs):
                 return sink
@@ -335,7 +335,7 @@ for x, y in loader:
     def _sinks(self, loop: cst.For | cst.While) -> Iterator[tuple[cst.CSTNode, cst.BaseExpression]]:
         """(statement or call, value) for each value an iteration of `loop` stores beyond itself."""
         ctx = self.ctx
-        for call in ctx.calls.calls_in(loop):
+        for call in ctx.definitions.calls_in(loop):
             if call_name(call) in _KEEPING_METHODS and receiver(call) is not None:
                 yield from ((call, arg.value) for arg in call.args)
         for aug in ctx.nodes_within(cst.AugAssign, loop):
@@ -390,4 +390,4 @@ for x, y in loader:
         """`model.train()` between the `eval()` and the loop (or the call running it), or inside it."""
         # From the `eval()` to the loop's end: the calls between them, and those inside the loop.
         return any(receiver(c) is not None and dotted(receiver(c)) == model
-                   for c in self.ctx.calls.named("train").between(self.ctx.order[evaluation], self.ctx.subtree_end[reached]))
+                   for c in self.ctx.definitions.named("train").between(self.ctx.order[evaluation], self.ctx.subtree_end[reached]))

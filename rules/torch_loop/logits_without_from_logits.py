@@ -226,10 +226,10 @@ base.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
         model = dotted(receiver(compile_call)) if isinstance(compile_call, cst.Call) and receiver(compile_call) else None
         if model is None:
             return set()
-        recompiled = next((c for c in ctx.calls.named("compile").after(compile_call)
+        recompiled = next((c for c in ctx.definitions.named("compile").after(compile_call)
                            if receiver(c) is not None and dotted(receiver(c)) == model), None)
         found = set()
-        for call in ctx.calls.named("fit").after(compile_call):
+        for call in ctx.definitions.named("fit").after(compile_call):
             if recompiled is not None and ctx.order[call] > ctx.order[recompiled]:
                 break
             if ctx.scope_of(call) is not ctx.scope_of(compile_call) or receiver(call) is None \

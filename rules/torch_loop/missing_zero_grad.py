@@ -231,7 +231,7 @@ for batch in loader:
         """Is the optimizer handed to a call this file cannot see into (which may zero it), in the loop or
         in a same-file function it calls (a step function)?"""
         calls = self.ctx.calls
-        for call in (c for unit in (body, *calls.called_functions(body)) for c in calls.calls_in(unit)):
+        for call in (c for unit in (body, *calls.called_functions(body)) for c in self.ctx.definitions.calls_in(unit)):
             if id(call) in events or calls.targets(call) or self.ctx.names.callee(call) in _KEEP_GRADIENTS:
                 continue
             if any(dotted(arg.value) == optimizer for arg in call.args):
