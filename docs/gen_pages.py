@@ -27,6 +27,7 @@ from mkdocs.structure.pages import Page
 from plotly.offline import get_plotlyjs
 
 from lintloop import rules as catalog
+from lintloop.analysis.context import FileContext
 from lintloop.cli import build_parser
 from lintloop.frameworks import FRAMEWORK_LABELS
 from lintloop.rule import Rule
@@ -347,7 +348,19 @@ def probe_signals() -> str:
     return _table(("rule", "name", "probe", "confirmed when the run shows"), rows)
 
 
+def analyses_table() -> str:
+    """The analyses rules ask, each after those it asks (`Analysis.asks`), with what its module is for."""
+    rows = []
+    for name, analysis in FileContext.analyses().items():
+        module = importlib.import_module(analysis.__module__)
+        purpose = (module.__doc__ or "").strip().split("\n\n")[0]
+        rows.append((f"`ctx.{name}`", f"`{analysis.__module__.replace('.', '/')}.py`",
+                     ", ".join(f"`{asked}`" for asked in sorted(analysis.asks)) or "—", _prose(purpose)))
+    return _table(("asked as", "module", "asks", "answers"), rows)
+
+
 GENERATED_SECTIONS: dict[str, Callable[[], str]] = {
+    "analyses": analyses_table,
     "cli-reference": cli_reference,
     "rule-options": rule_options_reference,
     "probe-signals": probe_signals,

@@ -4,7 +4,7 @@ One JSON file per (file content, lintloop version, Python implementation, libcst
 engine's source files (size and mtime: an edited rule in a source checkout invalidates the cache),
 rule selection, per-rule options, display path, mode, named or found in a directory): everything in
 the file that can change its findings. It holds the findings and whether the file was passed over
-unparsed (found in a directory, without deep-learning code: DESIGN.md "What is parsed").
+unparsed (found in a directory, without deep-learning code: docs/architecture.md, "What is parsed").
 A finding may also depend on other modules of the linted project (a helper imported from
 `losses.py`): the entry records each module consulted with its content digest, and is a miss
 when one of them changed, appeared or disappeared. Entries

@@ -18,7 +18,7 @@ class SourceFile:
     path: Path  # to open
     display: str  # as given on the command line, joined with the path below it
     # Named on the command line (always parsed), not found in a directory (parsed only if it can
-    # hold a finding: DESIGN.md "What is parsed").
+    # hold a finding: docs/architecture.md, "What is parsed").
     explicit: bool = False
     modified_ns: int = 0  # when found (st_mtime_ns): the most recently modified are linted first
     # The resolved folder it was named in or found below: with the project's root, where `fix` may write it.

@@ -1,6 +1,6 @@
 """The frameworks the rules are about, by the top-level packages a program imports them from, and
-the cheapest test lintloop makes of a file: whether its bytes name any of them (DESIGN.md "What is
-parsed"). Imports nothing: a run answered from the result cache uses it without the engine."""
+the cheapest test lintloop makes of a file: whether its bytes name any of them (docs/architecture.md,
+"What is parsed"). Imports nothing: a run answered from the result cache uses it without the engine."""
 
 from __future__ import annotations
 

@@ -44,11 +44,11 @@ class FileResult:
     # looked for and absent); the result cache checks them before reusing the findings.
     dependencies: dict[str, str] = field(default_factory=dict)
     # Found in a directory and holding no deep-learning code a rule could flag: not parsed, no
-    # finding (DESIGN.md "What is parsed"); counted in the summary.
+    # finding (docs/architecture.md, "What is parsed"); counted in the summary.
     passed_over: bool = False
 
 
-# DESIGN.md "What is parsed": a file found by walking a directory is parsed only if it can hold a
+# docs/architecture.md, "What is parsed": a file found by walking a directory is parsed only if it can hold a
 # finding; a file named explicitly (`explicit`: on the command line, by pre-commit, by an editor)
 # always is, so that its syntax errors are always reported.
 

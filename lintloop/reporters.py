@@ -38,7 +38,7 @@ def render(findings: list[Finding], fmt: str, stream: IO[str], *, sources: dict[
     REPORTERS[fmt](findings, stream, sources=sources, quiet=quiet, unsafe_fixes=unsafe_fixes, is_file=is_file,
                    unchecked=unchecked, passed_over=passed_over, root=root)
     if fmt == "concise" and not quiet:
-        # On stderr: the concise report itself stays one line per finding (DESIGN.md), for problem
+        # On stderr: the concise report itself stays one line per finding (docs/cli.md), for problem
         # matchers and pipes, as `fix` tells what it fixed on stderr.
         grouped = grouped_summary(findings, unsafe_fixes, root)
         if grouped:

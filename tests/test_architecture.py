@@ -9,8 +9,6 @@ import graphlib
 import importlib
 import inspect
 import pkgutil
-import typing
-from functools import cached_property
 from pathlib import Path
 
 import lintloop
@@ -24,18 +22,7 @@ CHECKOUT = Path(__file__).resolve().parents[1]
 ANALYSIS_MODULES = sorted(f"lintloop.analysis.{info.name}" for info in pkgutil.iter_modules(lintloop.analysis.__path__))
 
 
-def _analyses() -> dict[str, type[Analysis]]:
-    """Each analysis a rule reaches as `ctx.<attribute>`, by that attribute."""
-    found = {}
-    for name, member in vars(FileContext).items():
-        if isinstance(member, cached_property):
-            returned = typing.get_type_hints(member.func)["return"]
-            if inspect.isclass(returned) and issubclass(returned, Analysis):
-                found[name] = returned
-    return found
-
-
-ANALYSES = _analyses()
+ANALYSES = FileContext.analyses()
 
 
 def _tree(module: str) -> ast.Module:
@@ -92,6 +79,7 @@ def test_the_analyses_ask_each_other_without_a_cycle():
     graph = {name: set(cls.asks) for name, cls in ANALYSES.items()}
     order = list(graphlib.TopologicalSorter(graph).static_order())  # raises CycleError on a cycle
     assert set(order) == set(ANALYSES)
+    assert all(set(ANALYSES[name].asks) <= set(list(ANALYSES)[:place]) for place, name in enumerate(ANALYSES))
     # The foundations every other analysis stands on ask nothing of the ones built on them.
     assert graph["definitions"] == set() and graph["flow"] == {"definitions"}
 

@@ -1,4 +1,4 @@
-"""DESIGN.md "What is parsed": a file found by walking a directory is parsed only if it can hold a
+"""docs/architecture.md, "What is parsed": a file found by walking a directory is parsed only if it can hold a
 finding (the screen); the others are counted in the summary, listed by `--verbose`, never reported,
 never changed. A file named explicitly is always parsed, so its syntax errors are always reported.
 Passing a file over loses no finding: every rule example and every fixture program gives the same

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import graphlib
+import typing
 from bisect import bisect_right
 from collections import defaultdict
 from functools import cached_property
@@ -9,6 +11,7 @@ from typing import Iterator
 
 import libcst as cst
 
+from lintloop.analysis.base import Analysis
 from lintloop.analysis.calls import CallGraph
 from lintloop.analysis.checkpoints import TFCheckpoints
 from lintloop.analysis.dataflow import DataFlow
@@ -98,6 +101,18 @@ class FileContext:
         self._in_order: dict[NodeKinds, SourceOrdered] = {}
         self._by_scope: dict[NodeKinds, dict[Scope, SourceOrdered]] = {}
         self._functions_around: dict[cst.CSTNode, cst.FunctionDef | None] = {}
+
+    @classmethod
+    def analyses(cls) -> dict[str, type[Analysis]]:
+        """Each analysis a rule reaches as `ctx.<attribute>`, by that attribute: each after those it asks."""
+        found = {}
+        for name, member in vars(cls).items():
+            if isinstance(member, cached_property):
+                built = typing.get_type_hints(member.func)["return"]
+                if isinstance(built, type) and issubclass(built, Analysis):
+                    found[name] = built
+        order = graphlib.TopologicalSorter({name: built.asks for name, built in found.items()}).static_order()
+        return {name: found[name] for name in order}
 
     def close(self) -> None:
         """Let go of everything: each analysis holds the context, so a context holding its analyses is a
