@@ -188,8 +188,9 @@ def _examples_section(rule: type[Rule]) -> list[str]:
             continue
         sections.append(f"### {title}")
         for number, example in enumerate(examples, 1):
-            findings = f" ({example.count} findings)" if title == "Flagged" and example.count != 1 else ""
-            sections += [f"**{title} example {number}**{findings}", _code_block(_dedented(example.code), "python")]
+            sections += [f"**{title} example {number}**", _code_block(_dedented(example.code), "python")]
+            if example.expect is not None:
+                sections += ["Reported (line:column-end, message):", _code_block(example.expect.strip("\n"), "text")]
     return sections
 
 

@@ -42,9 +42,13 @@ class Report:
 
 @dataclass(frozen=True)
 class Example:
+    """A program the rule flags, or must not. A flagged one states what it gives, as a snapshot does:
+    `expect`, each finding's range, its fix's safety and its message; `fixed`, the text its fixes make
+    (where it has one). tests/example_expectations.py writes them; tests/test_rule_examples.py compares."""
+
     code: str
-    # For a flagged example: how many findings it must produce.
-    count: int = 1
+    expect: str | None = None
+    fixed: str | None = None
 
 
 @dataclass

@@ -1,20 +1,11 @@
 """Every rule's own flagged / not-flagged examples, run as tests."""
 
-import textwrap
-
 import pytest
 
-from lintloop.linter import lint_text
-from lintloop.rule import RuleSet
+from example_expectations import difference, example_source, expected, findings, fixed, rendered
 from lintloop.rules import ALL_RULES
 
 VISITOR_RULES = [r for r in ALL_RULES if r.has_visitor()]
-
-
-def _findings(rule, code):
-    result = lint_text("example.py", textwrap.dedent(code).lstrip(), RuleSet([rule]))
-    assert not result.errors
-    return [f for f in result.findings if f.code == rule.code]
 
 
 @pytest.mark.parametrize("rule", VISITOR_RULES, ids=lambda r: r.code)
@@ -26,16 +17,23 @@ def test_every_rule_has_enough_examples(rule):
     "rule,index", [(r, i) for r in VISITOR_RULES for i in range(len(r.flagged))],
     ids=lambda v: v.code if hasattr(v, "code") else str(v))
 def test_flagged_example(rule, index):
+    """Each finding where the example says, with its message and fix; and the text its fixes make."""
     example = rule.flagged[index]
-    found = _findings(rule, example.code)
-    assert len(found) == example.count, [f.message for f in found]
-    for finding in found:
-        assert finding.message and finding.name == rule.name
+    source = example_source(example)
+    found = findings(rule, source)
+    assert found and all(f.name == rule.name for f in found)
+    want_findings, want_fixed = expected(example)
+    assert want_findings is not None, "a flagged example states what it gives: run tests/example_expectations.py"
+    diff = difference("findings", want_findings, rendered(found)) + difference(
+        "fixed", want_fixed, fixed(rule, source, found))
+    assert not diff, "\n" + diff
 
 
 @pytest.mark.parametrize(
     "rule,index", [(r, i) for r in VISITOR_RULES for i in range(len(r.not_flagged))],
     ids=lambda v: v.code if hasattr(v, "code") else str(v))
 def test_not_flagged_example(rule, index):
-    found = _findings(rule, rule.not_flagged[index].code)
+    example = rule.not_flagged[index]
+    assert example.expect is None and example.fixed is None
+    found = findings(rule, example_source(example))
     assert found == [], [f"{f.line}:{f.column} {f.message}" for f in found]

@@ -86,6 +86,11 @@ class Trainer:
             self.optimizer.zero_grad()
             loss.backward()
             self.optimizer.step()
+""", expect="""
+10:36-10:58 the model output `self.model(x)` reaches the loss differentiated by `loss.backward()` only
+    through `.detach()`, which drops the autograd graph: no gradient reaches the model's parameters
+    (`backward()` raises `RuntimeError: element 0 of tensors does not require grad and does not have a
+    grad_fn`); compute the loss from the output itself
 """),
         Example("""
 import torch
@@ -97,6 +102,11 @@ for x, y in loader:
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
+""", expect="""
+5:11-5:28 the model output `model(x)` reaches the loss differentiated by `loss.backward()` only through
+    `.detach()`, which drops the autograd graph: no gradient reaches the model's parameters
+    (`backward()` raises `RuntimeError: element 0 of tensors does not require grad and does not have a
+    grad_fn`); compute the loss from the output itself
 """),
         Example("""
 import torch
@@ -110,6 +120,11 @@ def train_step(net, batch, opt):
     loss.backward()
     opt.step()
 train_step(Net(), batch, opt)
+""", expect="""
+7:15-7:42 the model output `net(x)` reaches the loss differentiated by `loss.backward()` only through
+    `.item()`, which drops the autograd graph: no gradient reaches the model's parameters (`backward()`
+    runs on a fresh leaf made with `requires_grad=True`, but every parameter's `.grad` stays None and
+    the optimizer changes nothing); compute the loss from the output itself
 """),
         Example("""
 import numpy as np
@@ -119,6 +134,11 @@ criterion = torch.nn.MSELoss()
 pred = model(x).data
 loss = criterion(pred, y)
 loss.backward()
+""", expect="""
+5:8-5:21 the model output `model(x)` reaches the loss differentiated by `loss.backward()` only through
+    `.data`, which drops the autograd graph: no gradient reaches the model's parameters (`backward()`
+    raises `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`);
+    compute the loss from the output itself
 """),
         Example("""
 import torch
@@ -126,6 +146,11 @@ net = torch.nn.Linear(4, 2)
 scores = net(x).detach().cpu().numpy()
 loss = torch.from_numpy(scores).pow(2).mean()
 scaler.scale(loss).backward()
+""", expect="""
+3:10-3:25 the model output `net(x)` reaches the loss differentiated by `scaler.scale(loss).backward()`
+    only through `.detach()`, which drops the autograd graph: no gradient reaches the model's parameters
+    (`backward()` raises `RuntimeError: element 0 of tensors does not require grad and does not have a
+    grad_fn`); compute the loss from the output itself
 """),
     )
     not_flagged = (

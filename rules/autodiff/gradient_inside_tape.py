@@ -51,6 +51,10 @@ def train_step(model, optimizer, x, y):
         loss = tf.reduce_mean(tf.square(model(x) - y))
         grads = tape.gradient(loss, model.trainable_variables)
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
+""", expect="""
+5:17-5:63 `tape.gradient(...)` inside the `with` block of the persistent tape `tape` records the
+    gradient computation on the tape (TensorFlow warns: more CPU and memory) and no higher-order
+    gradient is taken of it; call it after the block, or under `with tape.stop_recording():`
 """),
         Example("""
 import tensorflow as tf
@@ -67,7 +71,11 @@ def train_step(images):
         gradients_of_discriminator = disc_tape.gradient(disc_loss, discriminator.trainable_variables)
     generator_optimizer.apply_gradients(zip(gradients_of_generator, generator.trainable_variables))
     discriminator_optimizer.apply_gradients(zip(gradients_of_discriminator, discriminator.trainable_variables))
-""", count=1),
+""", expect="""
+11:34-11:92 `gen_tape.gradient(...)` runs while tape `disc_tape` (opened at line 5) is still recording:
+    `disc_tape` records the whole gradient computation and keeps its tensors alive, and no higher-order
+    gradient is taken of it; call it after the `with` block
+"""),
         Example("""
 from tensorflow import GradientTape
 class Trainer:
@@ -81,7 +89,14 @@ class Trainer:
         del tape
         self.actor_opt.apply_gradients(zip(actor_grads, self.actor.trainable_variables))
         self.critic_opt.apply_gradients(zip(critic_grads, self.critic.trainable_variables))
-""", count=2),
+""", expect="""
+8:27-8:84 `tape.gradient(...)` inside the `with` block of the persistent tape `tape` records the
+    gradient computation on the tape (TensorFlow warns: more CPU and memory) and no higher-order
+    gradient is taken of it; call it after the block, or under `with tape.stop_recording():`
+9:28-9:87 `tape.gradient(...)` inside the `with` block of the persistent tape `tape` records the
+    gradient computation on the tape (TensorFlow warns: more CPU and memory) and no higher-order
+    gradient is taken of it; call it after the block, or under `with tape.stop_recording():`
+"""),
         Example("""
 import tensorflow as tf
 with tf.GradientTape() as outer:
@@ -91,6 +106,10 @@ with tf.GradientTape() as outer:
     grads = inner.gradient(loss, model.trainable_variables)
     aux_loss = regularizer(model)
 outer_grads = outer.gradient(aux_loss, model.trainable_variables)
+""", expect="""
+6:13-6:60 `inner.gradient(...)` runs while tape `outer` (opened at line 2) is still recording: `outer`
+    records the whole gradient computation and keeps its tensors alive, and no higher-order gradient is
+    taken of it; call it after the `with` block
 """),
     )
     not_flagged = (

@@ -82,12 +82,21 @@ with tf.GradientTape() as tape:
     pred = tf.cast(tf.argmax(model(x), axis=1), tf.float32)
     loss = loss_fn(y, pred)
 grads = tape.gradient(loss, model.trainable_variables)
+""", expect="""
+5:23-5:27 the prediction passed to this loss comes from `tf.argmax`, which has no gradient, so this loss
+    trains nothing (`tape.gradient` returns None when it is the only term); pass the logits or
+    probabilities instead
 """),
         Example("""
 import torch.nn.functional as F
 out = model(x)
 loss = F.mse_loss(out.argmax(dim=1).float(), y)
 loss.backward()
+""", expect="""
+3:19-3:44 the prediction passed to this loss comes from `.argmax()`, whose result does not require grad:
+    `backward()` raises `RuntimeError: element 0 of tensors does not require grad and does not have a
+    grad_fn` when this is the only term, and this term trains nothing otherwise; pass the logits or
+    probabilities instead
 """),
         Example("""
 import torch
@@ -97,6 +106,10 @@ def train_step(x, y):
     pred = torch.round(model(x))
     loss = criterion(pred, y)
     loss.backward()
+""", expect="""
+6:22-6:26 the prediction passed to this loss comes from `torch.round`, whose gradient is zero
+    everywhere: `backward()` runs, but nothing upstream of it gets a gradient from this loss, so
+    training silently stalls; pass the continuous output (or use a straight-through estimator) instead
 """),
         Example("""
 import torch
@@ -113,6 +126,11 @@ class Trainer:
         loss = self.criterion(predicted.float(), y.float())
         loss.backward()
         self.optimizer.step()
+""", expect="""
+12:31-12:48 the prediction passed to this loss comes from the indices of `torch.max(outputs, 1)`, whose
+    result does not require grad: `backward()` raises `RuntimeError: element 0 of tensors does not
+    require grad and does not have a grad_fn` when this is the only term, and this term trains nothing
+    otherwise; pass the logits or probabilities instead
 """),
         Example("""
 import torch
@@ -122,6 +140,11 @@ for x, y in loader:
     opt.zero_grad()
     loss.backward()
     opt.step()
+""", expect="""
+4:53-4:90 the prediction passed to this loss comes from a comparison, whose result does not require
+    grad: `backward()` raises `RuntimeError: element 0 of tensors does not require grad and does not
+    have a grad_fn` when this is the only term, and this term trains nothing otherwise; pass the logits
+    or probabilities instead
 """),
         Example("""
 import torch
@@ -130,7 +153,15 @@ for x, y in loader:
     out = model(x)
     loss = criterion(out.to(torch.long).float(), y) + criterion(out.floor(), y)
     loss.backward()
-""", count=2),
+""", expect="""
+5:22-5:48 the prediction passed to this loss comes from a cast to an integer type, whose result does not
+    require grad: `backward()` raises `RuntimeError: element 0 of tensors does not require grad and does
+    not have a grad_fn` when this is the only term, and this term trains nothing otherwise; pass the
+    logits or probabilities instead
+5:65-5:76 the prediction passed to this loss comes from `.floor()`, whose gradient is zero everywhere:
+    `backward()` runs, but nothing upstream of it gets a gradient from this loss, so training silently
+    stalls; pass the continuous output (or use a straight-through estimator) instead
+"""),
     )
     not_flagged = (
         Example("""

@@ -75,6 +75,9 @@ with tf.GradientTape() as tape:
     pred = model(x)
     loss = loss_fn(y, pred.numpy())
 grads = tape.gradient(loss, model.trainable_variables)
+""", expect="""
+5:23-5:35 `.numpy()` inside `GradientTape` `tape` turns a tensor into a NumPy/Python value that reaches
+    `tape.gradient(...)`: the tape cannot differentiate through it, so the gradients are None
 """),
         Example("""
 import tensorflow as tf
@@ -85,6 +88,9 @@ def step(x, y):
         probs = onp.exp(logits)
         loss = tf.reduce_mean((probs - y) ** 2)
     return t.gradient(loss, model.trainable_variables)
+""", expect="""
+6:17-6:32 `onp.exp(...)` inside `GradientTape` `t` turns a tensor into a NumPy/Python value that reaches
+    `t.gradient(...)`: the tape cannot differentiate through it, so the gradients are None
 """),
         Example("""
 import tensorflow as tf
@@ -95,6 +101,10 @@ with gen_tape, tf.GradientTape() as disc_tape:
     d_loss = disc_loss(real, fake)
 g_grads = gen_tape.gradient(g_loss, generator.trainable_variables)
 d_grads = disc_tape.gradient(d_loss, discriminator.trainable_variables)
+""", expect="""
+5:38-5:58 `.numpy()` inside `GradientTape` `gen_tape` turns a tensor into a NumPy/Python value that
+    reaches `gen_tape.gradient(...)`: the tape cannot differentiate through it, so the gradients are
+    None
 """),
         Example("""
 import tensorflow as tf
@@ -103,6 +113,9 @@ with GradientTape() as tape:
     out = model(x)
     loss = tf.square(float(tf.reduce_mean(out)) - 1.0)
 grads = tape.gradient(loss, model.trainable_variables)
+""", expect="""
+5:22-5:48 `float(...)` inside `GradientTape` `tape` turns a tensor into a NumPy/Python value that
+    reaches `tape.gradient(...)`: the tape cannot differentiate through it, so the gradients are None
 """),
         Example("""
 import tensorflow as tf
@@ -117,6 +130,10 @@ def train_step(model, optimizer, x, y):
         loss = compute_loss(y, model(x, training=True))
     grads = tape.gradient(loss, model.trainable_variables)
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
+""", expect="""
+4:19-4:33 `.numpy()` in `to_probabilities` turns a tensor into a NumPy/Python value that it returns,
+    called from `compute_loss` at line 6, called from inside `GradientTape` `tape` at line 10, where it
+    reaches `tape.gradient(...)`: the tape cannot differentiate through it, so the gradients are None
 """),
         Example("""
 import tensorflow as tf
@@ -127,6 +144,10 @@ class Trainer:
         with tf.GradientTape() as tape:
             loss = self._loss(y, self.model(x))
         return tape.gradient(loss, self.model.trainable_variables)
+""", expect="""
+4:50-4:84 `float(...)` in `_loss` turns a tensor into a NumPy/Python value that it returns, called from
+    inside `GradientTape` `tape` at line 7, where it reaches `tape.gradient(...)`: the tape cannot
+    differentiate through it, so the gradients are None
 """),
     )
     not_flagged = (

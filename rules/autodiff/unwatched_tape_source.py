@@ -58,6 +58,9 @@ x = tf.constant(3.0)
 with tf.GradientTape() as tape:
     y = x * x
 dy_dx = tape.gradient(y, x)
+""", expect="""
+5:26-5:27 `x` is a tensor made by `tf.constant`, not a variable, and is never `tape.watch()`ed inside
+    the tape: `tape.gradient` returns None for it
 """),
         Example("""
 import tensorflow as tf
@@ -65,6 +68,9 @@ scale = tf.Variable(2.0, trainable=False)
 with tf.GradientTape() as g:
     loss = tf.reduce_sum(scale * w)
 grads = g.gradient(loss, [w, scale])
+""", expect="""
+5:30-5:35 `scale` is a non-trainable `tf.Variable`, and is never `g.watch()`ed inside the tape:
+    `g.gradient` returns None for it
 """),
         Example("""
 import tensorflow as tf
@@ -72,6 +78,9 @@ images = tf.convert_to_tensor(batch)
 with tf.GradientTape() as tape:
     loss = loss_fn(labels, model(images))
 saliency = tape.gradient(loss, images)
+""", expect="""
+5:32-5:38 `images` is a tensor made by `tf.convert_to_tensor`, not a variable, and is never
+    `tape.watch()`ed inside the tape: `tape.gradient` returns None for it
 """),
     )
     not_flagged = (

@@ -61,6 +61,10 @@ def train_step(x, y):
     loss = tf.debugging.check_numerics(loss, "loss")
     optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
     return loss
+""", expect="""
+6:12-6:53 `tf.debugging.check_numerics` inside the XLA-compiled tf.function `train_step` does nothing:
+    XLA compiles the check away, so a NaN/Inf passes silently; check the result outside the XLA-compiled
+    function (in the eager caller or a plain tf.function)
 """),
         Example("""
 import tensorflow as tf
@@ -74,6 +78,11 @@ class Net(tf.keras.Model):
         return {"loss": loss}
 model = Net()
 model.compile(optimizer="adam", loss="mse", jit_compile=True)
+""", expect="""
+7:9-7:50 `tf.debugging.check_numerics` inside the Keras `train_step` (compiled with XLA by `fit`:
+    `compile(jit_compile=True)`) does nothing: XLA compiles the check away, so a NaN/Inf passes
+    silently; check the result outside the XLA-compiled function (in the eager caller or a plain
+    tf.function)
 """),
         Example("""
 import functools
@@ -84,6 +93,10 @@ def finite(t):
 @xla
 def forward(x):
     return finite(model(x))
+""", expect="""
+5:12-5:71 `tf.debugging.assert_all_finite` inside `finite`, called from the XLA-compiled tf.function
+    `forward` at line 8 does nothing: XLA compiles the check away, so a NaN/Inf passes silently; check
+    the result outside the XLA-compiled function (in the eager caller or a plain tf.function)
 """),
         Example("""
 import tensorflow as tf
@@ -93,6 +106,10 @@ y = tf.math.log(x)
 tf.compat.v1.check_numerics(y, "log")
 with tf.compat.v1.Session() as sess:
     sess.run(y, feed_dict={x: [0.0]})
+""", expect="""
+5:1-5:38 the result of `tf.compat.v1.check_numerics` is discarded in graph code run through a `Session`:
+    nothing fetches the check, so `Session.run` prunes it and it never runs; use its result, or wrap the
+    computation in `tf.control_dependencies([check])`
 """),
     )
     not_flagged = (

@@ -140,6 +140,11 @@ for epoch in range(epochs):
         loss_fn(model(x), y).backward()
         optimizer.step()
     torch.save(model.state_dict(), f"ckpt_{epoch}.pt")
+""", expect="""
+7:5-7:55 this checkpoint, written in a training loop, saves `model.state_dict()` but not the optimizer's
+    state, and nothing in this file saves it: a run resumed from it restarts the optimizer's state (Adam
+    moments, momentum buffers, step counts) from zero, so its loss jumps; save `optimizer.state_dict()`
+    with it (or, for a weights-only export, save after training)
 """),
         Example("""
 import torch
@@ -153,6 +158,11 @@ def train(model, opt, loader, epochs):
             opt.step()
             opt.zero_grad()
         save_checkpoint(model, epoch, "last.pt")
+""", expect="""
+3:5-3:79 this checkpoint, written in a training loop, saves `model.state_dict()` but not the optimizer's
+    state, and nothing in this file saves it: a run resumed from it restarts the optimizer's state (Adam
+    moments, momentum buffers, step counts) from zero, so its loss jumps; save `optimizer.state_dict()`
+    with it (or, for a weights-only export, save after training)
 """),
         Example("""
 import torch as th
@@ -166,6 +176,11 @@ class Trainer:
             if step % 1000 == 0:
                 state = {"model": self.model.module.state_dict(), "scheduler": self.scheduler.state_dict()}
                 save(state, self.ckpt_path)
+""", expect="""
+11:17-11:44 this checkpoint, written in a training loop, saves `self.model.module.state_dict()` but not
+    the optimizer's state, and nothing in this file saves it: a run resumed from it restarts the
+    optimizer's state (Adam moments, momentum buffers, step counts) from zero, so its loss jumps; save
+    `optimizer.state_dict()` with it (or, for a weights-only export, save after training)
 """),
         Example("""
 import argparse
@@ -183,6 +198,12 @@ for epoch in range(20):
         encoder(batch).loss.backward()
         opt.step()
     torch.save(encoder.state_dict(), f"encoder_{epoch}.pt")
+""", expect="""
+15:5-15:60 this checkpoint, written in a training loop, saves `encoder.state_dict()` but not the
+    optimizer's state, and nothing in this file saves it; this file offers to resume training (line 8
+    loads `encoder`'s weights before training it), and a resumed run restarts the optimizer's state
+    (Adam moments, momentum buffers, step counts) from zero; save `optimizer.state_dict()` with it and
+    load it when resuming
 """),
         Example("""
 import torch
@@ -205,6 +226,12 @@ def run(net, opt, start_from=None):
             best = acc
             torch.save(net.state_dict(), "best.pt")
     return evaluate_best(net, "best.pt")
+""", expect="""
+19:13-19:52 this checkpoint, written in a training loop, saves `net.state_dict()` but not the
+    optimizer's state, and nothing in this file saves it; this file offers to resume training (line 3
+    loads `net`'s weights before training it), and a resumed run restarts the optimizer's state (Adam
+    moments, momentum buffers, step counts) from zero; save `optimizer.state_dict()` with it and load it
+    when resuming
 """),
         Example("""
 import torch
@@ -220,6 +247,12 @@ def pretrain(model, optimizer, batches, every):
                 torch.save(model.state_dict(), f"step_{step}.pth")
     except KeyboardInterrupt:
         torch.save(model.state_dict(), f"step_{step}_interrupted.pth")
+""", expect="""
+11:17-11:67 this checkpoint, written in a training loop, saves `model.state_dict()` but not the
+    optimizer's state, and nothing in this file saves it; this file offers to resume training (line 12
+    saves a checkpoint when training is interrupted), and a resumed run restarts the optimizer's state
+    (Adam moments, momentum buffers, step counts) from zero; save `optimizer.state_dict()` with it and
+    load it when resuming
 """),
         Example("""
 import os
@@ -238,6 +271,12 @@ class Runner:
                 self.model(x, y).backward()
                 self.opt.step()
             torch.save(self.model.state_dict(), self.snapshot)
+""", expect="""
+16:13-16:63 this checkpoint, written in a training loop, saves `self.model.state_dict()` but not the
+    optimizer's state, and nothing in this file saves it; this file offers to resume training (line 9
+    loads `self.model`'s weights before training it), and a resumed run restarts the optimizer's state
+    (Adam moments, momentum buffers, step counts) from zero; save `optimizer.state_dict()` with it and
+    load it when resuming
 """),
         Example("""
 import tensorflow as tf
@@ -253,6 +292,11 @@ for x, y in dataset:
     checkpoint.step.assign_add(1)
     if int(checkpoint.step) % 100 == 0:
         manager.save()
+""", expect="""
+4:14-4:67 this checkpoint, saved in this file, does not hold `optimizer` (`apply_gradients` at line 10),
+    which the code around it trains with, and no other `tf.train.Checkpoint` here does: a run restored
+    from it restarts that optimizer's state (Adam moments, `iterations`) from zero; add it, e.g.
+    `optimizer=optimizer` (one entry per optimizer)
 """),
         Example("""
 import tensorflow as tf
@@ -273,6 +317,12 @@ def train(dataset, epochs):
         for image_batch in dataset:
             train_step(image_batch)
         checkpoint.save(file_prefix=checkpoint_prefix)
+""", expect="""
+4:14-5:83 this checkpoint, saved in this file, does not hold `discriminator_optimizer`
+    (`apply_gradients` at line 12), which the code around it trains with, and no other
+    `tf.train.Checkpoint` here does: a run restored from it restarts that optimizer's state (Adam
+    moments, `iterations`) from zero; add it, e.g. `discriminator_optimizer=discriminator_optimizer`
+    (one entry per optimizer)
 """),
         Example("""
 import tensorflow as tf
@@ -289,6 +339,11 @@ class Trainer:
         self.opt.apply_gradients(zip(grads, self.model.trainable_variables))
     def save(self, path):
         self.ckpt.write(path)
+""", expect="""
+7:21-7:58 this checkpoint, saved in this file, does not hold `self.opt` (`apply_gradients` at line 12),
+    which the code around it trains with, and no other `tf.train.Checkpoint` here does: a run restored
+    from it restarts that optimizer's state (Adam moments, `iterations`) from zero; add it, e.g.
+    `opt=self.opt` (one entry per optimizer)
 """),
         Example("""
 import tensorflow as tf
@@ -301,6 +356,11 @@ def run_customized_training_loop(strategy, model, optimizer, train_iterator, ste
             loss = model.loss_fn(next(train_iterator))
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
     _save_checkpoint(strategy, checkpoint, model_dir, "ctl_step_{}.ckpt".format(steps))
+""", expect="""
+5:18-5:84 this checkpoint, saved in this file, does not hold `optimizer` (`apply_gradients` at line 9),
+    which the code around it trains with, and no other `tf.train.Checkpoint` here does: a run restored
+    from it restarts that optimizer's state (Adam moments, `iterations`) from zero; add it, e.g.
+    `optimizer=optimizer` (one entry per optimizer)
 """),
     )
     not_flagged = (

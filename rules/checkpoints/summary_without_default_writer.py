@@ -64,6 +64,10 @@ writer = tf.summary.create_file_writer("logs")
 for step, (x, y) in enumerate(dataset):
     loss = train_step(x, y)
     tf.summary.scalar("loss", loss, step=step)
+""", expect="""
+5:5-5:47 `tf.summary.scalar(...)` runs with no default summary writer (no `with writer.as_default():`
+    around it or its calls, no `set_as_default()`): it writes nothing and returns False; wrap the
+    logging in `with writer.as_default():`
 """),
         Example("""
 import tensorflow as tf
@@ -76,6 +80,11 @@ def train(model, dataset, epochs):
         metrics = run_epoch(model, dataset)
         log_metrics(metrics, epoch)
 train(model, dataset, 10)
+""", expect="""
+4:9-4:50 `tf.summary.scalar(...)` in `log_metrics`, called from `train` at line 9, called from module
+    code at line 10, runs with no default summary writer (no `with writer.as_default():` around it or
+    its calls, no `set_as_default()`): it writes nothing and returns False; wrap the logging in `with
+    writer.as_default():`
 """),
         Example("""
 import tensorflow.compat.v2 as tf
@@ -87,7 +96,14 @@ def train(steps):
         tf.summary.histogram("loss", loss, step=step)
 if __name__ == "__main__":
     train(1000)
-""", count=2),
+""", expect="""
+6:9-6:67 `summary.image(...)` in `train`, called from module code at line 9, runs with no default
+    summary writer (no `with writer.as_default():` around it or its calls, no `set_as_default()`): it
+    writes nothing and returns False; wrap the logging in `with writer.as_default():`
+7:9-7:54 `tf.summary.histogram(...)` in `train`, called from module code at line 9, runs with no default
+    summary writer (no `with writer.as_default():` around it or its calls, no `set_as_default()`): it
+    writes nothing and returns False; wrap the logging in `with writer.as_default():`
+"""),
         Example("""
 import tensorflow as tf
 tf.compat.v1.disable_eager_execution()
@@ -97,6 +113,10 @@ merged = tf.compat.v1.summary.merge_all()
 with tf.compat.v1.Session() as sess:
     writer = tf.compat.v1.summary.FileWriter("logs")
     writer.add_summary(sess.run(merged, {x: 1.0}), 0)
+""", expect="""
+4:1-4:37 `tf.summary.scalar(...)` runs with no default summary writer (no `with writer.as_default():`
+    around it or its calls, no `set_as_default()`): it writes nothing and returns False; wrap the
+    logging in `with writer.as_default():`
 """),
     )
     not_flagged = (

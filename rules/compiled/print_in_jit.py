@@ -57,8 +57,9 @@ class PrintInJit(Rule):
                   "doubled) with the file's own `jax` (or `jax.debug`) alias; the output "
                   "now appears at every call. Prints of one step may come out of order (`ordered=True` orders "
                   "them), and Python numbers inside containers print as arrays (`(Array(2, dtype=int32),)` for "
-                  "a shape). No fix with `sep=`/`end=`/`file=`/`flush=`, starred arguments, f-string arguments, "
-                  "or in a file that does not bind `jax` (or `jax.debug`) itself (`from jax import jit` only).")
+                  "a shape). No fix with `sep=`/`end=`/`file=`/`flush=`, starred arguments, strings formatted in "
+                  "Python (an f-string, `.format`, `%`: formatted at trace time, whoever prints it), or in a "
+                  "file that does not bind `jax` (or `jax.debug`) itself (`from jax import jit` only).")
     flagged = (
         Example("""
 import jax
@@ -68,6 +69,18 @@ def train_step(params, x, y):
     loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
     print("loss", loss)
     return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads), loss
+""", expect="""
+6:5-6:24 [safe fix] builtin `print` inside the jitted `train_step` runs only while JAX traces it (first
+    call and each retrace) and any traced value it prints shows as a tracer, not a value; use
+    `jax.debug.print` with `{}` placeholders to print at every call
+""", fixed="""
+import jax
+import jax.numpy as jnp
+@jax.jit
+def train_step(params, x, y):
+    loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+    jax.debug.print("loss {}", loss)
+    return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads), loss
 """),
         Example("""
 import jax
@@ -76,11 +89,28 @@ from functools import partial
 def apply_model(state, batch, train):
     print(f"apply_model train={train} images={batch['image'].shape}")
     return state.apply_fn({"params": state.params}, batch["image"])
+""", expect="""
+5:5-5:70 builtin `print` inside the jitted `apply_model` runs only while JAX traces it (first call and
+    each retrace) and any traced value it prints shows as a tracer, not a value; use `jax.debug.print`
+    with `{}` placeholders to print at every call
 """),
         Example("""
 import jax
 def log_metrics(metrics):
     print("metrics", metrics)
+def update(params, grads):
+    new = jax.tree_util.tree_map(lambda p, g: p - 1e-3 * g, params, grads)
+    log_metrics({"norm": optax.global_norm(grads)})
+    return new
+fast_update = jax.jit(update)
+""", expect="""
+3:5-3:30 [safe fix] builtin `print` inside `log_metrics`, called from the jitted `update` at line 6,
+    runs only while JAX traces it (first call and each retrace) and any traced value it prints shows as
+    a tracer, not a value; use `jax.debug.print` with `{}` placeholders to print at every call
+""", fixed="""
+import jax
+def log_metrics(metrics):
+    jax.debug.print("metrics {}", metrics)
 def update(params, grads):
     new = jax.tree_util.tree_map(lambda p, g: p - 1e-3 * g, params, grads)
     log_metrics({"norm": optax.global_norm(grads)})
@@ -95,6 +125,10 @@ def body(carry, x):
     return h, h
 def rnn(xs):
     return lax.scan(body, 0.0, xs)
+""", expect="""
+4:5-4:22 builtin `print` inside the `scan` body `body` runs only while JAX traces it (once per trace of
+    the `scan`, not on every iteration or call) and any traced value it prints shows as a tracer, not a
+    value; use `jax.debug.print` with `{}` placeholders to print at every call
 """),
         Example("""
 import jax
@@ -103,6 +137,10 @@ def train_step(state, batch):
     loss = compute_loss(state.params, batch)
     jax.debug.print(f"loss {loss}")
     return state, loss
+""", expect="""
+5:5-5:36 `jax.debug.print` inside the jitted `train_step` gets a string formatted in Python at trace
+    time: it prints the tracer's repr at every call, not the value; pass the values as arguments for
+    `{}` placeholders
 """),
         Example("""
 import jax
@@ -112,6 +150,10 @@ def grad_means(tree):
 def update(params, grads):
     print("gradient means: {}".format(grad_means(grads)))
     return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads)
+""", expect="""
+6:5-6:58 builtin `print` inside the jitted `update` runs only while JAX traces it (first call and each
+    retrace) and any traced value it prints shows as a tracer, not a value; use `jax.debug.print` with
+    `{}` placeholders to print at every call
 """),
         Example("""
 from flax import nnx
@@ -122,6 +164,10 @@ def train_step(model, optimizer, batch):
     print(loss)
     optimizer.update(model, grads)
     return loss
+""", expect="""
+6:5-6:16 builtin `print` inside the `nnx.jit`-compiled `train_step` runs only while JAX traces it (first
+    call and each retrace) and any traced value it prints shows as a tracer, not a value; use
+    `jax.debug.print` with `{}` placeholders to print at every call
 """),
     )
     not_flagged = (
@@ -268,8 +314,9 @@ def cumulative(xs):
         alias = self.ctx.names.alias_of("jax")
         debug = f"{alias}.debug" if alias else self.ctx.names.alias_of("jax.debug")
         if debug is None or any(arg.keyword is not None or arg.star for arg in node.args) \
-                or any(isinstance(arg.value, cst.FormattedString) for arg in node.args):
-            return None
+                or any(isinstance(arg.value, cst.FormattedString) or _formatted_in_python(arg.value)
+                       for arg in node.args):
+            return None  # a string formatted in Python is formatted at trace time, whoever prints it
         code = self.ctx.module.code_for_node
         # A string literal prints its own text: it goes into the format (`print("loss", loss)` ->
         # `jax.debug.print("loss {}", loss)`), braces doubled; any other value is a `{}` and an argument.

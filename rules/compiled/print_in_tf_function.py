@@ -53,6 +53,17 @@ def train_step(x, y):
     loss = compute(x, y)
     print("loss", loss)
     return loss
+""", expect="""
+5:5-5:24 [safe fix] builtin `print` inside the tf.function `train_step` runs only while TensorFlow
+    traces it (first call and each retrace) and prints symbolic tensors; use `tf.print` to print on
+    every call
+""", fixed="""
+import tensorflow as tf
+@tf.function
+def train_step(x, y):
+    loss = compute(x, y)
+    tf.print("loss", loss)
+    return loss
 """),
         Example("""
 import tensorflow as tf
@@ -61,6 +72,17 @@ from tensorflow import function
 def step(x):
     print(x)
     return x * 2
+""", expect="""
+5:5-5:13 [safe fix] builtin `print` inside the XLA-compiled tf.function `step` runs only while
+    TensorFlow traces it (first call and each retrace) and prints symbolic tensors; use `tf.print` to
+    print on every call
+""", fixed="""
+import tensorflow as tf
+from tensorflow import function
+@function(jit_compile=True)
+def step(x):
+    tf.print(x)
+    return x * 2
 """),
         Example("""
 import tensorflow as tf
@@ -68,11 +90,33 @@ def step(x):
     print("step input", x)
     return x + 1
 fast_step = tf.function(step)
+""", expect="""
+3:5-3:27 [safe fix] builtin `print` inside the tf.function `step` runs only while TensorFlow traces it
+    (first call and each retrace) and prints symbolic tensors; use `tf.print` to print on every call
+""", fixed="""
+import tensorflow as tf
+def step(x):
+    tf.print("step input", x)
+    return x + 1
+fast_step = tf.function(step)
 """),
         Example("""
 import tensorflow as tf
 def log_metrics(loss):
     print("loss", loss)
+@tf.function
+def train_step(model, x, y):
+    loss = tf.reduce_mean((model(x) - y) ** 2)
+    log_metrics(loss)
+    return loss
+""", expect="""
+3:5-3:24 [safe fix] builtin `print` inside `log_metrics`, called from the tf.function `train_step` at
+    line 7, runs only while TensorFlow traces it (first call and each retrace) and prints symbolic
+    tensors; use `tf.print` to print on every call
+""", fixed="""
+import tensorflow as tf
+def log_metrics(loss):
+    tf.print("loss", loss)
 @tf.function
 def train_step(model, x, y):
     loss = tf.reduce_mean((model(x) - y) ** 2)
@@ -86,6 +130,17 @@ class GAN(tf.keras.Model):
         real = data
         print("batch", real.shape)
         return {}
+""", expect="""
+5:9-5:35 [safe fix] builtin `print` inside the Keras `train_step` (traced by `fit`/`evaluate`/`predict`)
+    runs only while TensorFlow traces it (first call and each retrace) and prints symbolic tensors; use
+    `tf.print` to print on every call
+""", fixed="""
+import tensorflow as tf
+class GAN(tf.keras.Model):
+    def train_step(self, data):
+        real = data
+        tf.print("batch", real.shape)
+        return {}
 """),
         Example("""
 import tensorflow as tf
@@ -93,6 +148,17 @@ import tensorflow as tf
 def train_step(x, y):
     loss = tf.reduce_mean((model(x) - y) ** 2)
     print("loss is a tracer or a value?", loss)
+    return loss
+""", expect="""
+5:5-5:48 [safe fix] builtin `print` inside the tf.function `train_step` runs only while TensorFlow
+    traces it (first call and each retrace) and prints symbolic tensors; use `tf.print` to print on
+    every call
+""", fixed="""
+import tensorflow as tf
+@tf.function
+def train_step(x, y):
+    loss = tf.reduce_mean((model(x) - y) ** 2)
+    tf.print("loss is a tracer or a value?", loss)
     return loss
 """),
         Example("""
@@ -102,6 +168,17 @@ def function(*args, **kwargs):
 @function
 def collect(env_step):
     print("collecting", env_step)
+    return env_step
+""", expect="""
+6:5-6:34 [safe fix] builtin `print` inside the tf.function `collect` runs only while TensorFlow traces
+    it (first call and each retrace) and prints symbolic tensors; use `tf.print` to print on every call
+""", fixed="""
+import tensorflow as tf
+def function(*args, **kwargs):
+    return tf.function(*args, autograph=False, **kwargs)
+@function
+def collect(env_step):
+    tf.print("collecting", env_step)
     return env_step
 """),
     )

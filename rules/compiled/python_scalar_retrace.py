@@ -45,6 +45,10 @@ def train_step(x, y, step):
     return loss_fn(y, model(x)) * lr
 for step, (x, y) in enumerate(dataset):
     train_step(x, y, step)
+""", expect="""
+7:22-7:26 the loop variable `step` is a Python number that changes every iteration, passed to the
+    tf.function `train_step`: each new value traces it again (one graph per value); pass
+    `tf.constant(...)` or give it an `input_signature`
 """),
         Example("""
 import tensorflow as tf
@@ -53,6 +57,10 @@ def run_episode(env, episode):
 collect = tf.function(run_episode)
 for episode in range(1000):
     collect(env, episode=episode)
+""", expect="""
+6:18-6:33 the loop variable `episode` is a Python number that changes every iteration, passed to the
+    tf.function `run_episode`: each new value traces it again (one graph per value); pass
+    `tf.constant(...)` or give it an `input_signature`
 """),
         Example("""
 import tensorflow as tf
@@ -66,6 +74,10 @@ class Trainer:
         for batch in batches:
             global_step += 1
             self.train_step(batch, global_step)
+""", expect="""
+11:36-11:47 the counter `global_step`, incremented in the loop is a Python number that changes every
+    iteration, passed to the tf.function `_train_step`: each new value traces it again (one graph per
+    value); pass `tf.constant(...)` or give it an `input_signature`
 """),
         Example("""
 import tensorflow as tf
@@ -76,6 +88,10 @@ def prepare(images, seed):
     return augment(images, seed)
 for epoch in range(100):
     batch = prepare(images, epoch)
+""", expect="""
+6:28-6:32 the parameter `seed` of `prepare`, called at line 8 with the loop variable `epoch`, is a
+    Python number that changes every iteration, passed to the tf.function `augment`: each new value
+    traces it again (one graph per value); pass `tf.constant(...)` or give it an `input_signature`
 """),
         Example("""
 import tensorflow as tf
@@ -92,6 +108,11 @@ class Collector:
         while True:
             episode += 1
             state = self.collect(state, episode)
+""", expect="""
+8:42-8:49 the parameter `episode` of `collect`, called at line 14 with the counter `episode`,
+    incremented in the loop, is a Python number that changes every iteration, passed to the tf.function
+    `_rollout`: each new value traces it again (one graph per value); pass `tf.constant(...)` or give it
+    an `input_signature`
 """),
     )
     not_flagged = (

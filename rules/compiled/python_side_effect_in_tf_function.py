@@ -55,6 +55,11 @@ def make_train_step(history):
         return loss
     return train_step
 train_step = make_train_step(history)
+""", expect="""
+7:9-7:29 `history.append(...)` inside the tf.function `train_step` changes `history`, a list defined
+    outside the function: it runs only while TensorFlow traces the function (first call and each
+    retrace), not on every call; return the value to the eager caller, or keep the state in a
+    `tf.Variable` / `tf.TensorArray` / Keras metric
 """),
         Example("""
 import tensorflow as tf
@@ -64,6 +69,11 @@ def train_step(x, y):
     loss = tf.reduce_mean((model(x) - y) ** 2)
     history.append(loss)
     return loss
+""", expect="""
+6:5-6:25 `history.append(...)` inside the tf.function `train_step` changes `history`, a list defined
+    outside the function: it runs only while TensorFlow traces the function (first call and each
+    retrace), not on every call; return the value to the eager caller, or keep the state in a
+    `tf.Variable` / `tf.TensorArray` / Keras metric
 """),
         Example("""
 import tensorflow as tf
@@ -73,6 +83,11 @@ def train_step(x):
     global step_count
     step_count += 1
     return x * 2
+""", expect="""
+6:5-6:20 `step_count += ...` inside the XLA-compiled tf.function `train_step` changes the global
+    variable `step_count`: it runs only while TensorFlow traces the function (first call and each
+    retrace), not on every call; return the value to the eager caller, or keep the state in a
+    `tf.Variable` / `tf.TensorArray` / Keras metric
 """),
         Example("""
 import tensorflow as tf
@@ -85,6 +100,12 @@ class Trainer(tf.keras.Model):
         loss = self.compute_loss(x, y, self(x))
         self.batch_losses.append(loss)
         return {"loss": loss}
+""", expect="""
+9:9-9:39 `self.batch_losses.append(...)` inside the Keras `train_step` (traced by
+    `fit`/`evaluate`/`predict`) changes `self.batch_losses`, a list attribute set outside the function:
+    it runs only while TensorFlow traces the function (first call and each retrace), not on every call;
+    return the value to the eager caller, or keep the state in a `tf.Variable` / `tf.TensorArray` /
+    Keras metric
 """),
         Example("""
 import tensorflow as tf
@@ -98,6 +119,11 @@ def make_step(model):
         record(out)
         return out
     return step, seen
+""", expect="""
+5:9-5:23 `seen.append(...)` inside `record`, called from the tf.function `step` at line 9 changes
+    `seen`, a list defined outside the function: it runs only while TensorFlow traces the function
+    (first call and each retrace), not on every call; return the value to the eager caller, or keep the
+    state in a `tf.Variable` / `tf.TensorArray` / Keras metric
 """),
         Example("""
 import tensorflow as tf
@@ -112,6 +138,11 @@ for x, y in dataset:
     if global_step > 1000:
         optimizer.learning_rate = 1e-4
 print("steps:", global_step)
+""", expect="""
+6:5-6:21 `global_step += ...` inside the tf.function `train_step` changes the global variable
+    `global_step`: it runs only while TensorFlow traces the function (first call and each retrace), not
+    on every call; return the value to the eager caller, or keep the state in a `tf.Variable` /
+    `tf.TensorArray` / Keras metric
 """),
         Example("""
 import tensorflow as tf
@@ -124,6 +155,11 @@ def eval_step(x, y):
 for x, y in val_data:
     eval_step(x, y)
 print("eval batches:", len(losses), "mean loss:", sum(losses) / len(losses))
+""", expect="""
+6:5-6:24 `losses.append(...)` inside the tf.function `eval_step` changes `losses`, a list defined
+    outside the function: it runs only while TensorFlow traces the function (first call and each
+    retrace), not on every call; return the value to the eager caller, or keep the state in a
+    `tf.Variable` / `tf.TensorArray` / Keras metric
 """),
     )
     not_flagged = (

@@ -50,6 +50,10 @@ def serve_batch(x):
     return compiled(x)
 for x in batches:
     outputs.append(serve_batch(x))
+""", expect="""
+5:16-5:36 `tf.function(...)`, in `serve_batch`, which `for x in batches` calls on every iteration,
+    builds a new tf.function each iteration, called in that iteration: every call traces (and compiles)
+    again; create it once before the loop and pass what changes per iteration as an argument
 """),
         Example("""
 import tensorflow as tf
@@ -58,6 +62,10 @@ def train_step(x, y):
 for x, y in dataset:
     step = tf.function(train_step)
     step(x, y)
+""", expect="""
+5:12-5:35 `tf.function(...)`, inside a loop, builds a new tf.function each iteration, called in that
+    iteration: every call traces (and compiles) again; create it once before the loop and pass what
+    changes per iteration as an argument
 """),
         Example("""
 import tensorflow as tf
@@ -70,6 +78,10 @@ for epoch in range(epochs):
             optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
             return loss
         train_step(x, y)
+""", expect="""
+5:9-9:24 `@tf.function` def `train_step`, inside a loop, builds a new tf.function each iteration, called
+    in that iteration: every call traces (and compiles) again; create it once before the loop and pass
+    what changes per iteration as an argument
 """),
         Example("""
 import tensorflow as tf
@@ -81,12 +93,20 @@ for i, text in enumerate(input_generator()):
         return text[ctx.replica_id_in_sync_group]
     text = strategy.run(text_as_per_replica)
     outputs.append(predict_step(text))
+""", expect="""
+5:5-7:50 `@tf.function` def `text_as_per_replica`, inside a loop, builds a new tf.function each
+    iteration, called in that iteration: every call traces (and compiles) again; create it once before
+    the loop and pass what changes per iteration as an argument
 """),
         Example("""
 import tensorflow as tf
 def evaluate(model, batches):
     for x in batches:
         yield tf.function(model.call, jit_compile=True)(x)
+""", expect="""
+4:15-4:56 `tf.function(...)`, inside a loop, builds a new tf.function each iteration, called in that
+    iteration: every call traces (and compiles) again; create it once before the loop and pass what
+    changes per iteration as an argument
 """),
         Example("""
 import tensorflow as tf
@@ -100,6 +120,11 @@ for epoch in range(epochs):
     step = tf.function(train_step)
     for x, y in train_ds:
         step(x, y)
+""", expect="""
+9:12-9:35 `tf.function(...)` is rebuilt on every iteration of `for epoch in range(epochs)` though it is
+    the same function each time, and run in `for x, y in train_ds`: it traces (and compiles) again once
+    per iteration of the outer loop — the cost of a trace, seconds for a large model, times the epochs;
+    create it once before the loop
 """),
         Example("""
 import tensorflow as tf
@@ -109,6 +134,11 @@ for epoch in range(num_epochs):
         return strategy.run(replica_step, args=(batch,))
     for batch in dist_dataset:
         distributed_step(batch)
+""", expect="""
+4:5-5:57 `@tf.function(jit_compile=True)` def `distributed_step` is rebuilt on every iteration of `for
+    epoch in range(num_epochs)` though it is the same function each time, and run in `for batch in
+    dist_dataset`: it traces (and compiles) again once per iteration of the outer loop — the cost of a
+    trace, seconds for a large model, times the epochs; create it once before the loop
 """),
     )
     not_flagged = (

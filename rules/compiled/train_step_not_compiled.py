@@ -60,6 +60,9 @@ def run_batch(x, y):
     return float(train_step(x, y))
 for x, y in dataset:
     history.append(run_batch(x, y))
+""", expect="""
+2:5-2:15 the training step `train_step` computes gradients and applies them, is called in a loop, and
+    runs eagerly op by op; decorate it with `@tf.function`
 """),
         Example("""
 import tensorflow as tf
@@ -71,6 +74,9 @@ def train_step(x, y):
     return loss
 for x, y in dataset:
     train_step(x, y)
+""", expect="""
+2:5-2:15 the training step `train_step` computes gradients and applies them, is called in a loop, and
+    runs eagerly op by op; decorate it with `@tf.function`
 """),
         Example("""
 import numpy as np
@@ -84,6 +90,9 @@ def train_step(x, y):
 losses = [train_step(x, y) for x, y in dataset]
 for epoch in range(3):
     losses.append(train_step(x0, y0))
+""", expect="""
+3:5-3:15 the training step `train_step` computes gradients and applies them, is called in a loop, and
+    runs eagerly op by op; decorate it with `@tf.function`
 """),
         Example("""
 import tensorflow as tf
@@ -96,6 +105,9 @@ class Agent:
     def train(self, buffer, steps):
         for _ in range(steps):
             self.update(buffer.sample())
+""", expect="""
+3:9-3:15 the training step `update` computes gradients and applies them, is called in a loop, and runs
+    eagerly op by op; decorate it with `@tf.function`
 """),
     )
     not_flagged = (

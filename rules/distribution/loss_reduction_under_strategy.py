@@ -88,6 +88,10 @@ def step(x, y):
     grads = tape.gradient(loss, model.trainable_variables)
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
 strategy.run(step, args=(x, y))
+""", expect="""
+8:16-8:43 per-replica mean of per-example losses inside `strategy.run`: the strategy sums the replicas'
+    gradients, so they come out N times too large (N = replicas); use
+    `tf.nn.compute_average_loss(per_example_loss, global_batch_size=...)`
 """),
         Example("""
 import tensorflow as tf
@@ -99,6 +103,10 @@ def step(x, y):
         loss = compute_loss(y, model(x))
     grads = tape.gradient(loss, model.trainable_variables)
 strategy.run(step, args=(x, y))
+""", expect="""
+4:12-4:56 per-replica mean of per-example losses inside `strategy.run`: the strategy sums the replicas'
+    gradients, so they come out N times too large (N = replicas); use
+    `tf.nn.compute_average_loss(per_example_loss, global_batch_size=...)`
 """),
         Example("""
 import tensorflow as tf
@@ -109,6 +117,9 @@ def step(x, y):
         loss = loss_fn(y, model(x))
     return tape.gradient(loss, model.trainable_variables)
 strategy.run(step, args=(x, y))
+""", expect="""
+6:16-6:36 loss object with reduction `sum` inside `strategy.run` whose result is not divided by the
+    global batch size: gradients are batch-size times too large
 """),
         Example("""
 import os
@@ -119,6 +130,10 @@ loss_fn = tf.keras.losses.SparseCategoricalCrossentropy()
 def step(x, y):
     return loss_fn(y, model(x))
 strategy.run(step, args=(x, y))
+""", expect="""
+7:12-7:32 Keras 2 loss object with the default (`SUM_OVER_BATCH_SIZE`) reduction called inside
+    `strategy.run`: Keras 2 raises 'Please use Reduction.SUM or Reduction.NONE' under a strategy; use
+    reduction `none` + `tf.nn.compute_average_loss`
 """),
     )
     not_flagged = (

@@ -40,6 +40,10 @@ loader = DataLoader(dataset, batch_size=32, sampler=sampler)
 for epoch in range(epochs):
     for x, y in loader:
         train_step(x, y)
+""", expect="""
+3:11-3:38 `DistributedSampler(dataset)` shuffles `loader`, which `for epoch in range(epochs)` iterates
+    every epoch, but the loop never calls `set_epoch(epoch)` on it: every epoch sees the samples in the
+    same order; call `sampler.set_epoch(epoch)` at the start of each epoch
 """),
         Example("""
 import torch
@@ -56,6 +60,11 @@ def train_one_epoch(model, loader, optimizer):
         optimizer.zero_grad()
         model(x).sum().backward()
         optimizer.step()
+""", expect="""
+4:21-4:81 `DistributedSampler(train_set, num_replicas=world, rank=rank)` shuffles `train_loader`, which
+    `for epoch in range(args.epochs)` iterates every epoch, but the loop never calls `set_epoch(epoch)`
+    on it: every epoch sees the samples in the same order; call `sampler.set_epoch(epoch)` at the start
+    of each epoch
 """),
         Example("""
 import torch
@@ -65,6 +74,10 @@ for epoch in range(10):
     loader.sampler.set_epoch(0)
     for batch in loader:
         step(batch)
+""", expect="""
+3:38-3:91 `data.distributed.DistributedSampler(ds, shuffle=True)` shuffles `loader`, which `for epoch in
+    range(10)` iterates every epoch, but the loop never calls `set_epoch(epoch)` on it: every epoch sees
+    the samples in the same order; call `sampler.set_epoch(epoch)` at the start of each epoch
 """),
     )
     not_flagged = (

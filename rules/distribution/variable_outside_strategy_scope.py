@@ -70,6 +70,10 @@ def step(x):
     optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
 for x in strategy.experimental_distribute_dataset(ds):
     strategy.run(step, args=(x,))
+""", expect="""
+3:9-3:56 Keras model built outside `strategy.scope()` but used in the distributed step `step`: its
+    variables are not mirrored across replicas (Keras 3 fails at the first step); build it inside `with
+    strategy.scope():`
 """),
         Example("""
 import tensorflow as tf
@@ -83,7 +87,14 @@ def train_step(x):
     opt.apply_gradients([])
     acc.update_state(model(x))
 strategy.run(train_step, args=(x,))
-""", count=2),
+""", expect="""
+6:7-6:30 Keras optimizer `Adam` built outside `strategy.scope()` but used in the distributed step
+    `train_step`: its variables are not mirrored across replicas (Keras 3 fails at the first step);
+    build it inside `with strategy.scope():`
+7:7-7:27 Keras metric `Mean` built outside `strategy.scope()` but used in the distributed step
+    `train_step`: its variables are not mirrored across replicas (Keras 3 fails at the first step);
+    build it inside `with strategy.scope():`
+"""),
         Example("""
 import tensorflow as tf
 class Net(tf.keras.Model):
@@ -94,6 +105,10 @@ net = Net()
 def step(x):
     return net(x)
 strategy.run(step, args=(1,))
+""", expect="""
+6:7-6:12 Keras model `Net` built outside `strategy.scope()` but used in the distributed step `step`: its
+    variables are not mirrored across replicas (Keras 3 fails at the first step); build it inside `with
+    strategy.scope():`
 """),
         Example("""
 import tensorflow as tf
@@ -105,6 +120,10 @@ class Runner:
         def step(x, y):
             return self.model(x)
         self.strategy.run(step, args=batch)
+""", expect="""
+5:22-5:69 Keras model built outside `strategy.scope()` but used in the distributed step `step`: its
+    variables are not mirrored across replicas (Keras 3 fails at the first step); build it inside `with
+    strategy.scope():`
 """),
         Example("""
 import tensorflow as tf
@@ -113,6 +132,10 @@ counter = tf.Variable(0)
 def step(x):
     counter.assign_add(1)
 strategy.run(step, args=(1,))
+""", expect="""
+3:11-3:25 `tf.Variable` built outside `strategy.scope()` but used in the distributed step `step`: its
+    variables are not mirrored across replicas (Keras 3 fails at the first step); build it inside `with
+    strategy.scope():`
 """),
         Example("""
 import tensorflow as tf
@@ -132,6 +155,10 @@ def step_fn(x):
 @tf.function
 def train_step(iterator):
     strategy.run(step_fn, args=(next(iterator),))
+""", expect="""
+8:9-8:20 Keras model from `create_model` (line 4) built outside `strategy.scope()` but used in the
+    distributed step `step_fn`: its variables are not mirrored across replicas (Keras 3 fails at the
+    first step); build it inside `with strategy.scope():`
 """),
         Example("""
 import tensorflow as tf
@@ -148,6 +175,10 @@ def main(dataset):
         optimizer = tf.keras.optimizers.SGD()
     for batch in strategy.experimental_distribute_dataset(dataset):
         strategy.run(replica_step, args=(model, optimizer, batch))
+""", expect="""
+10:13-10:28 Keras model from `build_network` (line 4) built outside `strategy.scope()` but used in the
+    distributed step `replica_step`: its variables are not mirrored across replicas (Keras 3 fails at
+    the first step); build it inside `with strategy.scope():`
 """),
         Example("""
 import tensorflow as tf
@@ -160,6 +191,10 @@ def replica_fn(x, y):
 strategy.run(replica_fn, args=(x, y))
 with strategy.scope():
     acc = tf.keras.metrics.Accuracy()
+""", expect="""
+5:7-5:34 Keras metric `Accuracy` built outside `strategy.scope()` but used in the distributed step
+    `replica_fn`: its variables are not mirrored across replicas (Keras 3 fails at the first step);
+    build it inside `with strategy.scope():`
 """),
         Example("""
 import tensorflow as tf
@@ -173,6 +208,10 @@ if distributed_eval:
 def replica_fn(x, y):
     acc.update_state(y, model(x))
 strategy.run(replica_fn, args=(x, y))
+""", expect="""
+5:7-5:34 Keras metric `Accuracy` built outside `strategy.scope()` but used in the distributed step
+    `replica_fn`: its variables are not mirrored across replicas (Keras 3 fails at the first step);
+    build it inside `with strategy.scope():`
 """),
         Example("""
 import tensorflow as tf
@@ -188,6 +227,10 @@ class Evaluator:
     def replica_fn(self, x, y):
         self.acc.update_state(y, self.model(x))
 Evaluator(x, y)
+""", expect="""
+7:20-7:47 Keras metric `Accuracy` built outside `strategy.scope()` but used in the distributed step
+    `replica_fn`: its variables are not mirrored across replicas (Keras 3 fails at the first step);
+    build it inside `with strategy.scope():`
 """),
     )
     not_flagged = (

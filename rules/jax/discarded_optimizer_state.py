@@ -59,6 +59,12 @@ for batch in batches:
     grads = jax.grad(loss_fn)(params, batch)
     updates, _ = tx.update(grads, opt_state, params)
     params = optax.apply_updates(params, updates)
+""", expect="""
+8:18-8:53 the new optimizer state returned by `tx.update(...)` (optax.adam) is discarded (`_`) in the
+    loop `for batch in batches` at line 6 — the step count stays 0, so every step is the first: bias
+    correction makes each update `lr·sign(g)`, with no averaging of past gradients; bind it back to the
+    state the next update reads (`updates, opt_state = tx.update(grads, opt_state, params)`, returned
+    from the step function and re-bound by its caller)
 """),
         Example("""
 import jax
@@ -77,6 +83,12 @@ def train(params, data):
     for x, y in data:
         params, _, loss = train_step(params, opt_state, x, y)
     return params
+""", expect="""
+9:30-9:64 `optimizer.update(...)` (optax.sgd (momentum)) returns the new optimizer state, but
+    `opt_state` is never re-bound by the loop that repeats it in `train_step`, called from the loop `for
+    x, y in data` at line 15: every update starts from the same state — momentum is silently off: each
+    step is plain SGD; bind it back to the state the next update reads (`updates, opt_state =
+    tx.update(grads, opt_state, params)`, returned from the step function and re-bound by its caller)
 """),
         Example("""
 import jax
@@ -90,6 +102,12 @@ def fit(params, tx, data, epochs):
             updates = tx.update(grads, opt_state, params)[0]
             params = optax.apply_updates(params, updates)
     return params
+""", expect="""
+9:23-9:58 the new optimizer state returned by `tx.update(...)` is discarded (only `[0]`, the updates, is
+    kept) in the loop `for x, y in data` at line 7 — its state (moment estimates, step count, schedule
+    position) restarts from its initial value every step; bind it back to the state the next update
+    reads (`updates, opt_state = tx.update(grads, opt_state, params)`, returned from the step function
+    and re-bound by its caller)
 """),
         Example("""
 import jax
@@ -101,6 +119,10 @@ def train_epoch(state, batches):
         grads = jax.grad(loss_fn)(state.params, batch)
         state.apply_gradients(grads=grads)
     return state
+""", expect="""
+8:9-8:43 the new TrainState returned by `state.apply_gradients(...)` is dropped (the call's result is
+    never bound) in the loop `for batch in batches` at line 6: the parameters never change; re-bind the
+    result: `state = state.apply_gradients(grads=grads)`
 """),
         Example("""
 import jax
@@ -116,6 +138,13 @@ def body(carry, batch):
     return (optax.apply_updates(params, updates), opt_state), None
 
 params, opt_state = jax.lax.scan(body, (params, opt_state), batches)[0]
+""", expect="""
+10:18-10:53 the new optimizer state returned by `tx.update(...)` (optax.chain(...)) is discarded (`_`)
+    (a body repeated by `jax.lax.scan` at line 13) — the step count stays 0, so every step is the first:
+    bias correction makes each update `lr·sign(g)`, with no averaging of past gradients; the
+    learning-rate schedule is frozen at its step-0 value (a warm-up from 0 stays 0: the parameters never
+    move); bind it back to the state the next update reads (`updates, opt_state = tx.update(grads,
+    opt_state, params)`, returned from the step function and re-bound by its caller)
 """),
     )
     not_flagged = (

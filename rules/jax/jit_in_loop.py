@@ -67,6 +67,11 @@ def train_step(params, x, y):
     return params - 0.1 * grads
 for step in range(num_steps):
     params = train_step(params, *next(batches))
+""", expect="""
+3:13-3:39 `jax.jit` of `jax.grad(loss_fn)` (a new function object each time it runs), made anew each
+    iteration and called in it: JAX caches compiles by function object, so it is traced and compiled on
+    every call (measured: 40 compiles in 40 calls); jit once, before the loop, and pass what changes per
+    iteration as arguments
 """),
         Example("""
 import jax
@@ -76,6 +81,11 @@ for step in range(num_steps):
     x, y = next(batches)
     grads = jax.jit(jax.grad(loss_fn))(params, x, y)
     params = params - 0.1 * grads
+""", expect="""
+6:13-6:39 `jax.jit` of `jax.grad(loss_fn)` (a new function object each time it runs), made anew each
+    iteration and called in it: JAX caches compiles by function object, so it is traced and compiled on
+    every call (measured: 40 compiles in 40 calls); jit once, before the loop, and pass what changes per
+    iteration as arguments
 """),
         Example("""
 import jax
@@ -84,6 +94,10 @@ for batch in train_ds:
     loss, grads = jax.jit(lambda p: jax.value_and_grad(compute_loss)(p, batch))(params)
     updates, opt_state = tx.update(grads, opt_state)
     params = optax.apply_updates(params, updates)
+""", expect="""
+4:19-4:80 `jax.jit` of a lambda, made anew each iteration and called in it: JAX caches compiles by
+    function object, so it is traced and compiled on every call (measured: 40 compiles in 40 calls); jit
+    once, before the loop, and pass what changes per iteration as arguments
 """),
         Example("""
 from functools import partial
@@ -93,6 +107,11 @@ def train_epoch(state, train_ds, model):
         step = jax.jit(partial(train_step, model=model))
         state, metrics = step(state, batch)
     return state
+""", expect="""
+5:16-5:57 `jax.jit` of `partial(train_step, model=model)` (a new function object each time it runs),
+    made anew each iteration and called in it: JAX caches compiles by function object, so it is traced
+    and compiled on every call (measured: 40 compiles in 40 calls); jit once, before the loop, and pass
+    what changes per iteration as arguments
 """),
         Example("""
 import jax
@@ -103,6 +122,11 @@ class Trainer:
         for batch in batches:
             state = jax.jit(self.train_step)(state, batch)
         return state
+""", expect="""
+7:21-7:45 `jax.jit` of the bound method `self.train_step` (a new method object each time it is read),
+    made anew each iteration and called in it: JAX caches compiles by function object, so it is traced
+    and compiled on every call (measured: 40 compiles in 40 calls); jit once, before the loop, and pass
+    what changes per iteration as arguments
 """),
         Example("""
 import jax
@@ -114,6 +138,11 @@ class CNN(nn.Module):
 model = CNN()
 for images, labels in test_loader:
     logits = jax.jit(model.apply)({"params": params}, images)
+""", expect="""
+9:14-9:34 `jax.jit` of the bound method `model.apply` (a new method object each time it is read), made
+    anew each iteration and called in it: JAX caches compiles by function object, so it is traced and
+    compiled on every call (measured: 40 compiles in 40 calls); jit once, before the loop, and pass what
+    changes per iteration as arguments
 """),
         Example("""
 import jax
@@ -123,6 +152,10 @@ while not done:
         return actor.apply(params, obs + noise)
     action = policy(params, obs)
     obs, done = env.step(action)
+""", expect="""
+3:5-3:13 `@jax.jit` on `policy`, defined inside a loop, and called in the same iteration: each iteration
+    makes a new function, traced and compiled again on every call (measured: 40 compiles in 40 calls);
+    define it once, before the loop, and pass what changes per iteration as arguments
 """),
         Example("""
 from flax import nnx
@@ -130,6 +163,10 @@ def train_step(model, optimizer, batch):
     return model
 for step in range(steps):
     nnx.jit(train_step)(model, optimizer, next(batches))
+""", expect="""
+5:5-5:24 `nnx.jit` inside a loop, called in the same iteration: flax wraps the function in a new object
+    on every `nnx.jit` call, so it is traced and compiled again on every call; apply `nnx.jit` once,
+    before the loop
 """),
     )
     not_flagged = (

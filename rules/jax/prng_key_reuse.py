@@ -71,6 +71,10 @@ class Trainer:
             mask = jax.random.bernoulli(self.key, 0.9, batch.shape)
             params = update(params, batch * mask)
         return params
+""", expect="""
+7:20-7:68 PRNG key `self.key` does not change in the loop at line 6 (made before it, never re-bound in
+    it): `jax.random.bernoulli` draws the same random numbers on every iteration; split it per iteration
+    (`key, sub = jax.random.split(key)` and draw from `sub`) or use `jax.random.fold_in(key, step)`
 """),
         Example("""
 import jax
@@ -80,6 +84,10 @@ def train_step(params, batch):
     return update(params, batch * mask)
 for batch in batches:
     params = train_step(params, batch)
+""", expect="""
+4:12-4:55 PRNG key `key` does not change in the loop at line 6 (made before it, never re-bound in it):
+    `jax.random.bernoulli` draws the same random numbers on every iteration; split it per iteration
+    (`key, sub = jax.random.split(key)` and draw from `sub`) or use `jax.random.fold_in(key, step)`
 """),
         Example("""
 import jax
@@ -95,6 +103,12 @@ def train(params, batches):
     dropout_key = jax.random.PRNGKey(1)
     for x, y in batches:
         params, loss = train_step(params, x, y, dropout_key)
+""", expect="""
+13:24-13:61 PRNG key `dropout_key` does not change in the loop at line 12 (made before it, never
+    re-bound in it): `train_step` (which draws from it with `loss_fn` (which draws from it with
+    `jax.random.bernoulli` at line 4) at line 8) draws the same random numbers on every iteration; split
+    it per iteration (`key, sub = jax.random.split(key)` and draw from `sub`) or use
+    `jax.random.fold_in(key, step)`
 """),
         Example("""
 import jax
@@ -103,6 +117,10 @@ key = jax.random.PRNGKey(0)
 for step in range(num_steps):
     mask = jax.random.bernoulli(key, 0.9, (batch_size, hidden))
     params, opt_state, loss = train_step(params, opt_state, batch, mask)
+""", expect="""
+5:12-5:64 PRNG key `key` does not change in the loop at line 4 (made before it, never re-bound in it):
+    `jax.random.bernoulli` draws the same random numbers on every iteration; split it per iteration
+    (`key, sub = jax.random.split(key)` and draw from `sub`) or use `jax.random.fold_in(key, step)`
 """),
         Example("""
 from jax import random
@@ -110,6 +128,11 @@ key = random.PRNGKey(42)
 X = random.normal(key, (n_samples, n_features))
 noise = 0.1 * random.normal(key, (n_samples,))
 y = X @ true_w + noise
+""", expect="""
+4:15-4:47 PRNG key `key` was already drawn from by `jax.random.normal` at line 3, with no
+    `split`/`fold_in` between: `jax.random.normal` here draws the same random numbers (with jax 0.10
+    even draws of different shapes share their leading numbers); split the key and give each draw its
+    own subkey (`k1, k2 = jax.random.split(key)`)
 """),
         Example("""
 import jax
@@ -126,6 +149,11 @@ def train(state, batches, seed):
     for batch in batches:
         state = train_step(state, batch, rng)
     return state
+""", expect="""
+13:17-13:46 PRNG key `rng` does not change in the loop at line 12 (made before it, never re-bound in
+    it): `train_step` (which draws from it with `state.apply_fn(rngs=...)` at line 5) draws the same
+    random numbers on every iteration; split it per iteration (`key, sub = jax.random.split(key)` and
+    draw from `sub`) or use `jax.random.fold_in(key, step)`
 """),
         Example("""
 import jax.random as jr
@@ -134,17 +162,31 @@ for epoch in range(epochs):
     _, perm_key = jr.split(key)
     order = jr.permutation(perm_key, n_train)
     run_epoch(order)
+""", expect="""
+5:13-5:46 PRNG key `perm_key` comes from `jr.split(key)` at line 4, which derives the same keys on every
+    iteration of the loop at line 3 (the key it splits is never re-bound in the loop):
+    `jax.random.permutation` draws the same random numbers on every iteration; split it per iteration
+    (`key, sub = jax.random.split(key)` and draw from `sub`) or use `jax.random.fold_in(key, step)`
 """),
         Example("""
 import jax
 keys = jax.random.split(jax.random.PRNGKey(0), 3)
 w1 = jax.random.normal(keys[0], (784, 512)) * 0.01
 w2 = jax.random.normal(keys[0], (512, 10)) * 0.01
+""", expect="""
+4:6-4:43 PRNG key `keys[0]` was already drawn from by `jax.random.normal` at line 3, with no
+    `split`/`fold_in` between: `jax.random.normal` here draws the same random numbers (with jax 0.10
+    even draws of different shapes share their leading numbers); split the key and give each draw its
+    own subkey (`k1, k2 = jax.random.split(key)`)
 """),
         Example("""
 import jax
 def init_mlp(key, sizes):
     return [(jax.random.normal(key, (m, n)) * 0.01, jnp.zeros(n)) for m, n in zip(sizes[:-1], sizes[1:])]
+""", expect="""
+3:14-3:44 PRNG key `key` does not change in the comprehension at line 3 (made before it, never re-bound
+    in it): `jax.random.normal` draws the same random numbers on every iteration; split it per iteration
+    (`key, sub = jax.random.split(key)` and draw from `sub`) or use `jax.random.fold_in(key, step)`
 """),
         Example("""
 import jax
@@ -152,6 +194,11 @@ for i in range(n_rollouts):
     rng = jax.random.key(0)
     actions = jax.random.categorical(rng, logits)
     rollouts.append(actions)
+""", expect="""
+4:15-4:50 PRNG key `rng` is re-made from the same seed by `jax.random.key(0)` at line 3 on every
+    iteration of the loop at line 2: `jax.random.categorical` draws the same random numbers on every
+    iteration; split it per iteration (`key, sub = jax.random.split(key)` and draw from `sub`) or use
+    `jax.random.fold_in(key, step)`
 """),
         Example("""
 import jax
@@ -166,6 +213,11 @@ def train(params, batches):
     for x, y in batches:
         grads = jax.grad(loss_fn)(params, x, y)
         params = jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+""", expect="""
+3:26-3:47 the default key `jax.random.PRNGKey(0)` of `key` is made once, when `def dropout` runs, and
+    `jax.random.bernoulli` at line 4 draws from it: every call that leaves `key` out (as at line 7,
+    which runs more than once) draws the same random numbers; make `key` a required parameter and pass
+    each call a fresh key (`key, sub = jax.random.split(key)`)
 """),
         Example("""
 from jax import random
@@ -174,6 +226,11 @@ def augment(images, rng=random.key(42)):
     return images.at[flips].set(images[flips, :, ::-1])
 train_x = augment(train_x)
 val_x = augment(val_x)
+""", expect="""
+2:25-2:39 the default key `random.key(42)` of `rng` is made once, when `def augment` runs, and
+    `jax.random.bernoulli` at line 3 draws from it: every call that leaves `rng` out (as at line 6,
+    which runs more than once) draws the same random numbers; make `rng` a required parameter and pass
+    each call a fresh key (`key, sub = jax.random.split(key)`)
 """),
         Example("""
 import jax
@@ -181,6 +238,11 @@ def encode(params, images, key):
     rng = jax.random.fold_in(key, 1)
     noisy = vae.apply(params, images, method=vae.add_noise, rngs={"noise": rng})
     return vae.apply(params, noisy, method=vae.reparametrize, rngs={"noise": rng})
+""", expect="""
+5:12-5:83 PRNG key `rng` was already drawn from by `vae.apply(rngs=...)` at line 4, with no
+    `split`/`fold_in` between: `vae.apply(rngs=...)` here draws the same random numbers (with jax 0.10
+    even draws of different shapes share their leading numbers); split the key and give each draw its
+    own subkey (`k1, k2 = jax.random.split(key)`)
 """),
     )
     not_flagged = (

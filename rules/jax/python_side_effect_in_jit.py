@@ -53,6 +53,10 @@ def train_step(params, x):
     global step_count
     step_count += 1
     return params - 0.1 * jax.grad(loss_fn)(params, x)
+""", expect="""
+6:5-6:20 `step_count += ...` inside the jitted `train_step` changes the global variable `step_count`: it
+    runs only while JAX traces the function (first call and each retrace), not on every call; return the
+    value to the caller, or carry it in the traced state
 """),
         Example("""
 import jax
@@ -63,6 +67,10 @@ def update(state, batch):
     loss, grads = jax.value_and_grad(loss_fn)(state.params, batch)
     losses.append(loss)
     return state.apply_gradients(grads=grads)
+""", expect="""
+7:5-7:24 `losses.append(...)` inside the jitted `update` changes `losses`, a list defined outside the
+    function: it runs only while JAX traces the function (first call and each retrace), not on every
+    call; return the value to the caller, or carry it in the traced state
 """),
         Example("""
 import jax
@@ -74,6 +82,10 @@ class Trainer:
         grads = jax.grad(self.loss)(params, batch)
         self.grad_norms.append(optax.global_norm(grads))
         return params
+""", expect="""
+8:9-8:57 `self.grad_norms.append(...)` inside the jitted `_step` changes `self.grad_norms`, a list
+    attribute set outside the function: it runs only while JAX traces the function (first call and each
+    retrace), not on every call; return the value to the caller, or carry it in the traced state
 """),
         Example("""
 from jax import lax
@@ -84,6 +96,10 @@ def rollout(env_step, state, n):
         visited.append(nxt)
         return nxt, nxt.reward
     return lax.scan(body, state, None, length=n), visited
+""", expect="""
+6:9-6:28 `visited.append(...)` inside the `scan` body `body` changes `visited`, a list defined outside
+    the function: it runs only while JAX traces the function (first call and each retrace), not on every
+    call; return the value to the caller, or carry it in the traced state
 """),
         Example("""
 import jax
@@ -94,6 +110,10 @@ def train_step(params, x):
     loss, grads = jax.value_and_grad(loss_fn)(params, x)
     last_loss = loss
     return params - 0.1 * grads
+""", expect="""
+7:5-7:21 `last_loss = loss` inside the jitted `train_step` changes the global variable `last_loss`: it
+    runs only while JAX traces the function (first call and each retrace), not on every call; return the
+    value to the caller, or carry it in the traced state
 """),
         Example("""
 import jax
@@ -107,6 +127,10 @@ for x in batches:
     params = train_step(params, x)
     if step % 100 == 0:
         print("step", step, "lr", schedule(step))
+""", expect="""
+6:5-6:20 `step = step + 1` inside the jitted `train_step` changes the global variable `step`: it runs
+    only while JAX traces the function (first call and each retrace), not on every call; return the
+    value to the caller, or carry it in the traced state
 """),
     )
     not_flagged = (

@@ -68,6 +68,10 @@ for step, (x, y) in enumerate(train_loader):
     loss.backward()
     optimizer.step()
     running_loss += loss.item()
+""", expect="""
+8:21-8:32 `loss.item()` copies a tensor to the host on every training step: on a GPU it waits for the
+    device to finish all queued work (a host sync), so the next step cannot be queued ahead; keep
+    running values on the device (`total += loss.detach()`) and convert them under `if step % N == 0:`
 """),
         Example("""
 import tensorflow as tf
@@ -77,6 +81,10 @@ for x, y in dataset:
     grads = tape.gradient(loss, model.trainable_variables)
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
     history.append(float(loss))
+""", expect="""
+7:20-7:31 `float(loss)` copies a tensor to the host on every training step: on a GPU it waits for the
+    device to finish all queued work (a host sync), so the next step cannot be queued ahead; keep
+    running values as tensors (a `tf.keras.metrics.Mean`) and convert them under `if step % N == 0:`
 """),
         Example("""
 import torch.nn.functional as F
@@ -92,7 +100,16 @@ def train_step(model, opt, x, y):
 for epoch in range(epochs):
     for x, y in loader:
         train_step(model, opt, x, y)
-""", count=2),
+""", expect="""
+9:5-9:44 printing the tensor `loss` copies it to the host on every training step, through
+    `train_step(model, opt, x, y)`: on a GPU it waits for the device to finish all queued work (a host
+    sync), so the next step cannot be queued ahead; keep running values on the device (`total +=
+    loss.detach()`) and convert them under `if step % N == 0:`
+10:12-10:39 `loss.detach().cpu().numpy()` copies a tensor to the host on every training step, through
+    `train_step(model, opt, x, y)`: on a GPU it waits for the device to finish all queued work (a host
+    sync), so the next step cannot be queued ahead; keep running values on the device (`total +=
+    loss.detach()`) and convert them under `if step % N == 0:`
+"""),
         Example("""
 import tensorflow as tf
 train_loss = tf.keras.metrics.Mean()
@@ -108,7 +125,15 @@ for epoch in range(EPOCHS):
         loss = train_step(images, labels)
         train_loss(loss)
         progress.set_postfix(loss=float(loss), mean=train_loss.result().numpy())
-""", count=2),
+""", expect="""
+14:35-14:46 `float(loss)` copies a tensor to the host on every training step: on a GPU it waits for the
+    device to finish all queued work (a host sync), so the next step cannot be queued ahead; keep
+    running values as tensors (a `tf.keras.metrics.Mean`) and convert them under `if step % N == 0:`
+14:53-14:80 `train_loss.result().numpy()` copies a tensor to the host on every training step: on a GPU
+    it waits for the device to finish all queued work (a host sync), so the next step cannot be queued
+    ahead; keep running values as tensors (a `tf.keras.metrics.Mean`) and convert them under `if step %
+    N == 0:`
+"""),
     )
     not_flagged = (
         Example("""

@@ -55,6 +55,11 @@ def train_step(x, y):
     return tape, loss_a + loss_b
 for x, y in dataset:
     tape, loss = train_step(x, y)
+""", expect="""
+3:10-3:42 a persistent `tf.GradientTape` is created on every iteration, in `train_step`, which `for x, y
+    in dataset` calls on every iteration, and `tape` is never deleted: the tape and every tensor it
+    recorded (the step's activations) stay alive until the next iteration rebinds it, so peak memory
+    holds one extra step (not growth); add `del tape` after its last `tape.gradient(...)`
 """),
         Example("""
 import tensorflow as tf
@@ -67,6 +72,11 @@ for step, (x, y) in enumerate(dataset):
     d_grads = tape.gradient(d_loss, discriminator.trainable_variables)
     g_opt.apply_gradients(zip(g_grads, generator.trainable_variables))
     d_opt.apply_gradients(zip(d_grads, discriminator.trainable_variables))
+""", expect="""
+3:10-3:42 a persistent `tf.GradientTape` is created on every iteration, inside a loop, and `tape` is
+    never deleted: the tape and every tensor it recorded (the step's activations) stay alive until the
+    next iteration rebinds it, so peak memory holds one extra step (not growth); add `del tape` after
+    its last `tape.gradient(...)`
 """),
         Example("""
 from tensorflow import GradientTape
@@ -80,6 +90,11 @@ def fit(model, batches, opt):
         grads = tape.gradient(loss_main, model.trainable_variables)
         aux_grads = tape.gradient(loss_aux, model.aux_head.trainable_variables)
         opt.apply_gradients(zip(grads, model.trainable_variables))
+""", expect="""
+4:16-4:45 a persistent `tf.GradientTape` is created on every iteration, inside a loop, and `tape` is
+    never deleted: the tape and every tensor it recorded (the step's activations) stay alive until the
+    next iteration rebinds it, so peak memory holds one extra step (not growth); add `del tape` after
+    its last `tape.gradient(...)`
 """),
         Example("""
 import tensorflow as tf
@@ -93,6 +108,11 @@ while epoch < epochs:
         grads = t.gradient(tf.reduce_sum(jac ** 2), model.trainable_variables)
         opt.apply_gradients(zip(grads, model.trainable_variables))
     epoch += 1
+""", expect="""
+5:14-5:46 a persistent `tf.GradientTape` is created on every iteration, inside a loop, and `t` is never
+    deleted: the tape and every tensor it recorded (the step's activations) stay alive until the next
+    iteration rebinds it, so peak memory holds one extra step (not growth); add `del t` after its last
+    `t.gradient(...)`
 """),
         Example("""
 import tensorflow as tf
@@ -108,6 +128,11 @@ def integrated_gradients(model, inputs, labels, baselines):
 
         attributions.append(map_features(grad_of, point))
     return attributions
+""", expect="""
+5:14-5:46 a persistent `tf.GradientTape` is created on every iteration, inside a loop, and `tape` is
+    never deleted: the tape and every tensor it recorded (the step's activations) stay alive until the
+    next iteration rebinds it, so peak memory holds one extra step (not growth); add `del tape` after
+    its last `tape.gradient(...)`
 """),
     )
     not_flagged = (

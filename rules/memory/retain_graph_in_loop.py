@@ -82,6 +82,10 @@ for epoch in range(args.epochs):
         loss = F.cross_entropy(model(x), y)
         loss.backward(retain_graph=True)
         optimizer.step()
+""", expect="""
+7:9-7:41 `retain_graph=True` with no second backward through this graph later in the iteration: the
+    graph and its saved activations stay alive until the next iteration replaces them, so peak memory
+    holds one extra step (no growth by itself); drop `retain_graph=True`
 """),
         Example("""
 import torch
@@ -100,6 +104,11 @@ class Trainer:
     def fit(self, loader):
         for x, y in loader:
             self.train_step(x, y)
+""", expect="""
+11:9-11:41 `retain_graph=True` with no second backward through this graph later in the iteration (run
+    every iteration through `self.train_step(x, y)`): the graph and its saved activations stay alive
+    until the next iteration replaces them, so peak memory holds one extra step (no growth by itself);
+    drop `retain_graph=True`
 """),
         Example("""
 import torch
@@ -110,6 +119,14 @@ for inputs, targets in batches:
     opt.zero_grad()
     torch.autograd.backward(loss, retain_graph=True)
     opt.step()
+""", expect="""
+7:5-7:53 `retain_graph=True` with no second backward through this graph later in the iteration: the
+    graph and its saved activations stay alive until the next iteration replaces them, so peak memory
+    holds one extra step (no growth by itself); drop `retain_graph=True`. `hidden` is carried into the
+    next iteration: while it references this graph, each backward runs through every earlier step
+    (memory and time grow each step), or raises 'modified by an inplace operation' once the optimizer
+    has updated the weights it saved — detach it (`hidden = hidden.detach()`) at the start of the
+    iteration instead
 """),
         Example("""
 import torch
@@ -121,6 +138,10 @@ for x, y in loader:
     with torch.no_grad():
         for p, g in zip(params, grads):
             p -= lr * g
+""", expect="""
+6:13-6:50 `retain_graph=True` with no second backward through this graph later in the iteration: the
+    graph and its saved activations stay alive until the next iteration replaces them, so peak memory
+    holds one extra step (no growth by itself); drop `retain_graph=True`
 """),
     )
     not_flagged = (

@@ -70,6 +70,11 @@ def main(args):
 
     for x, y in dataset:
         train_step(x, y)
+""", expect="""
+13:9-13:73 custom training step under the "mixed_float16" policy set at line 4 with `optimizer`, not a
+    LossScaleOptimizer: gradients computed in float16 underflow to zero (values below 6e-8) with no
+    warning; wrap it in `keras.mixed_precision.LossScaleOptimizer` and differentiate
+    `optimizer.scale_loss(loss)`
 """),
         Example("""
 import keras
@@ -82,6 +87,11 @@ def train(model, dataset):
             loss = tf.reduce_mean(tf.square(model(x) - y))
         grads = tape.gradient(loss, model.trainable_variables)
         opt.apply_gradients(zip(grads, model.trainable_variables))
+""", expect="""
+10:9-10:67 `opt` is a LossScaleOptimizer under the "mixed_float16" policy set at line 4, but the loss of
+    this custom training step is never scaled: a Keras 3 LossScaleOptimizer divides the gradients by the
+    loss scale (32,768) in `apply_gradients` anyway: every update is 32,768 times too small, with no
+    warning; differentiate `opt.scale_loss(loss)`, computed inside the tape
 """),
         Example("""
 import tensorflow as tf
@@ -94,6 +104,12 @@ def run(model, dataset, steps):
             loss = tf_keras.losses.sparse_categorical_crossentropy(y, model(x, training=True))
         grads = tape.gradient(loss, model.trainable_variables)
         opt.apply_gradients(zip(grads, model.trainable_variables))
+""", expect="""
+10:9-10:67 `opt` is a LossScaleOptimizer under the "mixed_float16" policy set at line 4, but the loss of
+    this custom training step is never scaled: the gradients are not scaled, so small ones underflow to
+    zero in float16 as without loss scaling (Keras 2 warns 'You forgot to call
+    LossScaleOptimizer.get_scaled_loss()'); differentiate `opt.get_scaled_loss(loss)` and pass the
+    gradients through `opt.get_unscaled_gradients(...)`
 """),
     )
     not_flagged = (

@@ -64,19 +64,54 @@ for x, y in loader:
     scaler.scale(loss).backward()
     scaler.step(optimizer)
     scaler.update()
-""", count=2),
+""", expect="""
+2:10-2:54 [safe fix] `torch.cuda.amp.GradScaler(...)` is deprecated (a FutureWarning at every call); use
+    `torch.amp.GradScaler("cuda", ...)`
+4:10-4:52 [safe fix] `torch.cuda.amp.autocast(...)` is deprecated (a FutureWarning at every call); use
+    `torch.autocast("cuda", ...)`
+""", fixed="""
+import torch
+scaler = torch.amp.GradScaler("cuda", enabled=args.fp16)
+for x, y in loader:
+    with torch.autocast("cuda", enabled=args.fp16):
+        loss = criterion(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+"""),
         Example("""
 import torch
 from torch.cuda.amp import autocast, GradScaler
 scaler = GradScaler(init_scale=1024)
 with autocast(dtype=torch.bfloat16):
     out = model(x)
-""", count=2),
+""", expect="""
+3:10-3:37 [safe fix] `torch.cuda.amp.GradScaler(...)` is deprecated (a FutureWarning at every call); use
+    `torch.amp.GradScaler("cuda", ...)`
+4:6-4:36 [safe fix] `torch.cuda.amp.autocast(...)` is deprecated (a FutureWarning at every call); use
+    `torch.autocast("cuda", ...)`
+""", fixed="""
+import torch
+from torch.cuda.amp import autocast, GradScaler
+scaler = torch.amp.GradScaler("cuda", init_scale=1024)
+with torch.autocast("cuda", dtype=torch.bfloat16):
+    out = model(x)
+"""),
         Example("""
 import torch
 from torch.cuda import amp
 class Net(torch.nn.Module):
     @amp.autocast()
+    def forward(self, x):
+        return self.body(x)
+""", expect="""
+4:6-4:20 [safe fix] `torch.cuda.amp.autocast(...)` is deprecated (a FutureWarning at every call); use
+    `torch.autocast("cuda", ...)`
+""", fixed="""
+import torch
+from torch.cuda import amp
+class Net(torch.nn.Module):
+    @torch.autocast("cuda")
     def forward(self, x):
         return self.body(x)
 """),
@@ -85,6 +120,10 @@ import torch.nn as nn
 from torch.cpu.amp import autocast
 with autocast():
     y = model(x)
+""", expect="""
+3:6-3:16 `torch.cpu.amp.autocast(...)` is deprecated (a FutureWarning at every call); use
+    `torch.autocast("cpu", ...)` (no automatic fix: this file binds no name to `torch`; add `import
+    torch`)
 """),
         Example("""
 import contextlib
@@ -93,6 +132,9 @@ import torch
 amp_ctx = functools.partial(torch.cuda.amp.autocast, dtype=torch.float16) if args.amp else contextlib.nullcontext
 with amp_ctx():
     loss = model(x).mean()
+""", expect="""
+4:29-4:52 `torch.cuda.amp.autocast` is deprecated (a FutureWarning at every call); call
+    `torch.autocast("cuda", ...)` instead (no automatic fix for a reference)
 """),
         Example("""
 import torch
@@ -101,6 +143,16 @@ try:
 except ImportError:
     from torch.amp import GradScaler
 scaler = GradScaler(enabled=use_amp)
+""", expect="""
+6:10-6:37 [safe fix] `torch.cuda.amp.GradScaler(...)` is deprecated (a FutureWarning at every call); use
+    `torch.amp.GradScaler("cuda", ...)`
+""", fixed="""
+import torch
+try:
+    from torch.cuda.amp import GradScaler
+except ImportError:
+    from torch.amp import GradScaler
+scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
 """),
     )
     not_flagged = (

@@ -72,6 +72,21 @@ model = keras.Sequential([
     keras.layers.Dense(10, activation="softmax"),
 ])
 model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+""", expect="""
+7:5-7:49 [safe fix] the model's output layer `keras.layers.Dense(10, activation="softmax")` applies a
+    softmax in float16: the global policy is "mixed_float16" (line 3), so its output is float16 and
+    saturates (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading by about
+    7.6 gets exactly 1.0); give it `dtype="float32"`
+""", fixed="""
+import tensorflow as tf
+from tensorflow import keras
+keras.mixed_precision.set_global_policy("mixed_float16")
+model = keras.Sequential([
+    keras.layers.Conv2D(32, 3, activation="relu"),
+    keras.layers.GlobalAveragePooling2D(),
+    keras.layers.Dense(10, activation="softmax", dtype="float32"),
+])
+model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
 """),
         Example("""
 import keras
@@ -82,6 +97,21 @@ inputs = keras.Input(shape=(784,))
 x = layers.Dense(4096, activation="relu")(inputs)
 x = layers.Dense(10)(x)
 outputs = layers.Activation("softmax", name="predictions")(x)
+model = keras.Model(inputs=inputs, outputs=outputs)
+""", expect="""
+8:11-8:59 [safe fix] the model's output layer `layers.Activation("softmax", name="predictions")` applies
+    a softmax in float16: the global policy is "mixed_float16" (line 4), so its output is float16 and
+    saturates (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading by about
+    7.6 gets exactly 1.0); give it `dtype="float32"`
+""", fixed="""
+import keras
+from keras import layers
+policy = keras.mixed_precision.Policy("mixed_float16")
+keras.mixed_precision.set_dtype_policy(policy)
+inputs = keras.Input(shape=(784,))
+x = layers.Dense(4096, activation="relu")(inputs)
+x = layers.Dense(10)(x)
+outputs = layers.Activation("softmax", name="predictions", dtype="float32")(x)
 model = keras.Model(inputs=inputs, outputs=outputs)
 """),
         Example("""
@@ -94,6 +124,21 @@ class Detector(tf.keras.Model):
         self.head = tf.keras.layers.Dense(1, activation="sigmoid")
     def call(self, x):
         return self.head(self.backbone(x))
+""", expect="""
+7:21-7:67 [safe fix] the model's output layer `tf.keras.layers.Dense(1, activation="sigmoid")` applies a
+    sigmoid in float16: the global policy is "float32" or "mixed_float16" (line 2), so its output is
+    float16 and saturates (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading
+    by about 7.6 gets exactly 1.0); give it `dtype="float32"`
+""", fixed="""
+import tensorflow as tf
+tf.keras.mixed_precision.set_global_policy("mixed_float16" if args.fp16 else "float32")
+class Detector(tf.keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.backbone = tf.keras.layers.Dense(64, activation="relu")
+        self.head = tf.keras.layers.Dense(1, activation="sigmoid", dtype="float32")
+    def call(self, x):
+        return self.head(self.backbone(x))
 """),
         Example("""
 import tensorflow as tf
@@ -103,18 +148,50 @@ def build_model():
     model.add(tf.keras.layers.Dense(128, activation="relu"))
     model.add(tf.keras.layers.Dense(10, activation="softmax", dtype="float16"))
     return model
+""", expect="""
+6:15-6:79 [safe fix] the model's output layer `tf.keras.layers.Dense(10, activation="softmax", d…`
+    applies a softmax in float16: the global policy is "mixed_float16" (line 2), so its output is
+    float16 and saturates (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading
+    by about 7.6 gets exactly 1.0); give it `dtype="float32"`
+""", fixed="""
+import tensorflow as tf
+tf.keras.mixed_precision.set_global_policy("mixed_float16")
+def build_model():
+    model = tf.keras.Sequential()
+    model.add(tf.keras.layers.Dense(128, activation="relu"))
+    model.add(tf.keras.layers.Dense(10, activation="softmax", dtype="float32"))
+    return model
 """),
         Example("""
 import keras
 keras.mixed_precision.set_global_policy("mixed_float16")
 model = keras.applications.EfficientNetB0(weights=None, classes=5)
 model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+""", expect="""
+3:9-3:67 the model's output layer `keras.applications.EfficientNetB0(weights=None, c…` applies a softmax
+    in float16: the global policy is "mixed_float16" (line 2), so its output is float16 and saturates
+    (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading by about 7.6 gets
+    exactly 1.0); give it `dtype="float32"`; this model has no dtype argument for it: build it with
+    `classifier_activation=None` and add `Activation("softmax", dtype="float32")`
 """),
         Example("""
 import tensorflow as tf
 def build_classifier():
     return tf.keras.Sequential([tf.keras.layers.Dense(64, activation="relu"),
                                 tf.keras.layers.Dense(10, activation="softmax")])
+baseline = build_classifier()
+tf.keras.mixed_precision.set_global_policy("mixed_float16")
+fast = build_classifier()
+""", expect="""
+4:33-4:80 [safe fix] the model's output layer `tf.keras.layers.Dense(10, activation="softmax")` applies
+    a softmax in float16: the global policy is "mixed_float16" (line 6), so its output is float16 and
+    saturates (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading by about
+    7.6 gets exactly 1.0); give it `dtype="float32"`
+""", fixed="""
+import tensorflow as tf
+def build_classifier():
+    return tf.keras.Sequential([tf.keras.layers.Dense(64, activation="relu"),
+                                tf.keras.layers.Dense(10, activation="softmax", dtype="float32")])
 baseline = build_classifier()
 tf.keras.mixed_precision.set_global_policy("mixed_float16")
 fast = build_classifier()

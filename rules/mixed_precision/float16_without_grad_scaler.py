@@ -49,6 +49,10 @@ for x, y in loader:
         loss = criterion(model(x), y)
     loss.backward()
     optimizer.step()
+""", expect="""
+4:10-4:32 float16 autocast (float16 is its default on cuda) in a training loop whose backward
+    (`loss.backward()`) has no GradScaler: gradients under ~6e-8 become zero in float16; use
+    `scaler.scale(loss).backward()` with `torch.amp.GradScaler`, or bfloat16
 """),
         Example("""
 import torch
@@ -62,6 +66,10 @@ def train_step(model, optimizer, batch):
 for epoch in range(3):
     for batch in loader:
         train_step(model, optimizer, batch)
+""", expect="""
+4:10-4:20 float16 autocast (float16 is its default on cuda) in a training loop whose backward
+    (`loss.backward()`) has no GradScaler: gradients under ~6e-8 become zero in float16; use
+    `scaler.scale(loss).backward()` with `torch.amp.GradScaler`, or bfloat16
 """),
         Example("""
 import torch
@@ -74,6 +82,10 @@ for x, y in loader:
     loss = compute_loss(model, x, y)
     loss.backward()
     opt.step()
+""", expect="""
+4:10-4:66 float16 autocast in a training loop whose backward (`loss.backward()`) has no GradScaler:
+    gradients under ~6e-8 become zero in float16; use `scaler.scale(loss).backward()` with
+    `torch.amp.GradScaler`, or bfloat16
 """),
         Example("""
 import torch
@@ -85,6 +97,10 @@ class Trainer:
         for batch in loader:
             self.loss(batch).backward()
             self.optimizer.step()
+""", expect="""
+3:6-3:46 float16 autocast in a training loop whose backward (`self.loss(batch).backward()`) has no
+    GradScaler: gradients under ~6e-8 become zero in float16; use `scaler.scale(loss).backward()` with
+    `torch.amp.GradScaler`, or bfloat16
 """),
         Example("""
 import functools
@@ -97,6 +113,10 @@ def train_one_epoch(model, loader, optimizer):
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
+""", expect="""
+6:14-6:28 float16 autocast in a training loop whose backward (`loss.backward()`) has no GradScaler:
+    gradients under ~6e-8 become zero in float16; use `scaler.scale(loss).backward()` with
+    `torch.amp.GradScaler`, or bfloat16
 """),
     )
     not_flagged = (

@@ -41,6 +41,10 @@ for x, y in loader:
         loss = criterion(model(x), y)
     scaler.scale(loss).backward()
     optimizer.step()
+""", expect="""
+8:5-8:21 `optimizer.step()` steps with the gradients of `scaler.scale(loss).backward()`, still
+    multiplied by the loss scale (65,536 at first), and never skips an inf/NaN step: use
+    `scaler.step(optimizer)` and `scaler.update()`
 """),
         Example("""
 import torch
@@ -52,6 +56,10 @@ for x, y in loader:
         loss = criterion(model(x), y)
     scaler.scale(loss).backward()
     scaler.step(optimizer)
+""", expect="""
+9:5-9:27 `scaler.step(optimizer)` runs in every iteration of `for x, y in loader` with no
+    `scaler.update()` in it: an enabled scaler raises "step() has already been called since the last
+    update()" on the second step; call `scaler.update()` after each step
 """),
         Example("""
 import torch
@@ -64,6 +72,10 @@ for batch in loader:
     torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
     scaler.step(optimizer)
     scaler.update()
+""", expect="""
+8:5-8:69 `torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm…` clips the gradients of
+    `scaler.scale(loss).backward()` while they are still multiplied by the scale: call
+    `scaler.unscale_(optimizer)` before clipping
 """),
         Example("""
 import torch
@@ -80,6 +92,10 @@ class Trainer:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
         self.scaler.update()
+""", expect="""
+13:13-13:45 `self.scaler.step(self.optimizer)` runs in every iteration of `for batch in loader` with no
+    `self.scaler.update()` in it: an enabled scaler raises "step() has already been called since the
+    last update()" on the second step; call `self.scaler.update()` after each step
 """),
     )
     not_flagged = (

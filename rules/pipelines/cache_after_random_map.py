@@ -44,6 +44,10 @@ def augment(image, label):
     image = tf.image.random_crop(image, [28, 28, 3])
     return image, label
 train_ds = tf.data.Dataset.from_tensor_slices((x, y)).map(augment).cache().shuffle(1000).batch(32)
+""", expect="""
+6:68-6:73 `.cache()` stores the output of the random `.map(...)` at line 6 (it calls
+    `tf.image.random_flip_left_right`) from the first epoch and replays it: the augmentation is frozen
+    after epoch 1; cache before the random map
 """),
         Example("""
 import tensorflow as tf
@@ -52,6 +56,10 @@ data_augmentation = keras.Sequential([keras.layers.RandomFlip("horizontal"), ker
 train_ds = keras.utils.image_dataset_from_directory("images", batch_size=32)
 train_ds = train_ds.map(lambda x, y: (data_augmentation(x, training=True), y), num_parallel_calls=tf.data.AUTOTUNE)
 train_ds = train_ds.cache()
+""", expect="""
+6:21-6:26 `.cache()` stores the output of the random `.map(...)` at line 5 (it calls
+    `keras.layers.RandomFlip`) from the first epoch and replays it: the augmentation is frozen after
+    epoch 1; cache before the random map
 """),
         Example("""
 import tensorflow as tf
@@ -65,6 +73,10 @@ def make_dataset(x, y):
     ds = ds.batch(64)
     ds = ds.cache()
     return ds.prefetch(tf.data.AUTOTUNE)
+""", expect="""
+10:13-10:18 `.cache()` stores the output of the random `.map(...)` at line 8 (it calls
+    `tf.random.normal`) from the first epoch and replays it: the augmentation is frozen after epoch 1;
+    cache before the random map
 """),
         Example("""
 import tensorflow as tf
@@ -82,6 +94,10 @@ class Jitter:
         return tf.image.random_crop(image, (self.size, self.size, 3))
 train_ds = tfds.load("cifar10", split="train", as_supervised=True)
 train_ds = train_ds.map(Jitter(32, augment=True), num_parallel_calls=tf.data.AUTOTUNE).cache()
+""", expect="""
+15:88-15:93 `.cache()` stores the output of the random `.map(...)` at line 15 (it calls
+    `tf.image.random_crop`) from the first epoch and replays it: the augmentation is frozen after epoch
+    1; cache before the random map
 """),
         Example("""
 import tensorflow as tf
@@ -90,6 +106,10 @@ def pipeline(images, labels):
     ds = ds.map(lambda x, y: (tf.image.random_contrast(x, 0.8, 1.2), y)).cache()
     return ds.batch(32)
 model.fit(pipeline(x_train, y_train), validation_data=pipeline(x_val, y_val), epochs=10)
+""", expect="""
+4:74-4:79 `.cache()` stores the output of the random `.map(...)` at line 4 (it calls
+    `tf.image.random_contrast`) from the first epoch and replays it: the augmentation is frozen after
+    epoch 1; cache before the random map
 """),
     )
     not_flagged = (

@@ -44,6 +44,10 @@ class EvalLoaderShuffled(Rule):
 from torch.utils.data import DataLoader
 train_loader = DataLoader(train_ds, batch_size=32, shuffle=True)
 val_loader = DataLoader(val_ds, batch_size=64, shuffle=True)
+""", expect="""
+3:56-3:60 `val_loader` is an evaluation DataLoader built with `shuffle=True`: its order changes every
+    epoch (per-example outputs stop lining up with the dataset, runs stop being comparable); use
+    `shuffle=False`
 """),
         Example("""
 import torch
@@ -51,18 +55,36 @@ import pytorch_lightning as pl
 class LitModel(pl.LightningModule):
     def test_dataloader(self):
         return torch.utils.data.DataLoader(self.test_set, batch_size=64, shuffle=True, num_workers=4)
+""", expect="""
+5:82-5:86 `test_dataloader` is an evaluation DataLoader built with `shuffle=True`: its order changes
+    every epoch (per-example outputs stop lining up with the dataset, runs stop being comparable); use
+    `shuffle=False`
 """),
         Example("""
 from torch.utils import data
 self.evalLoader = data.DataLoader(dev_set, 16, True)
 trainer.fit(model, train_loader, val_dataloaders=data.DataLoader(valid_ds, shuffle=True))
-""", count=2),
+""", expect="""
+2:48-2:52 `evalLoader` is an evaluation DataLoader built with `shuffle=True`: its order changes every
+    epoch (per-example outputs stop lining up with the dataset, runs stop being comparable); use
+    `shuffle=False`
+3:84-3:88 `val_dataloaders` is an evaluation DataLoader built with `shuffle=True`: its order changes
+    every epoch (per-example outputs stop lining up with the dataset, runs stop being comparable); use
+    `shuffle=False`
+"""),
         Example("""
 import torch
 loaders = {"train": torch.utils.data.DataLoader(train_set, shuffle=True),
            "test": torch.utils.data.DataLoader(test_set, shuffle=True)}
 loaders["val"] = torch.utils.data.DataLoader(val_set, shuffle=True)
-""", count=2),
+""", expect="""
+3:66-3:70 `test` is an evaluation DataLoader built with `shuffle=True`: its order changes every epoch
+    (per-example outputs stop lining up with the dataset, runs stop being comparable); use
+    `shuffle=False`
+4:63-4:67 `val` is an evaluation DataLoader built with `shuffle=True`: its order changes every epoch
+    (per-example outputs stop lining up with the dataset, runs stop being comparable); use
+    `shuffle=False`
+"""),
     )
     not_flagged = (
         Example("""

@@ -49,6 +49,18 @@ def augment(image, label):
     return image, label
 train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(1000).map(augment).batch(32)
 model.fit(train_ds, epochs=5)
+""", expect="""
+6:79-6:82 [unsafe fix] `map` without `num_parallel_calls` in a training pipeline runs one element at a
+    time: its function calls the stateful `tf.image.random_flip_left_right`, so TensorFlow will not
+    parallelize it by itself; pass `num_parallel_calls=tf.data.AUTOTUNE`
+""", fixed="""
+import tensorflow as tf
+def augment(image, label):
+    image = tf.image.random_flip_left_right(image)
+    image = tf.image.random_brightness(image, 0.2)
+    return image, label
+train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(1000).map(augment, num_parallel_calls=tf.data.AUTOTUNE).batch(32)
+model.fit(train_ds, epochs=5)
 """),
         Example("""
 import tensorflow as tf
@@ -56,6 +68,17 @@ from tensorflow import keras
 data_augmentation = keras.Sequential([keras.layers.RandomFlip("horizontal"), keras.layers.RandomRotation(0.1)])
 train_ds = keras.utils.image_dataset_from_directory("images", batch_size=32)
 train_ds = train_ds.map(lambda x, y: (data_augmentation(x), y))
+model.fit(train_ds, epochs=10)
+""", expect="""
+5:21-5:24 [unsafe fix] `map` without `num_parallel_calls` in a training pipeline runs one element at a
+    time: its function calls the stateful `keras.layers.RandomFlip`, so TensorFlow will not parallelize
+    it by itself; pass `num_parallel_calls=tf.data.AUTOTUNE`
+""", fixed="""
+import tensorflow as tf
+from tensorflow import keras
+data_augmentation = keras.Sequential([keras.layers.RandomFlip("horizontal"), keras.layers.RandomRotation(0.1)])
+train_ds = keras.utils.image_dataset_from_directory("images", batch_size=32)
+train_ds = train_ds.map(lambda x, y: (data_augmentation(x), y), num_parallel_calls=tf.data.AUTOTUNE)
 model.fit(train_ds, epochs=10)
 """),
         Example("""
@@ -74,6 +97,26 @@ def main():
         with tf.GradientTape() as tape:
             loss = loss_fn(y, model(x))
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+""", expect="""
+9:13-9:16 [safe fix] `map` without `num_parallel_calls` in a training pipeline runs one element at a
+    time: its function calls the stateful `tf.py_function`, so TensorFlow will not parallelize it by
+    itself; pass `num_parallel_calls=tf.data.AUTOTUNE`
+""", fixed="""
+import numpy as np
+import tensorflow as tf
+def load(path):
+    return np.load(path.numpy().decode())
+def parse(path, label):
+    return tf.py_function(load, [path], tf.float32), label
+def make_dataset(paths, labels):
+    ds = tf.data.Dataset.from_tensor_slices((paths, labels))
+    ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.batch(16)
+def main():
+    for x, y in make_dataset(paths, labels):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x))
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
 """),
         Example("""
 import tensorflow as tf
@@ -84,6 +127,19 @@ class SpeckleNoise:
         return image * (1.0 + self.scale * tf.random.normal(tf.shape(image))), label
 train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(SpeckleNoise(0.1)).batch(32)
 model.fit(train_ds, epochs=5)
+""", expect="""
+7:65-7:68 [unsafe fix] `map` without `num_parallel_calls` in a training pipeline runs one element at a
+    time: its function calls the stateful `tf.random.normal`, so TensorFlow will not parallelize it by
+    itself; pass `num_parallel_calls=tf.data.AUTOTUNE`
+""", fixed="""
+import tensorflow as tf
+class SpeckleNoise:
+    def __init__(self, scale):
+        self.scale = scale
+    def __call__(self, image, label):
+        return image * (1.0 + self.scale * tf.random.normal(tf.shape(image))), label
+train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(SpeckleNoise(0.1), num_parallel_calls=tf.data.AUTOTUNE).batch(32)
+model.fit(train_ds, epochs=5)
 """),
         Example("""
 import tensorflow as tf
@@ -93,6 +149,20 @@ class RandomNoise:
     def __call__(self, image, label):
         return image + tf.random.normal(tf.shape(image), stddev=self.stddev), label
 train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(RandomNoise(0.1)).batch(32)
+def train(model):
+    model.fit(train_ds, epochs=5)
+""", expect="""
+7:65-7:68 [unsafe fix] `map` without `num_parallel_calls` in a training pipeline runs one element at a
+    time: its function calls the stateful `tf.random.normal`, so TensorFlow will not parallelize it by
+    itself; pass `num_parallel_calls=tf.data.AUTOTUNE`
+""", fixed="""
+import tensorflow as tf
+class RandomNoise:
+    def __init__(self, stddev):
+        self.stddev = stddev
+    def __call__(self, image, label):
+        return image + tf.random.normal(tf.shape(image), stddev=self.stddev), label
+train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(RandomNoise(0.1), num_parallel_calls=tf.data.AUTOTUNE).batch(32)
 def train(model):
     model.fit(train_ds, epochs=5)
 """),

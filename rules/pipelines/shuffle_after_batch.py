@@ -44,6 +44,10 @@ class ShuffleAfterBatch(Rule):
 import tensorflow as tf
 train_ds = tf.data.Dataset.from_tensor_slices((x_train, y_train)).batch(32).shuffle(1000)
 model.fit(train_ds, epochs=10)
+""", expect="""
+2:77-2:84 `.shuffle(...)` after `.batch(...)` at line 2 shuffles whole batches: each batch holds the
+    same consecutive examples in every epoch, only the batch order changes; shuffle the examples before
+    batching
 """),
         Example("""
 import tensorflow as tf
@@ -53,6 +57,10 @@ def make_dataset(x, y, batch_size):
     ds = ds.batch(batch_size)
     ds = ds.shuffle(buffer_size=100)
     return ds.prefetch(tf.data.AUTOTUNE)
+""", expect="""
+6:13-6:20 `.shuffle(...)` after `.batch(...)` at line 5 shuffles whole batches: each batch holds the
+    same consecutive examples in every epoch, only the batch order changes; shuffle the examples before
+    batching
 """),
         Example("""
 import tensorflow as tf
@@ -60,12 +68,20 @@ from tensorflow import keras
 train_ds = keras.utils.image_dataset_from_directory("data/train", batch_size=64, shuffle=False)
 train_ds = train_ds.shuffle(100)
 model.fit(train_ds, epochs=3)
+""", expect="""
+4:21-4:28 `.shuffle(...)` after the Keras dataset built unshuffled at line 3 shuffles whole batches:
+    each batch holds the same consecutive examples in every epoch, only the batch order changes; shuffle
+    the examples before batching
 """),
         Example("""
 import tensorflow as tf
 ds = tf.data.TFRecordDataset(files).map(parse).shuffle(buffer_size=8).batch(256)
 ds2 = tf.data.Dataset.from_tensor_slices(paths).shuffle(1).batch(4)
-""", count=2),
+""", expect="""
+2:48-2:55 a shuffle buffer of 8 elements before a batch of 256 (line 2): each batch is mostly
+    neighbouring examples; use a buffer of at least the batch size, ideally the dataset size
+3:49-3:56 `shuffle(1)` returns the elements in their order: nothing is shuffled
+"""),
         Example("""
 import tensorflow as tf
 def make_pipeline(texts, labels):
@@ -75,6 +91,10 @@ def make_pipeline(texts, labels):
 train_ds = make_pipeline(train_texts, train_labels)
 val_ds = make_pipeline(val_texts, val_labels)
 model.fit(train_ds, validation_data=val_ds, epochs=15)
+""", expect="""
+5:15-5:22 `.shuffle(...)` after `.batch(...)` at line 4 shuffles whole batches: each batch holds the
+    same consecutive examples in every epoch, only the batch order changes; shuffle the examples before
+    batching
 """),
     )
     not_flagged = (

@@ -50,6 +50,11 @@ for i, (x, y) in enumerate(loader):
     if (i + 1) % accumulation_steps == 0:
         optimizer.step()
         optimizer.zero_grad()
+""", expect="""
+6:9-6:25 `optimizer.step()` runs only when `(i + 1) % accumulation_steps == 0`, but `loss.backward()`
+    runs every iteration and its loss is not divided by the number of accumulated micro-batches: the
+    step applies the sum of their gradients (k times the mean); divide the loss by the accumulation
+    steps before `backward()`
 """),
         Example("""
 import torch
@@ -62,6 +67,11 @@ for step, batch in enumerate(train_dataloader):
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad()
+""", expect="""
+8:9-8:31 `scaler.step(optimizer)` runs only when `step % args.gradient_accumulation_steps == 0 or step
+    == len…`, but `scaler.scale(loss).backward()` runs every iteration and its loss is not divided by
+    the number of accumulated micro-batches: the step applies the sum of their gradients (k times the
+    mean); divide the loss by the accumulation steps before `backward()`
 """),
         Example("""
 import torch
@@ -77,6 +87,11 @@ class Trainer:
             if i % self.accum == 0:
                 self.optimizer.step()
                 self.optimizer.zero_grad()
+""", expect="""
+12:17-12:38 `self.optimizer.step()` runs only when `i % self.accum == 0`, but `loss.backward()` runs
+    every iteration and its loss is not divided by the number of accumulated micro-batches: the step
+    applies the sum of their gradients (k times the mean); divide the loss by the accumulation steps
+    before `backward()`
 """),
     )
     not_flagged = (

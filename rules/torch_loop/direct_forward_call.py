@@ -41,6 +41,16 @@ for x, y in loader:
     out = model.forward(x)
     loss = criterion(out, y)
     loss.backward()
+""", expect="""
+4:11-4:27 [unsafe fix] `model.forward(...)` skips the module's hooks (forward/backward hooks, and those
+    that DDP, FSDP, quantization and profilers install); call `model(...)`
+""", fixed="""
+import torch.nn as nn
+model = nn.Sequential(nn.Linear(10, 2))
+for x, y in loader:
+    out = model(x)
+    loss = criterion(out, y)
+    loss.backward()
 """),
         Example("""
 import torch
@@ -50,6 +60,17 @@ class Net(torch.nn.Module):
         return x
 model = DDP(Net().to(device))
 logits = model.module.forward(images)
+""", expect="""
+7:10-7:38 [unsafe fix] `model.module.forward(...)` skips the module's hooks (forward/backward hooks, and
+    those that DDP, FSDP, quantization and profilers install); call `model.module(...)`
+""", fixed="""
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+class Net(torch.nn.Module):
+    def forward(self, x):
+        return x
+model = DDP(Net().to(device))
+logits = model.module(images)
 """),
         Example("""
 import pytorch_lightning as pl
@@ -61,11 +82,32 @@ class Classifier(pl.LightningModule):
         self.backbone = timm.create_model("resnet18", num_classes=10)
     def forward(self, x):
         return self.backbone.forward(x)
+""", expect="""
+9:16-9:40 [unsafe fix] `self.backbone.forward(...)` skips the module's hooks (forward/backward hooks,
+    and those that DDP, FSDP, quantization and profilers install); call `self.backbone(...)`
+""", fixed="""
+import pytorch_lightning as pl
+import timm
+import torch
+class Classifier(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.backbone = timm.create_model("resnet18", num_classes=10)
+    def forward(self, x):
+        return self.backbone(x)
 """),
         Example("""
 import torch.nn as nn
 def evaluate(model, loader):
     return [model.forward(x) for x, _ in loader]
+evaluate(nn.Linear(4, 2), val_loader)
+""", expect="""
+3:13-3:29 [unsafe fix] `model.forward(...)` skips the module's hooks (forward/backward hooks, and those
+    that DDP, FSDP, quantization and profilers install); call `model(...)`
+""", fixed="""
+import torch.nn as nn
+def evaluate(model, loader):
+    return [model(x) for x, _ in loader]
 evaluate(nn.Linear(4, 2), val_loader)
 """),
         Example("""
@@ -80,6 +122,21 @@ class Segmenter(L.LightningModule):
 
 segmenter = Segmenter.load_from_checkpoint("best.ckpt")
 masks = segmenter.forward(images)
+""", expect="""
+11:9-11:34 [unsafe fix] `segmenter.forward(...)` skips the module's hooks (forward/backward hooks, and
+    those that DDP, FSDP, quantization and profilers install); call `segmenter(...)`
+""", fixed="""
+import lightning as L
+import torch
+class Segmenter(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.head = torch.nn.Conv2d(3, 2, kernel_size=1)
+    def forward(self, x):
+        return self.head(x)
+
+segmenter = Segmenter.load_from_checkpoint("best.ckpt")
+masks = segmenter(images)
 """),
         Example("""
 import pytorch_lightning as pl
@@ -96,6 +153,24 @@ def fit_scorer(**hparams):
 
 scorer, metrics = fit_scorer(lr=1e-3)
 scores = scorer.forward(sets, mask=None)
+""", expect="""
+14:10-14:41 [unsafe fix] `scorer.forward(...)` skips the module's hooks (forward/backward hooks, and
+    those that DDP, FSDP, quantization and profilers install); call `scorer(...)`
+""", fixed="""
+import pytorch_lightning as pl
+import torch
+class SetScorer(pl.LightningModule):
+    def forward(self, x, mask=None):
+        return x.sum(dim=1)
+
+def fit_scorer(**hparams):
+    model = SetScorer(**hparams)
+    trainer.fit(model, loaders)
+    model = model.to("cuda")
+    return model, trainer.test(model)
+
+scorer, metrics = fit_scorer(lr=1e-3)
+scores = scorer(sets, mask=None)
 """),
     )
     not_flagged = (

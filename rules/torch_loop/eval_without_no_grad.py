@@ -87,6 +87,11 @@ def score(net, loader):
 model.eval()
 for loader in (val_loader, test_loader):
     print(score(model, loader))
+""", expect="""
+8:28-8:34 `net(x)` in `for x, y in loader` runs after `model.eval()` with autograd on, once for every
+    item of `loader` (a loop of unknown length): every iteration records a graph and keeps its
+    activations for a backward that never comes; wrap the loop in `with torch.no_grad():` (or
+    `torch.inference_mode()`)
 """),
         Example("""
 import torch
@@ -96,6 +101,11 @@ def evaluate(model, loader):
     for x, y in loader:
         correct += (model(x).argmax(1) == y).sum().item()
     return correct
+""", expect="""
+6:21-6:29 `model(x)` in `for x, y in loader` runs after `model.eval()` with autograd on, once for every
+    item of `loader` (a loop of unknown length): every iteration records a graph and keeps its
+    activations for a backward that never comes; wrap the loop in `with torch.no_grad():` (or
+    `torch.inference_mode()`)
 """),
         Example("""
 import torch
@@ -104,6 +114,11 @@ preds = []
 for batch in test_loader:
     logits = model(batch["input_ids"])
     preds.append(logits.argmax(-1))
+""", expect="""
+5:14-5:39 `model(batch["input_ids"])` in `for batch in test_loader` runs after `model.eval()` with
+    autograd on, once for every item of `test_loader` (a loop of unknown length): every iteration
+    records a graph and keeps its activations for a backward that never comes; wrap the loop in `with
+    torch.no_grad():` (or `torch.inference_mode()`)
 """),
         Example("""
 import torch
@@ -114,6 +129,11 @@ class Evaluator:
         for x, y in self.loader:
             total += self.criterion(self.model(x), y).item()
         return total
+""", expect="""
+7:37-7:50 `self.model(x)` in `for x, y in self.loader` runs after `self.model.eval()` with autograd on,
+    once for every item of `self.loader` (a loop of unknown length): every iteration records a graph and
+    keeps its activations for a backward that never comes; wrap the loop in `with torch.no_grad():` (or
+    `torch.inference_mode()`)
 """),
         Example("""
 import torch
@@ -130,6 +150,10 @@ net.eval()
 samples = []
 for z in latents:
     samples.append(net.decoder(z))
+""", expect="""
+14:20-14:34 `net.decoder(z)` in `for z in latents` runs after `net.eval()` with autograd on, and
+    `samples.append(net.decoder(z))` keeps its output across iterations: the graph and activations of
+    every iteration stay alive; wrap the loop in `with torch.no_grad():` (or `torch.inference_mode()`)
 """),
         Example("""
 import torch
@@ -137,6 +161,11 @@ classifier.eval()
 probabilities = []
 for sample in (cat_image, dog_image, bird_image):
     probabilities.append(torch.softmax(classifier(sample), dim=-1))
+""", expect="""
+5:40-5:58 `classifier(sample)` in `for sample in (cat_image, dog_image, bird_image)` runs after
+    `classifier.eval()` with autograd on, and `probabilities.append(torch.softmax(classifier(sample),
+    dim=…` keeps its output across iterations: the graph and activations of every iteration stay alive;
+    wrap the loop in `with torch.no_grad():` (or `torch.inference_mode()`)
 """),
         Example("""
 import torch
@@ -145,6 +174,10 @@ frame = seed_frame
 for _ in range(8):
     frame = generator(frame)
     show(frame)
+""", expect="""
+5:13-5:29 `generator(frame)` in `for _ in range(8)` runs after `generator.eval()` with autograd on, and
+    `frame = generator(frame)` keeps its output across iterations: the graph and activations of every
+    iteration stay alive; wrap the loop in `with torch.no_grad():` (or `torch.inference_mode()`)
 """),
     )
     not_flagged = (

@@ -53,6 +53,10 @@ for epoch in range(epochs):
     model.eval()
     with torch.no_grad():
         val_loss = sum(criterion(model(x), y).item() for x, y in val_loader)
+""", expect="""
+8:5-8:17 `model.eval()` leaves `model` in eval mode, and the next training step (`criterion(model(x),
+    y).backward()`) in `for epoch in range(epochs)` can run before any `model.train()`: dropout stays
+    off and batch norm stops updating its statistics; call `model.train()` after evaluating
 """),
         Example("""
 import torch
@@ -69,6 +73,11 @@ for epoch in range(epochs):
         optimizer.step()
         if step % 500 == 0:
             evaluate(net, val_loader)
+""", expect="""
+14:13-14:38 `evaluate(net, val_loader)` (through `model.eval()`) leaves `net` in eval mode, and the next
+    training step (`criterion(net(x), y).backward()`) in `for step, (x, y) in enumerate(train_loader)`
+    can run before any `net.train()`: dropout stays off and batch norm stops updating its statistics;
+    call `net.train()` after evaluating
 """),
         Example("""
 import torch
@@ -87,6 +96,11 @@ class Trainer:
                 self.model(batch).loss.backward()
                 self.optimizer.step()
             self.validate()
+""", expect="""
+16:13-16:28 `self.validate()` (through `self.model.eval()`) leaves `self.model` in eval mode, and the
+    next training step (`self.model(batch).loss.backward()`) in `for epoch in range(self.epochs)` can
+    run before any `self.model.train()`: dropout stays off and batch norm stops updating its statistics;
+    call `self.model.train()` after evaluating
 """),
         Example("""
 import torch
@@ -110,6 +124,10 @@ for epoch in range(20):
     net.eval()
     with torch.inference_mode():
         val = nn.functional.mse_loss(net(x_val), y_val)
+""", expect="""
+19:5-19:15 `net.eval()` leaves `net` in eval mode, and the next training step (`loss.backward()`) in
+    `for epoch in range(20)` can run before any `net.train()`: `nn.Dropout(p=0.2)` at line 6 stays off;
+    call `net.train()` after evaluating
 """),
         Example("""
 import torch
@@ -137,6 +155,11 @@ for step, (x, y) in enumerate(loader):
             p.grad = None
     if step % 100 == 0:
         check(tagger, x)
+""", expect="""
+25:9-25:25 `check(tagger, x)` (through `model.eval()`) leaves `tagger` in eval mode, and the next
+    training step (`loss.backward()`) in `for step, (x, y) in enumerate(loader)` can run before any
+    `tagger.train()`: `F.dropout(x, p=0.3, training=self.training)` at line 8 sees `self.training ==
+    False`; call `tagger.train()` after evaluating
 """),
     )
     not_flagged = (

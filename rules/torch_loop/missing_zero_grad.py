@@ -43,6 +43,11 @@ for x, y in loader:
     loss = torch.nn.functional.mse_loss(model(x), y)
     loss.backward()
     optimizer.step()
+""", expect="""
+7:5-7:21 `optimizer.step()` in the loop `for x, y in loader` applies gradients that `loss.backward()`
+    keeps adding to: nothing in the loop calls `optimizer.zero_grad()` (or the model's `zero_grad()`, or
+    sets `p.grad = None`), so every step uses the sum of all gradients so far; zero the gradients once
+    per iteration
 """),
         Example("""
 import torch
@@ -59,6 +64,11 @@ def main():
     optimizer = torch.optim.AdamW(model.parameters())
     for epoch in range(10):
         train_one_epoch(model, train_loader, optimizer, criterion)
+""", expect="""
+8:9-8:25 `optimizer.step()` in the loop `for images, target in loader` applies gradients that
+    `loss.backward()` keeps adding to: nothing in the loop calls `optimizer.zero_grad()` (or the model's
+    `zero_grad()`, or sets `p.grad = None`), so every step uses the sum of all gradients so far; zero
+    the gradients once per iteration
 """),
         Example("""
 import torch
@@ -74,6 +84,11 @@ class Trainer:
                 loss = self.model(batch).mean()
                 loss.backward()
                 self.optimizer.step()
+""", expect="""
+13:17-13:38 `self.optimizer.step()` in the loop `for batch in loader` applies gradients that
+    `loss.backward()` keeps adding to: nothing in the loop calls `self.optimizer.zero_grad()` (or the
+    model's `zero_grad()`, or sets `p.grad = None`), so every step uses the sum of all gradients so far;
+    zero the gradients once per iteration
 """),
         Example("""
 import torch
@@ -84,6 +99,11 @@ for x, y in loader:
     scaler.scale(loss).backward()
     scaler.step(optimizer)
     scaler.update()
+""", expect="""
+7:5-7:27 `scaler.step(optimizer)` in the loop `for x, y in loader` applies gradients that
+    `scaler.scale(loss).backward()` keeps adding to: nothing in the loop calls `optimizer.zero_grad()`
+    (or the model's `zero_grad()`, or sets `p.grad = None`), so every step uses the sum of all gradients
+    so far; zero the gradients once per iteration
 """),
         Example("""
 import torch
@@ -99,6 +119,11 @@ def train_step(engine, batch):
 
 trainer = Engine(train_step)
 trainer.run(train_loader, max_epochs=5)
+""", expect="""
+9:5-9:21 `optimizer.step()` in `train_step`, which `Engine(train_step)` runs once per iteration, applies
+    gradients that `loss.backward()` keeps adding to: nothing in it calls `optimizer.zero_grad()` (or
+    the model's `zero_grad()`, or sets `p.grad = None`), so every step uses the sum of all gradients so
+    far; zero the gradients once per iteration
 """),
         Example("""
 import ignite
@@ -113,6 +138,11 @@ def update(engine, batch):
     opt.step()
 
 ignite.engine.Engine(process_function=update).run(loader)
+""", expect="""
+10:5-10:15 `opt.step()` in `update`, which `ignite.engine.Engine(process_function=update)` runs once per
+    iteration, applies gradients that `scaled.backward()` keeps adding to: nothing in it calls
+    `opt.zero_grad()` (or the model's `zero_grad()`, or sets `p.grad = None`), so every step uses the
+    sum of all gradients so far; zero the gradients once per iteration
 """),
     )
     not_flagged = (

@@ -41,6 +41,10 @@ for epoch in range(90):
         optimizer.zero_grad()
         criterion(model(x), y).backward()
         optimizer.step()
+""", expect="""
+5:5-5:21 `scheduler.step()` runs before `optimizer.step()` in each iteration of `for epoch in
+    range(90)`: the schedule's first learning rate is skipped (PyTorch warns "Detected call of
+    `lr_scheduler.step()` before `optimizer.step()`"); step the scheduler after the optimizer
 """),
         Example("""
 import torch
@@ -52,6 +56,10 @@ for x, y in loader:
     loss.backward()
     sched.step()
     opt.step()
+""", expect="""
+8:5-8:17 `sched.step()` runs before `opt.step()` in each iteration of `for x, y in loader`: the
+    schedule's first learning rate is skipped (PyTorch warns "Detected call of `lr_scheduler.step()`
+    before `optimizer.step()`"); step the scheduler after the optimizer
 """),
         Example("""
 import torch
@@ -66,6 +74,10 @@ def train_epoch(model, loader):
 for epoch in range(3):
     lr_scheduler.step()
     train_epoch(model, train_loader)
+""", expect="""
+11:5-11:24 `lr_scheduler.step()` runs before `optimizer.step()` in each iteration of `for epoch in
+    range(3)`: the schedule's first learning rate is skipped (PyTorch warns "Detected call of
+    `lr_scheduler.step()` before `optimizer.step()`"); step the scheduler after the optimizer
 """),
     )
     not_flagged = (

@@ -95,6 +95,12 @@ class Trainer:
             with tf.GradientTape() as tape:
                 loss = self.loss_fn(y, self.model(x, training=True))
             grads = tape.gradient(loss, self.model.trainable_variables)
+""", expect="""
+13:24-13:78 `CategoricalCrossentropy(from_logits=True)` is applied to softmax output: `self.model(x,
+    training=True)` at line 17 comes out of `tf.nn.softmax(self.head(self.hidden(x)))`. Keras on
+    TensorFlow (3, and 2) warns and uses the softmax's input where it can see it; where it cannot
+    (`tf.nn.softmax` in eager code, a cast prediction, the JAX/PyTorch backends) this is softmax applied
+    twice. Drop the softmax or `from_logits=True`
 """),
         Example("""
 import torch.nn as nn
@@ -103,6 +109,10 @@ criterion = nn.CrossEntropyLoss()
 for images, labels in train_loader:
     loss = criterion(model(images), labels)
     loss.backward()
+""", expect="""
+5:22-5:35 cross-entropy applied to softmax output (from `nn.Softmax(dim=1)`): `CrossEntropyLoss` applies
+    log_softmax itself, so this computes the loss of softmax(softmax(logits)) — it cannot approach 0 and
+    its gradients are squashed; pass the logits
 """),
         Example("""
 import torch
@@ -111,6 +121,10 @@ logits = model(x)
 probs = F.softmax(logits, dim=-1)
 loss = F.cross_entropy(probs, y)
 loss.backward()
+""", expect="""
+5:24-5:29 cross-entropy applied to softmax output (from `F.softmax(logits, dim=-1)`): `CrossEntropyLoss`
+    applies log_softmax itself, so this computes the loss of softmax(softmax(logits)) — it cannot
+    approach 0 and its gradients are squashed; pass the logits
 """),
         Example("""
 import torch
@@ -127,13 +141,24 @@ out = net(inputs)
 loss = loss_fn(out.view(-1, 3), targets)
 loss.backward()
 optimizer.step()
+""", expect="""
+12:16-12:31 cross-entropy applied to softmax output (from `torch.softmax(self.fc(x), dim=1)`):
+    `CrossEntropyLoss` applies log_softmax itself, so this computes the loss of softmax(softmax(logits))
+    — it cannot approach 0 and its gradients are squashed; pass the logits
 """),
         Example("""
 import torch
 from torch.nn.functional import cross_entropy
 loss = cross_entropy(torch.nn.Softmax(dim=1)(model(x)), y) + cross_entropy(logits.softmax(1), y)
 loss.backward()
-""", count=2),
+""", expect="""
+3:22-3:55 cross-entropy applied to softmax output (from `torch.nn.Softmax(dim=1)`): `CrossEntropyLoss`
+    applies log_softmax itself, so this computes the loss of softmax(softmax(logits)) — it cannot
+    approach 0 and its gradients are squashed; pass the logits
+3:76-3:93 cross-entropy applied to softmax output (from `logits.softmax(1)`): `CrossEntropyLoss` applies
+    log_softmax itself, so this computes the loss of softmax(softmax(logits)) — it cannot approach 0 and
+    its gradients are squashed; pass the logits
+"""),
         Example("""
 import torch
 from torch import nn
@@ -152,6 +177,10 @@ def train(loader):
     for x, y in loader:
         loss = criterion(model(x), y)
         loss.backward()
+""", expect="""
+16:26-16:34 cross-entropy applied to softmax output (from `nn.Softmax(dim=-1)`): `CrossEntropyLoss`
+    applies log_softmax itself, so this computes the loss of softmax(softmax(logits)) — it cannot
+    approach 0 and its gradients are squashed; pass the logits
 """),
         Example("""
 import tensorflow as tf
@@ -162,6 +191,12 @@ model = tf.keras.Sequential([
 model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
               metrics=["accuracy"])
 model.fit(x_train, y_train, epochs=5)
+""", expect="""
+6:38-6:101 `SparseCategoricalCrossentropy(from_logits=True)` is applied to softmax output: the model
+    compiled at line 6 comes out of `tf.keras.layers.Dense(10, activation="softmax")`. Keras on
+    TensorFlow (3, and 2) warns and uses the softmax's input where it can see it; where it cannot
+    (`tf.nn.softmax` in eager code, a cast prediction, the JAX/PyTorch backends) this is softmax applied
+    twice. Drop the softmax or `from_logits=True`
 """),
         Example("""
 import keras
@@ -180,6 +215,12 @@ for x, y in dataset:
     with tf.GradientTape() as tape:
         loss = loss_fn(y, model(x, training=True))
     grads = tape.gradient(loss, model.trainable_variables)
+""", expect="""
+11:11-11:65 `CategoricalCrossentropy(from_logits=True)` is applied to softmax output: `model(x,
+    training=True)` at line 15 comes out of `tf.nn.softmax(self.logits(self.hidden(x)))`. Keras on
+    TensorFlow (3, and 2) warns and uses the softmax's input where it can see it; where it cannot
+    (`tf.nn.softmax` in eager code, a cast prediction, the JAX/PyTorch backends) this is softmax applied
+    twice. Drop the softmax or `from_logits=True`
 """),
         Example("""
 import tensorflow as tf
@@ -195,6 +236,12 @@ def train_step(x, y):
         per_example = tf.keras.losses.sparse_categorical_crossentropy(y, model(x), from_logits=True)
         loss = tf.reduce_mean(per_example)
     return tape.gradient(loss, model.trainable_variables)
+""", expect="""
+11:23-11:101 `sparse_categorical_crossentropy(from_logits=True)` is applied to softmax output:
+    `model(x)` at line 11 comes out of `layers.Activation("softmax")`. Keras on TensorFlow (3, and 2)
+    warns and uses the softmax's input where it can see it; where it cannot (`tf.nn.softmax` in eager
+    code, a cast prediction, the JAX/PyTorch backends) this is softmax applied twice. Drop the softmax
+    or `from_logits=True`
 """),
     )
     not_flagged = (

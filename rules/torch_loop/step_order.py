@@ -31,6 +31,10 @@ for x, y in loader:
     loss.backward()
     optimizer.zero_grad()
     optimizer.step()
+""", expect="""
+5:5-5:26 `optimizer.zero_grad()` runs between `loss.backward()` and `optimizer.step()`: the step sees
+    zeroed (or None) gradients and the parameters do not move; zero the gradients before the forward
+    pass or after the step
 """),
         Example("""
 import torch
@@ -39,6 +43,9 @@ for x, y in loader:
     optimizer.step()
     loss = criterion(model(x), y)
     loss.backward()
+""", expect="""
+4:5-4:21 `optimizer.step()` runs before any `backward()` in the loop `for x, y in loader`: it applies
+    the previous iteration's gradients (none at the first step); call it after `backward()`
 """),
         Example("""
 import torch
@@ -52,6 +59,10 @@ def update(policy, optimizer, batch):
 for epoch in range(n_epochs):
     for batch in buffer.sample():
         update(policy, optimizer, batch)
+""", expect="""
+6:5-6:23 `policy.zero_grad()` runs between `loss.backward()` and `optimizer.step()`: the step sees
+    zeroed (or None) gradients and the parameters do not move; zero the gradients before the forward
+    pass or after the step
 """),
     )
     not_flagged = (
