@@ -8,7 +8,7 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.contexts import WithBlocks
-from lintloop.analysis.syntax import argument, call_name, receiver, steps_an_optimizer, string_value
+from lintloop.analysis.syntax import argument, string_value
 
 # Context managers (and decorators) under which nothing computed holds an autograd graph.
 NO_GRAD_CALLS = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
@@ -62,7 +62,7 @@ class Autocast:
 
 
 class PyTorch(Analysis):
-    asks = frozenset({"calls", "definitions", "flow"})
+    asks = frozenset({"flow"})
 
     @computed
     def no_grad(self) -> WithBlocks:
@@ -87,14 +87,6 @@ class PyTorch(Analysis):
                 if call is not None:
                     found.append(self._autocast(call, fn, decorator.decorator))
         return found
-
-    def steps_optimizer(self, node: cst.CSTNode) -> bool:
-        """Does `node` (a loop or function) step an optimizer — directly, through a GradScaler, or in a
-        same-file function it calls?"""
-        calls = self.ctx.calls
-        bodies = [node, *calls.called_functions(node)]
-        return any(call_name(call) == "step" and steps_an_optimizer(receiver(call))
-                   for body in bodies for call in self.ctx.definitions.calls_in(body))
 
     def _constructor(self, call: cst.Call) -> cst.Call | None:
         """The autocast call `call` makes: itself, or for `amp_autocast()` with `amp_autocast =

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
@@ -13,13 +13,14 @@ from lintloop.analysis.index import Scope
 from lintloop.analysis.syntax import argument, call_name, positional_args, receiver, steps_an_optimizer
 
 if TYPE_CHECKING:
+    from lintloop.analysis.calls import CallChain
     from lintloop.analysis.context import FileContext, SourceOrdered
     from lintloop.analysis.dataflow import ValueUses
 
 _GRADIENT_FUNCTIONS = ("jax.grad", "jax.value_and_grad", "torch.autograd.grad")
-# How many same-file calls a node may sit below the training loop that runs it, or below the call
-# that differentiates what it computes.
-_MAX_CALL_DEPTH = 3
+# How many same-file calls a node may sit below what trains it: the training loop that runs it, the
+# call that differentiates what it computes, the loop or function that steps an optimizer.
+CALL_DEPTH = 3
 
 
 @dataclass(frozen=True)
@@ -101,10 +102,50 @@ class Training(Analysis):
         scope = ctx.scope_of(node)
         if ctx.flow.reaches(node, self._uses(scope)):
             return True
-        if depth >= _MAX_CALL_DEPTH or not isinstance(scope, cst.FunctionDef):
+        if depth >= CALL_DEPTH or not isinstance(scope, cst.FunctionDef):
             return False
         returned = ctx.flow.reaches(node, self._returned(scope))
         return returned and any(self.is_differentiated(call, depth + 1) for call in ctx.calls.call_sites.get(scope, ()))
+
+    def reaches(self, value: cst.CSTNode, target: cst.BaseExpression, call: cst.Call, depth: int = 0) -> bool:
+        """Does the value computed at `value` flow into `target`, which `call` differentiates — in the same
+        function, or returned by its function to a caller (`CALL_DEPTH` calls at most)?"""
+        ctx = self.ctx
+        scope = ctx.scope_of(value)
+        if ctx.scope_of(call) is scope:
+            return ctx.flow.flows_into(value, target, call)
+        if depth >= CALL_DEPTH or not isinstance(scope, cst.FunctionDef):
+            return False
+        returned = any(r.value is not None and ctx.flow.flows_into(value, r.value, r) for r in ctx.returns_of(scope))
+        return returned and any(self.reaches(site, target, call, depth + 1)
+                                for site in ctx.calls.call_sites.get(scope, ()))
+
+    def steps_optimizer(self, node: cst.CSTNode) -> bool:
+        """Does `node` (a loop or function) step an optimizer — directly, through a GradScaler, or in a
+        same-file function it calls?"""
+        bodies = [node, *self.ctx.calls.called_functions(node)]
+        return any(call_name(call) == "step" and steps_an_optimizer(receiver(call))
+                   for body in bodies for call in self.ctx.definitions.calls_in(body))
+
+    def optimizer_chains(self, node: cst.CSTNode, functions: bool = False, depth: int = 0) -> Iterator[CallChain]:
+        """The ways `node` runs in code that steps an optimizer (`steps_optimizer`): `()` where a loop around
+        it does (or, with `functions`, the function around it), else the call sites leading there through
+        the same-file functions around it, innermost first (`CALL_DEPTH` calls at most); lazily."""
+        for ancestor in self.ctx.ancestors(node):
+            if isinstance(ancestor, (cst.For, cst.While)) and self.steps_optimizer(ancestor):
+                yield ()
+                return
+            if isinstance(ancestor, cst.FunctionDef):
+                if functions and self.steps_optimizer(ancestor):
+                    yield ()
+                elif depth < CALL_DEPTH:
+                    for site in self.ctx.calls.call_sites.get(ancestor, ()):
+                        yield from ((site, *chain) for chain in self.optimizer_chains(site, functions, depth + 1))
+                return
+
+    def runs_optimizer_steps(self, node: cst.CSTNode, functions: bool = False) -> bool:
+        """Does `node` run in code that steps an optimizer: has it one of `optimizer_chains`?"""
+        return next(self.optimizer_chains(node, functions), None) is not None
 
     def _is_training_call(self, call: cst.Call) -> bool:
         name = call_name(call)
@@ -146,7 +187,7 @@ class Training(Analysis):
         if loop is not None:
             return [StepSite(loop)] if self.is_training_loop(loop) else []
         scope = ctx.scope_of(node)
-        if depth >= _MAX_CALL_DEPTH or not isinstance(scope, cst.FunctionDef):
+        if depth >= CALL_DEPTH or not isinstance(scope, cst.FunctionDef):
             return []
         sites = ctx.calls.call_sites.get(scope, ())
         # The same for every node of the function, and for every function of its name (they share

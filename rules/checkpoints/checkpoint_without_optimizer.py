@@ -630,7 +630,7 @@ class OptimizerTest(tf.test.TestCase):
         if not states or any(_is_optimizer(receiver(c)) for c in states):
             return
         model_states = [c for c in states if not _is_auxiliary(receiver(c))]
-        chains = self._training_chains(call, depth=0)
+        chains = [(call, *chain) for chain in self.ctx.training.optimizer_chains(call)]
         if not model_states or not chains:
             return
         if self._optimizer_state_saved or self._optimizers_keep_no_state:
@@ -650,19 +650,6 @@ class OptimizerTest(tf.test.TestCase):
         else:
             self.report(call, f"{saves}: a run resumed from it {loses}, so its loss jumps; save "
                               "`optimizer.state_dict()` with it (or, for a weights-only export, save after training)")
-
-    def _training_chains(self, node: cst.CSTNode, depth: int) -> list[tuple[cst.CSTNode, ...]]:
-        """How `node` runs in a loop that steps an optimizer: `(node,)` when inside one, else `(node, call
-        site, ...)` through the same-file functions around it (up to 3 calls deep), one chain per way."""
-        for ancestor in self.ctx.ancestors(node):
-            if isinstance(ancestor, (cst.For, cst.While)) and self.ctx.torch.steps_optimizer(ancestor):
-                return [(node,)]
-            if isinstance(ancestor, cst.FunctionDef):
-                if depth >= 3:
-                    return []
-                return [(node, *chain) for site in self.ctx.calls.call_sites.get(ancestor, ())
-                        for chain in self._training_chains(site, depth + 1)]
-        return []
 
     def _best_guarded(self, chain: tuple[cst.CSTNode, ...]) -> bool:
         """The save, or a call on its way from the training loop, runs only under a comparison with a best
@@ -723,11 +710,11 @@ class OptimizerTest(tf.test.TestCase):
         scope = ctx.scope_of(node)
         end = ctx.subtree_end[node]
         for later in ctx.nodes_in_scope((cst.For, cst.While), scope).between(end, len(ctx.order)):
-            if _names_any(later, models) and ctx.torch.steps_optimizer(later):
+            if _names_any(later, models) and ctx.training.steps_optimizer(later):
                 return True
         for later in ctx.nodes_in_scope(cst.Call, scope).between(end, len(ctx.order)):
             if _given(later, models) and any(
-                    ctx.torch.steps_optimizer(fn) for fn in ctx.calls.local_functions(later.func)):
+                    ctx.training.steps_optimizer(fn) for fn in ctx.calls.local_functions(later.func)):
                 return True
         if not isinstance(scope, cst.FunctionDef):
             return False
@@ -736,7 +723,7 @@ class OptimizerTest(tf.test.TestCase):
             cls = next((a for a in ctx.ancestors(scope) if isinstance(a, cst.ClassDef)), None)
             own = {m for m in models if m.startswith("self.")}
             methods = ctx.nodes_within(cst.FunctionDef, cls) if cls is not None and own else []
-            return True if any(_names_any(m, own) and ctx.torch.steps_optimizer(m) for m in methods) else None
+            return True if any(_names_any(m, own) and ctx.training.steps_optimizer(m) for m in methods) else None
         sites = ctx.calls.call_sites.get(scope, [])
         if not sites or depth >= 3:
             return None

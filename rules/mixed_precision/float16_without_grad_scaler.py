@@ -222,7 +222,7 @@ for x, y in loader:
             if not autocast.float16 or self._without_grad(autocast):
                 continue
             backwards = [(target, call) for target, call in self._differentiating(autocast)
-                         if self._in_training(call, depth=0)]
+                         if self.ctx.training.runs_optimizer_steps(call, functions=True)]
             if backwards and not any(self._scaled(target, call) for target, call in backwards):
                 default = "" if argument(autocast.call, 1, "dtype") is not None else (
                     f" (float16 is its default on {autocast.device})")
@@ -250,25 +250,12 @@ for x, y in loader:
             if not self._is_torch_backward(call):
                 continue
             if self.ctx.is_inside(call, body) or any(
-                    self._reaches(value, target, call, depth=0) for value in calls_within(body)):
+                    self.ctx.training.reaches(value, target, call) for value in calls_within(body)):
                 found.append((target, call))
-            elif isinstance(region, cst.FunctionDef) and any(
-                    self._reaches(site, target, call, depth=0) for site in self.ctx.calls.call_sites.get(region, ())):
+            elif isinstance(region, cst.FunctionDef) and any(self.ctx.training.reaches(site, target, call)
+                                                             for site in self.ctx.calls.call_sites.get(region, ())):
                 found.append((target, call))
         return found
-
-    def _reaches(self, value: cst.CSTNode, target: cst.BaseExpression, backward: cst.Call, depth: int) -> bool:
-        """Does `value` flow into `target` of `backward` — in its function, or returned to a caller?"""
-        ctx = self.ctx
-        scope = ctx.scope_of(value)
-        if ctx.scope_of(backward) is scope:
-            return ctx.flow.flows_into(value, target, backward)
-        if depth >= 3 or not isinstance(scope, cst.FunctionDef):
-            return False
-        returned = any(r.value is not None and ctx.flow.flows_into(value, r.value, r)
-                       for r in ctx.returns_of(scope))
-        return returned and any(self._reaches(site, target, backward, depth + 1)
-                                for site in ctx.calls.call_sites.get(scope, ()))
 
     def _is_torch_backward(self, call: cst.Call) -> bool:
         return call_name(call) == "backward" or self.ctx.names.callee(call) in _TORCH_BACKWARD
@@ -282,14 +269,3 @@ for x, y in loader:
         if isinstance(value, cst.Call) and self.ctx.names.callee(value) == "typing.cast" and len(value.args) == 2:
             value = self.ctx.flow.resolve_value(value.args[1].value, backward)  # `cast(Tensor, scaler.scale(loss))`
         return isinstance(value, cst.Call) and call_name(value) in _SCALING_CALLS
-
-    def _in_training(self, node: cst.CSTNode, depth: int) -> bool:
-        """Is `node` in a loop or function that steps an optimizer, or in a function called from one?"""
-        torch = self.ctx.torch
-        for ancestor in self.ctx.ancestors(node):
-            if isinstance(ancestor, (cst.For, cst.While)) and torch.steps_optimizer(ancestor):
-                return True
-            if isinstance(ancestor, cst.FunctionDef):
-                return torch.steps_optimizer(ancestor) or depth < 3 and any(
-                    self._in_training(site, depth + 1) for site in self.ctx.calls.call_sites.get(ancestor, ()))
-        return False
