@@ -22,18 +22,15 @@ Each rule declares its `Needs` in tokens this module understands:
                runs there, after what the unit did before the call (`model.eval()`)
 - `jax_traced` a name or attribute the file's imports resolve to a JAX transform that traces a function
                (`jax.jit`, `lax.scan`, `nnx.cond`, ... `TRACING_TRANSFORMS`): what traced code needs
-- `optax_update` a call `x.update(...)` of two or three positional arguments (an optax optimizer's
-               `update(grads, state[, params])`; `dict.update` takes one)
-- `flax_apply` a call `x.apply_gradients(grads=...)` with no positional argument (flax's `TrainState`)
 - `probability_loss`  a unit naming a Keras cross-entropy (`CLASS_OF_FUNCTION`, class or function)
                other than as the callee of a call given `from_logits=True`
-- `serial_map` a call `x.map(...)` passing no `num_parallel_calls`: not by keyword, nor as its second
-               positional argument
 - `runs_evaluated`  a unit calling `X.eval()` (no arguments) where X may run afterwards: the unit, or
                a function it names, runs X (`X(...)`, or `X.sub(...)` with `sub` an attribute the file
                assigns, or `module`); or the unit passes X to a call and some call of the file runs a
                parameter (by its name); module code is one unit here too
 - `text:TEXT`  TEXT appears anywhere in the file (file needs only: a loose, cheap pre-condition)
+- a `CallShape` a rule declares in its own module: a call `x.METHOD(...)` of the shape its predicate
+               says (`ds.map(fn)` passing no `num_parallel_calls`); its token is `shape:NAME`
 
 `Needs.file` groups must each be matched somewhere in the file; `Needs.statement` groups must all
 be matched in one unit: a top-level function, a method, a class without its methods, or the
@@ -61,7 +58,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
@@ -71,8 +68,8 @@ from lintloop.analysis.keras_models import CLASS_OF_FUNCTION
 from lintloop.analysis.names import Names
 from lintloop.frameworks import FRAMEWORK_ROOTS, shows_framework
 
-STRUCTURAL_TOKENS = frozenset({"loop", "repeated", "calls_loop", "runs_evaluated", "serial_map", "jax_traced",
-                               "optax_update", "flax_apply", "probability_loss", "augassign", "return", "global"})
+STRUCTURAL_TOKENS = frozenset({"loop", "repeated", "calls_loop", "runs_evaluated", "jax_traced", "probability_loss",
+                               "augassign", "return", "global"})
 # Statements holding a fact about the whole file that the analyses may need wherever a rule reports:
 # the Keras version (TF_USE_LEGACY_KERAS) and a global mixed-precision policy (set at module level,
 # or by a setup function, while the training step is elsewhere).
@@ -93,13 +90,43 @@ _CALLEE_LAST_NAMES: set[str] = set()
 
 
 @dataclass(frozen=True)
-class Needs:
-    """What must be in a file, and in the unit a finding is in, for a rule to fire."""
+class CallShape:
+    """A token a rule declares in its own module: a call `x.METHOD(...)` whose tree `matches` (given the
+    `ast.Call`). Its token is `shape:NAME`; to the text screen, the word METHOD."""
 
-    file: tuple[tuple[str, ...], ...] = ()
-    statement: tuple[tuple[str, ...], ...] = ()
+    name: str
+    method: str
+    matches: Callable[[ast.Call], bool]
+
+    @property
+    def token(self) -> str:
+        return "shape:" + self.name
+
+
+# The call shapes the rules declare (registered by `Needs`), by token and by method name.
+_SHAPES: dict[str, CallShape] = {}
+_SHAPES_BY_METHOD: dict[str, list[CallShape]] = defaultdict(list)
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What must be in a file, and in the unit a finding is in, for a rule to fire: groups of tokens,
+    each a string of this module's language or a rule's `CallShape` (kept as its token)."""
+
+    file: tuple[tuple[str | CallShape, ...], ...] = ()
+    statement: tuple[tuple[str | CallShape, ...], ...] = ()
 
     def __post_init__(self) -> None:
+        for shape in (t for group in (*self.file, *self.statement) for t in group if isinstance(t, CallShape)):
+            if shape.token not in _SHAPES:
+                _SHAPES[shape.token] = shape
+                _SHAPES_BY_METHOD[shape.method].append(shape)
+            elif _SHAPES[shape.token] is not shape:
+                raise ValueError(f"two call shapes named {shape.name!r}")
+        as_tokens = lambda groups: tuple(tuple(t.token if isinstance(t, CallShape) else t for t in group)  # noqa: E731
+                                         for group in groups)
+        object.__setattr__(self, "file", as_tokens(self.file))
+        object.__setattr__(self, "statement", as_tokens(self.statement))
         tokens = [t for group in (*self.file, *self.statement) for t in group]
         _OUTSIDE_CALLS.update(t.partition(":")[2] for t in tokens if t.startswith("outside_call:"))
         callees = [t.partition(":")[2] for t in tokens if t.startswith("callee:")]
@@ -126,12 +153,9 @@ _STRUCTURAL_TEXT = {
     "repeated": re.compile(r"\b(?:for|while)\b"),  # a function called in a loop: the file holds a loop
     "calls_loop": re.compile(r"\b(?:for|while)\b"),  # a call of a function holding a loop: likewise
     "runs_evaluated": re.compile(r"\beval\b"),  # an `X.eval()` call
-    "serial_map": re.compile(r"\bmap\b"),  # an `x.map(...)` call
     # A transform's name: in the reference itself, or in the import of an alias of it.
     "jax_traced": re.compile(r"\b(?:%s)\b" % "|".join(sorted({q.rsplit(".", 1)[1] for q in TRACING_TRANSFORMS}))),
-    "optax_update": re.compile(r"\bupdate\b"),
     "probability_loss": re.compile(r"\b(?:%s)\b" % "|".join(sorted(_CROSS_ENTROPIES))),
-    "flax_apply": re.compile(r"\bapply_gradients\b"),
     "augassign": re.compile(r"(?:[-+*/%&|^@]|//|\*\*|>>|<<)="),
     "return": re.compile(r"\breturn\b"),
     "global": re.compile(r"\b(?:global|nonlocal)\b"),
@@ -278,6 +302,8 @@ class SourceScreen:
             kind, word = "call", word.rsplit(".", 1)[-1]
         if kind == "text":
             return self.contains(word)
+        if kind == "shape":
+            return self.has_word(_SHAPES[token].method)
         if not word:
             return bool(_STRUCTURAL_TEXT[token].search(text))
         if not self.has_word(word):
@@ -300,7 +326,7 @@ def valid_token(token: str, in_file_needs: bool) -> bool:
     kind, _, word = token.partition(":")
     return (token in STRUCTURAL_TOKENS or (kind in ("call", "outside_call", "name") and word.isidentifier())
             or (kind == "callee" and all(part.isidentifier() for part in word.split(".")))
-            or (kind == "text" and bool(word) and in_file_needs))
+            or (kind == "text" and bool(word) and in_file_needs) or token in _SHAPES)
 
 
 @dataclass
@@ -586,13 +612,9 @@ class FileFacts:
                         evaluated = _dotted(value)
                         if evaluated is not None:
                             unit.evaluated.add(evaluated)
-                    elif func.attr == "map" and _serial_map(node):
-                        tokens.add("serial_map")
-                    elif func.attr == "update" and 2 <= _positional_count(node) <= 3:
-                        tokens.add("optax_update")
-                    elif func.attr == "apply_gradients" and not _positional_count(node) and \
-                            any(keyword.arg == "grads" for keyword in node.keywords):
-                        tokens.add("flax_apply")
+                    else:
+                        tokens.update(shape.token for shape in _SHAPES_BY_METHOD.get(func.attr, ())
+                                      if shape.matches(node))
                     if not (type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "super"):
                         tokens.add("call:" + func.attr)
                         if func.attr in _OUTSIDE_CALLS and not (type(value) is ast.Name and value.id == "self"):
@@ -829,20 +851,6 @@ def _dotted(node: ast.expr) -> str | None:
     else:
         return None
     return ".".join(reversed(parts))
-
-
-def _positional_count(call: ast.Call) -> int:
-    """The call's positional arguments, `*args` aside (the analyses' `positional_args`)."""
-    return sum(type(argument) is not ast.Starred for argument in call.args)
-
-
-def _serial_map(call: ast.Call) -> bool:
-    """A `map` call that may leave `num_parallel_calls` out: no keyword names it, and its second argument
-    is no positional one (`ds.map(fn, 4)`; with a `*args`, whose place among the keywords the tree does
-    not keep, it may be)."""
-    if any(keyword.arg == "num_parallel_calls" for keyword in call.keywords):
-        return False
-    return len(call.args) < 2 or any(type(argument) is ast.Starred for argument in call.args)
 
 
 def _runs(calls: list[ast.Call], assigned: set[str]) -> set[str]:

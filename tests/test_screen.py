@@ -338,7 +338,7 @@ def test_a_unit_that_may_run_what_it_evaluated_is_marked(code, marked):
 def test_a_map_call_passing_no_parallelism_is_serial(call, serial):
     import ast
     code = f"import tensorflow as tf\nds = tf.data.Dataset.range(8).shuffle(8)\nds = {call}\nmodel.fit(ds)\n"
-    assert any("serial_map" in u.tokens for u in FileFacts(ast.parse(code)).units) is serial
+    assert any("shape:serial_map" in u.tokens for u in FileFacts(ast.parse(code)).units) is serial
     rules = RuleSet([BY_CODE["LL502"]])
     assert lint_text("m.py", code, rules).findings == lint_text("m.py", code, RuleSet([BY_CODE["LL502"]], screen=False)).findings
 
@@ -354,10 +354,10 @@ def test_a_map_call_passing_no_parallelism_is_serial(call, serial):
      "def fast():\n    return torch.jit.is_scripting()\n", "jax_traced", False),
     ("import jax.numpy as jnp\nfrom lib import cond\ny = cond(jnp.ones(3))\n", "jax_traced", False),
     # optax's `update(grads, state[, params])`, flax's `apply_gradients(grads=...)`; not `dict.update(d)`.
-    ("import optax\nupdates, state = tx.update(grads, state, params)\n", "optax_update", True),
-    ("import optax\nconfig.update(defaults)\nconfig.update(*pairs)\n", "optax_update", False),
-    ("import jax\nstate = state.apply_gradients(grads=grads)\n", "flax_apply", True),
-    ("import jax\nopt.apply_gradients(zip(grads, variables))\n", "flax_apply", False),
+    ("import optax\nupdates, state = tx.update(grads, state, params)\n", "shape:optax_update", True),
+    ("import optax\nconfig.update(defaults)\nconfig.update(*pairs)\n", "shape:optax_update", False),
+    ("import jax\nstate = state.apply_gradients(grads=grads)\n", "shape:flax_apply", True),
+    ("import jax\nopt.apply_gradients(zip(grads, variables))\n", "shape:flax_apply", False),
 ])
 def test_what_jax_rules_need_of_a_unit(code, token, held):
     _assert_token_and_screen_agree(code, token, held, ["LL206", "LL901", "LL902", "LL903", "LL904", "LL905"])

@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from lintloop.analysis.iteration import loop_header
 from lintloop.analysis.optimizer_state import LostResult
 from lintloop.rule import Example, Rule
-from lintloop.screen import Needs
+from lintloop.screen import CallShape, Needs
+
+
+def _positional_count(call: ast.Call) -> int:
+    return sum(not isinstance(argument, ast.Starred) for argument in call.args)
+
+
+# The screen's tokens for a unit that may hold a finding: an optax optimizer's `update(grads, state[,
+# params])` (two or three positional arguments; `dict.update` takes one), and flax's
+# `state.apply_gradients(grads=...)` (no positional argument).
+OPTAX_UPDATE = CallShape("optax_update", "update", lambda call: 2 <= _positional_count(call) <= 3)
+FLAX_APPLY = CallShape("flax_apply", "apply_gradients", lambda call: not _positional_count(call) and any(
+    keyword.arg == "grads" for keyword in call.keywords))
 
 
 class DiscardedOptimizerState(Rule):
@@ -16,7 +30,7 @@ class DiscardedOptimizerState(Rule):
     frameworks = ("jax",)
     kind = "bug"
     needs = Needs(file=(("name:optax", "name:flax", "name:jax"),),
-                  statement=(("optax_update", "call:apply_updates", "flax_apply"),))
+                  statement=((OPTAX_UPDATE, "call:apply_updates", FLAX_APPLY),))
     probe = "effect"
     summary = ("In a training loop, or a step function called from one (directly, jitted, or as a `lax.scan` / "
                "`fori_loop` body): the new optimizer state from optax's `tx.update(grads, opt_state, ...)` "

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from lintloop.analysis.datasets import SOURCE_TOKENS
 from lintloop.analysis.syntax import keyword_arg
 from lintloop.rule import Example, FixSpec, Replacement, Rule
-from lintloop.screen import Needs
+from lintloop.screen import CallShape, Needs
+
+
+def _may_leave_out_parallel_calls(call: ast.Call) -> bool:
+    """A `map` call that may leave `num_parallel_calls` out: no keyword names it, and its second argument
+    is no positional one (`ds.map(fn, 4)`; with a `*args`, whose place among the keywords the tree does
+    not keep, it may be)."""
+    if any(keyword.arg == "num_parallel_calls" for keyword in call.keywords):
+        return False
+    return len(call.args) < 2 or any(isinstance(argument, ast.Starred) for argument in call.args)
+
+
+# The screen's token for a unit that may hold a finding: `x.map(...)` passing no `num_parallel_calls`.
+SERIAL_MAP = CallShape("serial_map", "map", _may_leave_out_parallel_calls)
 
 
 class MapWithoutParallelCalls(Rule):
@@ -16,7 +31,7 @@ class MapWithoutParallelCalls(Rule):
     frameworks = ("tf",)
     kind = "perf"
     fix_kind = "safe (add `num_parallel_calls=tf.data.AUTOTUNE`)"
-    needs = Needs(file=(SOURCE_TOKENS,), statement=(("call:map",), ("serial_map",)))
+    needs = Needs(file=(SOURCE_TOKENS,), statement=(("call:map",), (SERIAL_MAP,)))
     summary = ("`Dataset.map(fn)` without `num_parallel_calls` in a training pipeline (one consumed by `fit`, a "
                "training loop or a distribution strategy) where TensorFlow will not parallelize it by itself: "
                "`fn` (a lambda, a same-file function, or a callable instance of a same-file class — its "
