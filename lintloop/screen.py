@@ -14,23 +14,23 @@ Each rule declares its `Needs` in tokens this module understands:
                import scalar as log; log(...)`); to the text screen, a call of its last name
 - `name:NAME`  an identifier NAME: a name, an attribute, or a part of an imported name
                (`from tensorflow.distribute import MirroredStrategy` gives `distribute`)
-- `loop`, `augassign`, `return`, `global`: a `for`/`while` loop, an augmented assignment, a return
-               statement, a `global`/`nonlocal` declaration
+- `loop`, `augassign`, `global`: a `for`/`while` loop, an augmented assignment, a `global`/`nonlocal`
+               declaration
 - `repeated`   a function called in a loop's body (or by such a function), which may run once per
                iteration: for the rules that ask `LoopValues.iteration_unit`
 - `calls_loop` a unit that calls a function of the file holding a loop (by its last name): the loop
                runs there, after what the unit did before the call (`model.eval()`)
 - `jax_traced` a name or attribute the file's imports resolve to a JAX transform that traces a function
                (`jax.jit`, `lax.scan`, `nnx.cond`, ... `TRACING_TRANSFORMS`): what traced code needs
-- `probability_loss`  a unit naming a Keras cross-entropy (`CLASS_OF_FUNCTION`, class or function)
-               other than as the callee of a call given `from_logits=True`
 - `runs_evaluated`  a unit calling `X.eval()` (no arguments) where X may run afterwards: the unit, or
                a function it names, runs X (`X(...)`, or `X.sub(...)` with `sub` an attribute the file
                assigns, or `module`); or the unit passes X to a call and some call of the file runs a
                parameter (by its name); module code is one unit here too
 - `text:TEXT`  TEXT appears anywhere in the file (file needs only: a loose, cheap pre-condition)
-- a `CallShape` a rule declares in its own module: a call `x.METHOD(...)` of the shape its predicate
-               says (`ds.map(fn)` passing no `num_parallel_calls`); its token is `shape:NAME`
+- a shape a rule declares in its own module, its token `shape:NAME`: a `CallShape`, a call
+               `x.METHOD(...)` of the shape its predicate says (`ds.map(fn)` passing no
+               `num_parallel_calls`); a `UnitShape`, a unit naming one of its words whose nodes its
+               predicate accepts (a Keras cross-entropy not given `from_logits=True`)
 
 `Needs.file` groups must each be matched somewhere in the file; `Needs.statement` groups must all
 be matched in one unit: a top-level function, a method, a class without its methods, or the
@@ -64,12 +64,11 @@ from functools import cached_property, lru_cache
 
 from lintloop.analysis.calls import REPEAT_DEPTH
 from lintloop.analysis.jax import TRACING_TRANSFORMS
-from lintloop.analysis.keras_models import CLASS_OF_FUNCTION
 from lintloop.analysis.names import Names
 from lintloop.frameworks import FRAMEWORK_ROOTS, shows_framework
 
-STRUCTURAL_TOKENS = frozenset({"loop", "repeated", "calls_loop", "runs_evaluated", "jax_traced", "probability_loss",
-                               "augassign", "return", "global"})
+STRUCTURAL_TOKENS = frozenset({"loop", "repeated", "calls_loop", "runs_evaluated", "jax_traced", "augassign",
+                               "global"})
 # Statements holding a fact about the whole file that the analyses may need wherever a rule reports:
 # the Keras version (TF_USE_LEGACY_KERAS) and a global mixed-precision policy (set at module level,
 # or by a setup function, while the training step is elsewhere).
@@ -79,8 +78,6 @@ _FILE_FACT_CALLS = frozenset({"set_global_policy", "set_dtype_policy", "set_poli
 _INSTANCE_CALL_PATH = frozenset({"__init__", "build", "forward", "call", "__call__"})
 
 
-# The Keras cross-entropies, by their class and function names (`probability_loss`).
-_CROSS_ENTROPIES = frozenset({*CLASS_OF_FUNCTION, *CLASS_OF_FUNCTION.values()})
 # The method names some rule asks `outside_call:NAME` of (registered by `Needs`): only their calls get
 # the token, not every method call of a file.
 _OUTSIDE_CALLS: set[str] = set()
@@ -103,9 +100,24 @@ class CallShape:
         return "shape:" + self.name
 
 
-# The call shapes the rules declare (registered by `Needs`), by token and by method name.
-_SHAPES: dict[str, CallShape] = {}
+@dataclass(frozen=True)
+class UnitShape:
+    """A token a rule declares in its own module: a unit naming one of `words` (a name or an attribute)
+    whose `ast` nodes `matches`. Its token is `shape:NAME`; to the text screen, one of `words`."""
+
+    name: str
+    words: frozenset[str]
+    matches: Callable[[list[ast.AST]], bool]
+
+    @property
+    def token(self) -> str:
+        return "shape:" + self.name
+
+
+# The shapes the rules declare (registered by `Needs`): by token; the call shapes by method name.
+_SHAPES: dict[str, CallShape | UnitShape] = {}
 _SHAPES_BY_METHOD: dict[str, list[CallShape]] = defaultdict(list)
+_UNIT_SHAPES: list[UnitShape] = []
 
 
 @dataclass(frozen=True)
@@ -113,17 +125,21 @@ class Needs:
     """What must be in a file, and in the unit a finding is in, for a rule to fire: groups of tokens,
     each a string of this module's language or a rule's `CallShape` (kept as its token)."""
 
-    file: tuple[tuple[str | CallShape, ...], ...] = ()
-    statement: tuple[tuple[str | CallShape, ...], ...] = ()
+    file: tuple[tuple[str | CallShape | UnitShape, ...], ...] = ()
+    statement: tuple[tuple[str | CallShape | UnitShape, ...], ...] = ()
 
     def __post_init__(self) -> None:
-        for shape in (t for group in (*self.file, *self.statement) for t in group if isinstance(t, CallShape)):
+        shapes = (CallShape, UnitShape)
+        for shape in (t for group in (*self.file, *self.statement) for t in group if isinstance(t, shapes)):
             if shape.token not in _SHAPES:
                 _SHAPES[shape.token] = shape
-                _SHAPES_BY_METHOD[shape.method].append(shape)
+                if isinstance(shape, CallShape):
+                    _SHAPES_BY_METHOD[shape.method].append(shape)
+                else:
+                    _UNIT_SHAPES.append(shape)
             elif _SHAPES[shape.token] is not shape:
-                raise ValueError(f"two call shapes named {shape.name!r}")
-        as_tokens = lambda groups: tuple(tuple(t.token if isinstance(t, CallShape) else t for t in group)  # noqa: E731
+                raise ValueError(f"two shapes named {shape.name!r}")
+        as_tokens = lambda groups: tuple(tuple(t.token if isinstance(t, shapes) else t for t in group)  # noqa: E731
                                          for group in groups)
         object.__setattr__(self, "file", as_tokens(self.file))
         object.__setattr__(self, "statement", as_tokens(self.statement))
@@ -155,9 +171,7 @@ _STRUCTURAL_TEXT = {
     "runs_evaluated": re.compile(r"\beval\b"),  # an `X.eval()` call
     # A transform's name: in the reference itself, or in the import of an alias of it.
     "jax_traced": re.compile(r"\b(?:%s)\b" % "|".join(sorted({q.rsplit(".", 1)[1] for q in TRACING_TRANSFORMS}))),
-    "probability_loss": re.compile(r"\b(?:%s)\b" % "|".join(sorted(_CROSS_ENTROPIES))),
     "augassign": re.compile(r"(?:[-+*/%&|^@]|//|\*\*|>>|<<)="),
-    "return": re.compile(r"\breturn\b"),
     "global": re.compile(r"\b(?:global|nonlocal)\b"),
 }
 # Patterns start with a literal, which the regex engine scans for quickly (a leading `\b` defeats
@@ -303,7 +317,9 @@ class SourceScreen:
         if kind == "text":
             return self.contains(word)
         if kind == "shape":
-            return self.has_word(_SHAPES[token].method)
+            shape = _SHAPES[token]
+            words = (shape.method,) if isinstance(shape, CallShape) else shape.words
+            return any(self.has_word(word) for word in words)
         if not word:
             return bool(_STRUCTURAL_TEXT[token].search(text))
         if not self.has_word(word):
@@ -432,7 +448,7 @@ class FileFacts:
         self._mark_loop_callers()
         self._mark_evaluated_runs()
         self._mark_jax_transforms()
-        self._mark_probability_losses()
+        self._mark_unit_shapes()
         self._mark_callees()
         self.tokens = set().union(*(s.tokens for s in self.units)) if self.units else set()
         self._starts = sorted(start for s in self.units for start in s.starts)
@@ -523,21 +539,16 @@ class FileFacts:
                     if qualified in _CALLEES:
                         unit.tokens.add("callee:" + qualified)
 
-    def _mark_probability_losses(self) -> None:
-        """`probability_loss` for each unit naming a Keras cross-entropy other than in a call that passes
-        `from_logits=True` (`SparseCategoricalCrossentropy(from_logits=True)`: no loss taking logits for
-        probabilities there; a flag the analyses resolve through a name counts as naming one)."""
+    def _mark_unit_shapes(self) -> None:
+        """Each `UnitShape`'s token for each unit naming one of its words whose nodes it accepts."""
         for unit in self.units:
-            if unit.reads.isdisjoint(_CROSS_ENTROPIES):
-                continue
-            nodes = [node for root in unit.roots for node in ast.walk(root)]
-            excused = {id(node.func) for node in nodes if type(node) is ast.Call and any(
-                keyword.arg == "from_logits" and type(keyword.value) is ast.Constant and keyword.value.value is True
-                for keyword in node.keywords)}
-            if any((type(node) is ast.Name and node.id in _CROSS_ENTROPIES
-                    or type(node) is ast.Attribute and node.attr in _CROSS_ENTROPIES) and id(node) not in excused
-                   for node in nodes):
-                unit.tokens.add("probability_loss")
+            nodes = None  # walked once per unit, for every shape
+            for shape in _UNIT_SHAPES:
+                if unit.reads.isdisjoint(shape.words):
+                    continue
+                nodes = nodes if nodes is not None else [node for root in unit.roots for node in ast.walk(root)]
+                if shape.matches(nodes):
+                    unit.tokens.add(shape.token)
 
     def _mark_jax_transforms(self) -> None:
         """`jax_traced` for each unit naming a JAX tracing transform as the analyses resolve one (`Names`:
@@ -672,8 +683,6 @@ class FileFacts:
             elif kind is ast.withitem:
                 if node.optional_vars is not None:
                     self._bind([node.optional_vars], unit, in_function)
-            elif kind is ast.Return:
-                tokens.add("return")
             elif kind is ast.Global or kind is ast.Nonlocal:
                 tokens.add("global")
                 continue

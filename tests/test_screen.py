@@ -375,7 +375,7 @@ def test_what_jax_rules_need_of_a_unit(code, token, held):
 def test_a_unit_naming_a_cross_entropy_that_may_take_probabilities(code, held):
     code = "import keras\nfrom keras.losses import SparseCategoricalCrossentropy\n" + code + (
         "model = keras.Sequential([keras.layers.Dense(10)])\nmodel.compile(loss=loss)\n")
-    _assert_token_and_screen_agree(code, "probability_loss", held, ["LL709"])
+    _assert_token_and_screen_agree(code, "shape:probability_loss", held, ["LL709"])
 
 
 @pytest.mark.parametrize("code, held", [

@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
 from lintloop.analysis.keras_models import CLASS_OF_FUNCTION, CrossEntropy, LossUse, call_with_keyword
 from lintloop.analysis.syntax import argument, dotted, receiver
 from lintloop.rule import Example, FixSpec, Replacement, Rule
-from lintloop.screen import Needs
+from lintloop.screen import Needs, UnitShape
 
-_LOSS_NAMES = tuple(f"name:{n}" for n in (*CLASS_OF_FUNCTION, *CLASS_OF_FUNCTION.values()))
+# The Keras cross-entropies, by their class and function names.
+_CROSS_ENTROPIES = frozenset({*CLASS_OF_FUNCTION, *CLASS_OF_FUNCTION.values()})
+_LOSS_NAMES = tuple(f"name:{n}" for n in sorted(_CROSS_ENTROPIES))
+
+
+def _names_a_probability_loss(nodes: list[ast.AST]) -> bool:
+    """A unit naming a Keras cross-entropy other than as the callee of a call given `from_logits=True`
+    (`SparseCategoricalCrossentropy(from_logits=True)`: no loss taking logits for probabilities there; a
+    flag the analyses resolve through a name counts as naming one)."""
+    excused = {id(node.func) for node in nodes if isinstance(node, ast.Call) and any(
+        keyword.arg == "from_logits" and isinstance(keyword.value, ast.Constant) and keyword.value.value is True
+        for keyword in node.keywords)}
+    return any((isinstance(node, ast.Name) and node.id in _CROSS_ENTROPIES
+                or isinstance(node, ast.Attribute) and node.attr in _CROSS_ENTROPIES) and id(node) not in excused
+               for node in nodes)
+
+
+# The screen's token for a unit that may read probabilities as logits.
+PROBABILITY_LOSS = UnitShape("probability_loss", _CROSS_ENTROPIES, _names_a_probability_loss)
 
 
 class LogitsWithoutFromLogits(Rule):
@@ -23,7 +43,7 @@ class LogitsWithoutFromLogits(Rule):
     # `from_logits=True`; or a string in a `compile` call); the unit applying a loss object in a custom
     # loop computes gradients; a subclassed model's `call` comes with its class.
     needs = Needs(file=(("text:rossentropy",), ("call:compile", *_LOSS_NAMES)),
-                  statement=(("call:compile", "probability_loss", "call:gradient", "name:GradientTape",
+                  statement=(("call:compile", PROBABILITY_LOSS, "call:gradient", "name:GradientTape",
                               "name:train_step"),))
     summary = ("A Keras `CategoricalCrossentropy` / `SparseCategoricalCrossentropy` / `BinaryCrossentropy` "
                "(also the focal ones) — a class, a function (`keras.losses.sparse_categorical_crossentropy(y, "
