@@ -11,8 +11,6 @@ from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.syntax import argument, call_name, dotted, names_an_optimizer, positional_args, receiver
 
 CHECKPOINTS = {"tensorflow.train.Checkpoint", "tensorflow.compat.v1.train.Checkpoint"}
-# Calls whose receiver is an optimizer the file trains with.
-_OPTIMIZER_STEPS = ("apply_gradients", "minimize")
 
 
 def last_name(expr: cst.BaseExpression | None) -> str:
@@ -21,7 +19,7 @@ def last_name(expr: cst.BaseExpression | None) -> str:
 
 
 class TFCheckpoints(Analysis):
-    asks = frozenset({"calls", "definitions", "flow"})
+    asks = frozenset({"calls", "definitions", "flow", "training"})
 
     def trained_near(self, checkpoint: cst.Call) -> list[cst.Call]:
         """The optimizer steps of the code a checkpoint belongs to, and of the functions that code calls: the
@@ -30,13 +28,13 @@ class TFCheckpoints(Analysis):
         ctx = self.ctx
         owner: cst.CSTNode | None = next((a for a in ctx.ancestors(checkpoint) if isinstance(a, cst.FunctionDef)), None)
         if owner is None:
-            return self.trained_optimizers
+            return self.ctx.training.optimizer_updates
         bound = ctx.parents.get(checkpoint)
         if isinstance(bound, cst.Assign) and any((dotted(t.target) or "").startswith("self.") for t in bound.targets):
             owner = next((a for a in ctx.ancestors(owner) if isinstance(a, cst.ClassDef)), owner)
         functions = [f for f in ctx.nodes(cst.FunctionDef) if ctx.is_inside(f, owner)]
         functions += [f for fn in list(functions) for f in ctx.calls.called_functions(fn)]
-        return [step for step in self.trained_optimizers if any(ctx.is_inside(step, f) for f in functions)]
+        return [step for step in self.ctx.training.optimizer_updates if any(ctx.is_inside(step, f) for f in functions)]
 
     def saved_here(self, checkpoint: cst.Call) -> bool:
         """`tf.train.Checkpoint(...).save(...)`, or `.save` / `.write` of a name holding it, or a
@@ -71,18 +69,6 @@ class TFCheckpoints(Analysis):
     @computed
     def checkpoints(self) -> list[cst.Call]:
         return [call for call in self.ctx.nodes(cst.Call) if self.ctx.names.callee(call) in CHECKPOINTS]
-
-    @computed
-    def trained_optimizers(self) -> list[cst.Call]:
-        """One `opt.apply_gradients(...)` / `opt.minimize(...)` per optimizer (by its spelling), whose receiver
-        is a name or attribute the file holds (not an imported module's `minimize`, like `scipy.optimize`)."""
-        steps: dict[str, cst.Call] = {}
-        for call in self.ctx.nodes(cst.Call):
-            owner = receiver(call)
-            label = dotted(owner) if owner is not None else None
-            if call_name(call) in _OPTIMIZER_STEPS and label and self.ctx.names.qualname(owner) is None:
-                steps.setdefault(label, call)
-        return list(steps.values())
 
     def items(self, checkpoint: cst.Call) -> list[cst.BaseExpression] | None:
         """What a checkpoint holds: its arguments and the attributes later assigned to it

@@ -1,4 +1,5 @@
-"""Training: what is differentiated (tape targets, `backward()`ed tensors), training functions and loops."""
+"""Training: what is differentiated (tape targets, `backward()`ed tensors), what steps an optimizer, training
+functions and loops, and which of them run a node (through how many same-file calls: `CALL_DEPTH`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.index import Scope
-from lintloop.analysis.syntax import argument, call_name, positional_args, receiver, steps_an_optimizer
+from lintloop.analysis.syntax import argument, call_name, dotted, positional_args, receiver, steps_an_optimizer
 
 if TYPE_CHECKING:
     from lintloop.analysis.calls import CallChain
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from lintloop.analysis.dataflow import ValueUses
 
 _GRADIENT_FUNCTIONS = ("jax.grad", "jax.value_and_grad", "torch.autograd.grad")
+# TensorFlow's optimizer steps: calls whose receiver is an optimizer the file trains with.
+_TF_OPTIMIZER_STEPS = ("apply_gradients", "minimize")
 # How many same-file calls a node may sit below what trains it: the training loop that runs it, the
 # call that differentiates what it computes, the loop or function that steps an optimizer.
 CALL_DEPTH = 3
@@ -142,6 +145,18 @@ class Training(Analysis):
                     for site in self.ctx.calls.call_sites.get(ancestor, ()):
                         yield from ((site, *chain) for chain in self.optimizer_chains(site, functions, depth + 1))
                 return
+
+    @computed
+    def optimizer_updates(self) -> list[cst.Call]:
+        """TensorFlow's optimizer steps: one `opt.apply_gradients(...)` / `opt.minimize(...)` per optimizer (by its spelling), whose receiver
+        is a name or attribute the file holds (not an imported module's `minimize`, like `scipy.optimize`)."""
+        steps: dict[str, cst.Call] = {}
+        for call in self.ctx.nodes(cst.Call):
+            owner = receiver(call)
+            label = dotted(owner) if owner is not None else None
+            if call_name(call) in _TF_OPTIMIZER_STEPS and label and self.ctx.names.qualname(owner) is None:
+                steps.setdefault(label, call)
+        return list(steps.values())
 
     def runs_optimizer_steps(self, node: cst.CSTNode, functions: bool = False) -> bool:
         """Does `node` run in code that steps an optimizer: has it one of `optimizer_chains`?"""

@@ -10,6 +10,7 @@ import libcst as cst
 from lintloop.analysis.checkpoints import CHECKPOINTS, last_name
 from lintloop.analysis.syntax import (argument, call_name, dotted, keyword_arg, names_an_optimizer, positional_args, receiver,
                                      string_value, walk)
+from lintloop.analysis.training import CALL_DEPTH
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 
@@ -725,7 +726,7 @@ class OptimizerTest(tf.test.TestCase):
             methods = ctx.nodes_within(cst.FunctionDef, cls) if cls is not None and own else []
             return True if any(_names_any(m, own) and ctx.training.steps_optimizer(m) for m in methods) else None
         sites = ctx.calls.call_sites.get(scope, [])
-        if not sites or depth >= 3:
+        if not sites or depth >= CALL_DEPTH:
             return None
         found = [self._trained_after(site, self._models_at(site, scope, models), depth + 1) for site in sites]
         return True if True in found else None if None in found else False
