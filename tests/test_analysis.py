@@ -7,7 +7,7 @@ import libcst as cst
 import pytest
 
 from lintloop.analysis import FileContext
-from lintloop.analysis.syntax import call_name
+from lintloop.analysis.nodes import call_name
 from lintloop.rules import ALL_RULES
 
 

@@ -5,7 +5,7 @@ import textwrap
 import libcst as cst
 
 from lintloop.analysis import FileContext
-from lintloop.analysis.syntax import call_name
+from lintloop.analysis.nodes import call_name
 
 
 def context(code: str) -> FileContext:

@@ -8,7 +8,7 @@ from typing import Callable
 import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
-from lintloop.analysis.syntax import argument, call_name, dotted, names_an_optimizer, positional_args, receiver
+from lintloop.analysis.nodes import argument, call_name, dotted, names_an_optimizer, positional_args, receiver
 
 CHECKPOINTS = {"tensorflow.train.Checkpoint", "tensorflow.compat.v1.train.Checkpoint"}
 

@@ -11,7 +11,7 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.index import Binding, Scope
-from lintloop.analysis.syntax import dotted, names_in, values_read_in
+from lintloop.analysis.nodes import dotted, names_in, values_read_in
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext

@@ -19,7 +19,7 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.index import Binding
-from lintloop.analysis.syntax import argument, call_name, children, dotted, keyword_arg, positional_args, read_name, walk
+from lintloop.analysis.nodes import argument, call_name, children, dotted, keyword_arg, positional_args, read_name, walk
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext

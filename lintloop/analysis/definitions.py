@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Iterator
 import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
-from lintloop.analysis.syntax import call_name, positional_args
+from lintloop.analysis.nodes import call_name, positional_args
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext, SourceOrdered

@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
-from lintloop.analysis.contexts import WithBlocks
-from lintloop.analysis.syntax import argument, call_name, receiver
+from lintloop.analysis.with_blocks import WithBlocks
+from lintloop.analysis.nodes import argument, call_name, receiver
 
 _STRATEGY_USERS = ("run", "experimental_distribute_dataset", "distribute_datasets_from_function")
 

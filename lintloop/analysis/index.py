@@ -8,7 +8,7 @@ from typing import Callable
 
 import libcst as cst
 
-from lintloop.analysis.syntax import children, dotted
+from lintloop.analysis.nodes import children, dotted
 
 Scope = cst.Module | cst.FunctionDef
 

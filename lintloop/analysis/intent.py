@@ -21,7 +21,7 @@ import libcst as cst
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.index import Scope
 from lintloop.analysis.outer_state import declared
-from lintloop.analysis.syntax import call_name, string_value
+from lintloop.analysis.nodes import call_name, string_value
 
 # Words that announce tracing or compiling ("Tracing with", "Traced!", "--- retracing ---",
 # "JIT-compiled", "n_traces"); not words that merely contain the letters (`backtrace`, `Traceback`, `tracer`).

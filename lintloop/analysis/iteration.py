@@ -20,7 +20,7 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.datasets import literal_int
-from lintloop.analysis.syntax import (argument, call_name, children, dotted, names_a_scaler, names_an_optimizer,
+from lintloop.analysis.nodes import (argument, call_name, children, dotted, names_a_scaler, names_an_optimizer,
                                       positional_args, receiver, walk)
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.calls import CallChain
-from lintloop.analysis.syntax import argument, keyword_arg, positional_args
+from lintloop.analysis.nodes import argument, keyword_arg, positional_args
 
 # Transforms that compile a function and cache it: applied as a decorator or as `g = jax.jit(f)`.
 _COMPILERS = {

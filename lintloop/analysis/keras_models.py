@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
-from lintloop.analysis.syntax import argument, call_name, keyword_arg, positional_args, read_name, receiver, string_value
+from lintloop.analysis.nodes import argument, call_name, keyword_arg, positional_args, read_name, receiver, string_value
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext

@@ -13,7 +13,7 @@ import libcst as cst
 from lintloop.analysis.base import Analysis
 from lintloop.analysis.calls import CALLER_DEPTH, REPEAT_DEPTH
 from lintloop.analysis.iteration import loop_header
-from lintloop.analysis.syntax import call_name
+from lintloop.analysis.nodes import call_name
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis.base import Analysis
-from lintloop.analysis.syntax import argument
+from lintloop.analysis.nodes import argument
 
 _TF_LOGITS_LOSSES = {
     "tensorflow.nn.softmax_cross_entropy_with_logits",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
-from lintloop.analysis.syntax import argument, call_name, keyword_arg, read_name, receiver, string_value
+from lintloop.analysis.nodes import argument, call_name, keyword_arg, read_name, receiver, string_value
 
 # Canonical names (lintloop.analysis.names.canonical: tf.keras / tf_keras / keras.src → keras).
 _POLICY_SETTERS = {

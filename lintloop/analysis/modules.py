@@ -29,7 +29,7 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.pytorch import NO_GRAD_CALLS
-from lintloop.analysis.syntax import argument, call_name, dotted, positional_args, read_name, receiver, string_value
+from lintloop.analysis.nodes import argument, call_name, dotted, positional_args, read_name, receiver, string_value
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from lintloop.analysis.syntax import dotted
+from lintloop.analysis.nodes import dotted
 from lintloop.frameworks import FRAMEWORK_ROOTS
 
 _CANONICAL_PREFIXES = (

@@ -22,7 +22,7 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.calls import CallChain
-from lintloop.analysis.syntax import (argument, call_name, dotted, keyword_arg, parameter_names, positional_args,
+from lintloop.analysis.nodes import (argument, call_name, dotted, keyword_arg, parameter_names, positional_args,
                                       receiver)
 
 if TYPE_CHECKING:

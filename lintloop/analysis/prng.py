@@ -33,7 +33,7 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.index import Scope
-from lintloop.analysis.syntax import (argument, call_name, children, dotted, keyword_arg, names_in, positional_args,
+from lintloop.analysis.nodes import (argument, call_name, children, dotted, keyword_arg, names_in, positional_args,
                                       receiver, walk)
 
 if TYPE_CHECKING:

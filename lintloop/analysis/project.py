@@ -27,7 +27,7 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis
 from lintloop.analysis.names import canonical
-from lintloop.analysis.syntax import dotted
+from lintloop.analysis.nodes import dotted
 from lintloop.digests import ABSENT, content_digest
 from lintloop.line_pattern import LinePattern
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
-from lintloop.analysis.contexts import WithBlocks
-from lintloop.analysis.syntax import argument, string_value
+from lintloop.analysis.with_blocks import WithBlocks
+from lintloop.analysis.nodes import argument, string_value
 
 # Context managers (and decorators) under which nothing computed holds an autograd graph.
 NO_GRAD_CALLS = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",

@@ -11,9 +11,9 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.calls import CallChain
-from lintloop.analysis.contexts import WithBlocks, WithContext
+from lintloop.analysis.with_blocks import WithBlocks, WithContext
 from lintloop.analysis.index import Scope
-from lintloop.analysis.syntax import (argument, call_name, keyword_arg, names_in, parameter_names, positional_args,
+from lintloop.analysis.nodes import (argument, call_name, keyword_arg, names_in, parameter_names, positional_args,
                                       read_name, receiver, string_value)
 
 if TYPE_CHECKING:

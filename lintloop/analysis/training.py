@@ -11,7 +11,7 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.index import Scope
-from lintloop.analysis.syntax import argument, call_name, dotted, positional_args, receiver, steps_an_optimizer
+from lintloop.analysis.nodes import argument, call_name, dotted, positional_args, receiver, steps_an_optimizer
 
 if TYPE_CHECKING:
     from lintloop.analysis.calls import CallChain

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from lintloop.analysis.syntax import call_name, children, dotted, keyword_arg, positional_args, receiver
+from lintloop.analysis.nodes import call_name, children, dotted, keyword_arg, positional_args, receiver
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from lintloop.analysis.contexts import WithContext
-from lintloop.analysis.syntax import call_name, keyword_arg, receiver
+from lintloop.analysis.with_blocks import WithContext
+from lintloop.analysis.nodes import call_name, keyword_arg, receiver
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from lintloop.analysis.syntax import argument, call_name, dotted, keyword_arg, positional_args, receiver
+from lintloop.analysis.nodes import argument, call_name, dotted, keyword_arg, positional_args, receiver
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 

@@ -6,8 +6,8 @@ from typing import Callable
 
 import libcst as cst
 
-from lintloop.analysis.syntax import argument, call_name, calls_within, dotted, names_in, positional_args, receiver, walk
-from lintloop.analysis.contexts import WithContext
+from lintloop.analysis.nodes import argument, call_name, calls_within, dotted, names_in, positional_args, receiver, walk
+from lintloop.analysis.with_blocks import WithContext
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from lintloop.analysis.syntax import argument, call_name, dotted, keyword_arg, names_in, receiver
-from lintloop.analysis.contexts import WithContext
+from lintloop.analysis.nodes import argument, call_name, dotted, keyword_arg, names_in, receiver
+from lintloop.analysis.with_blocks import WithContext
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 

@@ -8,7 +8,7 @@ from functools import cached_property
 import libcst as cst
 
 from lintloop.analysis.checkpoints import CHECKPOINTS, last_name
-from lintloop.analysis.syntax import (argument, call_name, dotted, keyword_arg, names_an_optimizer, positional_args, receiver,
+from lintloop.analysis.nodes import (argument, call_name, dotted, keyword_arg, names_an_optimizer, positional_args, receiver,
                                      string_value, walk)
 from lintloop.analysis.training import CALL_DEPTH
 from lintloop.rule import Example, Rule

@@ -6,7 +6,7 @@ import libcst as cst
 
 from lintloop.analysis.iteration import loop_header
 from lintloop.analysis.loop_values import IterationUnit
-from lintloop.analysis.syntax import argument, call_name, names_in, parameter_names
+from lintloop.analysis.nodes import argument, call_name, names_in, parameter_names
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 

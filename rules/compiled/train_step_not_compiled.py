@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis import FileContext
-from lintloop.analysis.syntax import call_name, walk
+from lintloop.analysis.nodes import call_name, walk
 from lintloop.rule import Example, FixSpec, Replacement, Rule
 from lintloop.screen import Needs
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from lintloop.analysis.syntax import argument, call_name, dotted, dotted_names_in, keyword_arg, names_in, receiver, string_value
+from lintloop.analysis.nodes import argument, call_name, dotted, dotted_names_in, keyword_arg, names_in, receiver, string_value
 from lintloop.analysis.losses import is_loss_function
 from lintloop.rule import Example, Rule, RuleOption
 from lintloop.screen import Needs

@@ -8,7 +8,7 @@ from functools import cached_property
 import libcst as cst
 
 from lintloop.analysis.iteration import Event, loop_header
-from lintloop.analysis.syntax import argument, dotted, keyword_arg, walk
+from lintloop.analysis.nodes import argument, dotted, keyword_arg, walk
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 

@@ -9,7 +9,7 @@ from functools import cached_property
 import libcst as cst
 
 from lintloop.analysis.index import Scope
-from lintloop.analysis.syntax import dotted, dotted_names_in
+from lintloop.analysis.nodes import dotted, dotted_names_in
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 

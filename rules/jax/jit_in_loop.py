@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis.loop_values import IterationUnit
-from lintloop.analysis.syntax import read_name
+from lintloop.analysis.nodes import read_name
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 

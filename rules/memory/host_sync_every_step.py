@@ -8,7 +8,7 @@ from functools import cached_property
 import libcst as cst
 
 from lintloop.analysis.training import StepSite
-from lintloop.analysis.syntax import call_name, dotted, positional_args, receiver, walk
+from lintloop.analysis.nodes import call_name, dotted, positional_args, receiver, walk
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 

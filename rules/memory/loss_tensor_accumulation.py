@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from lintloop.analysis.syntax import call_name, dotted, positional_args, receiver
+from lintloop.analysis.nodes import call_name, dotted, positional_args, receiver
 from lintloop.rule import Example, FixSpec, Replacement, Rule
 from lintloop.screen import Needs
 

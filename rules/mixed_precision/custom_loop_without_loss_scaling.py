@@ -6,7 +6,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from lintloop.analysis.syntax import call_name, dotted, receiver
+from lintloop.analysis.nodes import call_name, dotted, receiver
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis.pytorch import DEPRECATED_AMP, NEW_AMP
-from lintloop.analysis.syntax import walk
+from lintloop.analysis.nodes import walk
 from lintloop.rule import Example, FixSpec, Replacement, Rule
 from lintloop.screen import Needs
 

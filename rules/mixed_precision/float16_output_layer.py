@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis.keras_models import Output, call_with_keyword
-from lintloop.analysis.syntax import keyword_arg, names_in, string_value
+from lintloop.analysis.nodes import keyword_arg, names_in, string_value
 from lintloop.rule import Example, FixSpec, Replacement, Rule
 from lintloop.screen import Needs
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis.pytorch import NO_GRAD_CALLS, Autocast
-from lintloop.analysis.syntax import argument, call_name, calls_within, positional_args, receiver
+from lintloop.analysis.nodes import argument, call_name, calls_within, positional_args, receiver
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 

@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from lintloop.analysis.syntax import argument, dotted, string_value
+from lintloop.analysis.nodes import argument, dotted, string_value
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 

@@ -7,7 +7,7 @@ import ast
 import libcst as cst
 
 from lintloop.analysis.datasets import SOURCE_TOKENS
-from lintloop.analysis.syntax import keyword_arg
+from lintloop.analysis.nodes import keyword_arg
 from lintloop.rule import Example, FixSpec, Replacement, Rule
 from lintloop.screen import CallShape, Needs
 

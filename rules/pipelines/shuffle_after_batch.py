@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis.datasets import REGROUPING, Op, Pipeline, literal_int
-from lintloop.analysis.syntax import argument, keyword_arg
+from lintloop.analysis.nodes import argument, keyword_arg
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis.iteration import Event, Iteration
-from lintloop.analysis.syntax import call_name, dotted, positional_args, receiver, walk
+from lintloop.analysis.nodes import call_name, dotted, positional_args, receiver, walk
 from lintloop.rule import Example, LoopRule
 from lintloop.screen import Needs
 

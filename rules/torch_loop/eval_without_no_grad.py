@@ -9,7 +9,7 @@ import libcst as cst
 from lintloop.analysis.iteration import loop_header
 from lintloop.analysis.loop_values import FEW_ITERATIONS
 from lintloop.analysis.pytorch import NO_GRAD_CALLS
-from lintloop.analysis.syntax import call_name, dotted, names_in, receiver
+from lintloop.analysis.nodes import call_name, dotted, names_in, receiver
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 

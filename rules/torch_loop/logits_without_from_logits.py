@@ -7,7 +7,7 @@ import ast
 import libcst as cst
 
 from lintloop.analysis.keras_models import CLASS_OF_FUNCTION, CrossEntropy, LossUse, call_with_keyword
-from lintloop.analysis.syntax import argument, dotted, receiver
+from lintloop.analysis.nodes import argument, dotted, receiver
 from lintloop.rule import Example, FixSpec, Replacement, Rule
 from lintloop.screen import Needs, UnitShape
 

@@ -8,7 +8,7 @@ import libcst as cst
 
 from lintloop.analysis.iteration import Event, Iteration, loop_header
 from lintloop.analysis.modules import UNKNOWN_MODE_DEPENDENCE, ModeDependence
-from lintloop.analysis.syntax import call_name, dotted, receiver, walk
+from lintloop.analysis.nodes import call_name, dotted, receiver, walk
 from lintloop.rule import Example, LoopRule
 from lintloop.screen import Needs
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis.iteration import Iteration, loop_header
-from lintloop.analysis.syntax import dotted
+from lintloop.analysis.nodes import dotted
 from lintloop.rule import Example, LoopRule
 from lintloop.screen import Needs
 

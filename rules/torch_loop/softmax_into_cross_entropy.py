@@ -11,7 +11,7 @@ import libcst as cst
 
 from lintloop.analysis.keras_models import LossUse
 from lintloop.analysis.modules import Activation
-from lintloop.analysis.syntax import argument
+from lintloop.analysis.nodes import argument
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 

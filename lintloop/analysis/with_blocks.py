@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Callable
 import libcst as cst
 
 from lintloop.analysis.base import Analysis
-from lintloop.analysis.syntax import read_name
+from lintloop.analysis.nodes import read_name
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext
