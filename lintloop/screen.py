@@ -623,9 +623,8 @@ class FileFacts:
                         evaluated = _dotted(value)
                         if evaluated is not None:
                             unit.evaluated.add(evaluated)
-                    else:
-                        tokens.update(shape.token for shape in _SHAPES_BY_METHOD.get(func.attr, ())
-                                      if shape.matches(node))
+                    elif func.attr in _SHAPES_BY_METHOD:
+                        tokens.update(shape.token for shape in _SHAPES_BY_METHOD[func.attr] if shape.matches(node))
                     if not (type(value) is ast.Call and type(value.func) is ast.Name and value.func.id == "super"):
                         tokens.add("call:" + func.attr)
                         if func.attr in _OUTSIDE_CALLS and not (type(value) is ast.Name and value.id == "self"):

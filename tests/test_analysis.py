@@ -1,5 +1,6 @@
 """The engine's shared analyses: names through every import spelling, contexts, flow, training loops."""
 
+import ast
 import textwrap
 from pathlib import Path
 
@@ -340,3 +341,20 @@ def test_parsing_skips_libcsts_node_checks_and_nothing_else_does():
     assert module.code == text and module.deep_equals(cst.parse_module(text))
     with pytest.raises(cst.CSTValidationError):
         cst.Name("not a name")
+
+
+@pytest.mark.parametrize("call", ["loss.backward()", "opt.apply_gradients(pairs)", "opt.minimize(loss)",
+                                  "tape.gradient(loss, w)", "optimizer.step()", "jax.grad(f)(w)",
+                                  "jax.value_and_grad(f)(w)", "torch.autograd.grad(loss, w)"])
+def test_every_call_that_trains_has_its_screen_token(call):
+    """A loop the analysis takes for a training loop holds a call the screen's `TRAINING_CALL_TOKENS`
+    name: a rule asking whether code trains never loses a finding to the screen."""
+    from lintloop.analysis.training import TRAINING_CALL_TOKENS
+    from lintloop.screen import FileFacts
+
+    code = (f"import jax\nimport torch\nimport tensorflow as tf\nwith tf.GradientTape() as tape:\n    pass\n"
+            f"for x in xs:\n    {call}\n")
+    ctx = FileContext(cst.parse_module(code))
+    assert ctx.training.is_training_loop(ctx.nodes(cst.For)[0])
+    tokens = FileFacts(ast.parse(code)).tokens
+    assert any(token in tokens for token in TRAINING_CALL_TOKENS), tokens

@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from lintloop.analysis.dataflow import ValueUses
 
 _GRADIENT_FUNCTIONS = ("jax.grad", "jax.value_and_grad", "torch.autograd.grad")
+# What the screen must find in a file for a rule that asks whether code trains: a call of each name
+# `_is_training_call` accepts (tests/test_analysis.py keeps them equal).
+TRAINING_CALL_TOKENS = tuple(f"call:{name}" for name in (
+    "backward", "apply_gradients", "minimize", "gradient", "step", *(q.rsplit(".", 1)[1] for q in _GRADIENT_FUNCTIONS)))
 # TensorFlow's optimizer steps: calls whose receiver is an optimizer the file trains with.
 _TF_OPTIMIZER_STEPS = ("apply_gradients", "minimize")
 # How many same-file calls a node may sit below what trains it: the training loop that runs it, the

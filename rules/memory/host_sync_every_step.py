@@ -7,8 +7,8 @@ from functools import cached_property
 
 import libcst as cst
 
-from lintloop.analysis.training import StepSite
 from lintloop.analysis.nodes import call_name, dotted, positional_args, receiver, walk
+from lintloop.analysis.training import TRAINING_CALL_TOKENS, StepSite
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 
@@ -31,7 +31,7 @@ class HostSyncEveryStep(Rule):
     frameworks = ("tf", "pt")
     kind = "perf"
     default_on = False
-    needs = Needs(file=(("call:backward", "call:gradient", "call:grad", "call:apply_gradients", "call:minimize"),),
+    needs = Needs(file=(TRAINING_CALL_TOKENS,),
                   statement=(("call:item", "call:numpy", "call:cpu", "call:tolist", "call:float", "call:int",
                               "call:print"),))
     summary = ("`.item()`, `.numpy()`, `.cpu()`, `.tolist()`, `float(t)` / `int(t)` of a tensor, or `print` of a "

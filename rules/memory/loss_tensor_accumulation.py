@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis.nodes import call_name, dotted, positional_args, receiver
+from lintloop.analysis.training import TRAINING_CALL_TOKENS
 from lintloop.rule import Example, FixSpec, Replacement, Rule
 from lintloop.screen import Needs
 
@@ -40,8 +41,7 @@ class LossTensorAccumulation(Rule):
     frameworks = ("tf", "pt")
     # The accumulation may sit in a train-step function without a loop of its own: the screen selects
     # the loop that calls it along with it.
-    needs = Needs(file=(("call:backward", "call:gradient", "call:step", "call:minimize", "call:apply_gradients",
-                         "call:grad", "call:value_and_grad"), ("loop",)),
+    needs = Needs(file=(TRAINING_CALL_TOKENS, ("loop",)),
                   statement=(("augassign", "call:append"),))
     fix_kind = "unsafe"
     probe = "mem"

@@ -6,8 +6,8 @@ import builtins
 
 import libcst as cst
 
-from lintloop.analysis.training import StepSite
 from lintloop.analysis.nodes import argument, call_name, calls_within, dotted, keyword_arg, names_in, receiver
+from lintloop.analysis.training import StepSite
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 
