@@ -71,13 +71,8 @@ class FileContext:
     """Everything rules may ask about one parsed file.
 
     Tree questions (parents, scopes, statements) are answered here; every other concern lives in
-    its own analysis, reached as an attribute (`ctx.definitions`, `ctx.flow`, `ctx.calls`, `ctx.training`, `ctx.tf`,
-    `ctx.jax` (what JAX traces), `ctx.strategies`, `ctx.datasets` (tf.data pipelines),
-    `ctx.mixed_precision`, `ctx.keras` (Keras models), `ctx.torch`, `ctx.losses`, `ctx.modules`,
-    `ctx.iteration`, `ctx.loop_values`, `ctx.outer_state`, `ctx.prng` (JAX PRNG keys),
-    `ctx.optimizer_state` (optax / flax), `ctx.intent` (tracing shown on purpose), `ctx.project` (the
-    other modules of the linted project))
-    and built the first time a rule asks.
+    its own analysis, reached as an attribute (`ctx.training`, `ctx.flow`, ...: `analyses()` lists
+    them) and built the first time a rule asks.
     """
 
     def __init__(self, module: cst.Module, timer: StageTimer | None = None, names: Names | None = None,

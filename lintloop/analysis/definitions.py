@@ -95,7 +95,6 @@ class Definitions(Analysis):
         cls = self.ctx.parents.get(block) if isinstance(block, cst.IndentedBlock) else None
         return cls if isinstance(cls, cst.ClassDef) else None
 
-
     def subclasses(self, cls: cst.ClassDef) -> list[cst.ClassDef]:
         """The classes of this file that derive from `cls`, directly or through others of this file."""
         return [c for c in self._classes.values() if c is not cls and cls in self._bases(c)]
@@ -110,7 +109,6 @@ class Definitions(Analysis):
                     found.add(parent)
                     work.append(parent)
         return found
-
 
     def calls_in(self, node: cst.CSTNode, into_nested_defs: bool = False) -> Iterator[cst.Call]:
         """Calls inside a loop, function or with-block (not those in nested defs and lambdas, unless asked);
@@ -135,7 +133,6 @@ class Definitions(Analysis):
                 span = next(spans, None)
             if span is None or at < span[0]:
                 yield call
-
 
     def argument_for(self, site: cst.Call, fn: cst.FunctionDef, param: cst.Param) -> cst.BaseExpression | None:
         """What `site` passes `fn`'s `param` (None when not passed, or hidden in `*args` / `**kwargs`)."""

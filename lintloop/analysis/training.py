@@ -152,8 +152,9 @@ class Training(Analysis):
 
     @computed
     def optimizer_updates(self) -> list[cst.Call]:
-        """TensorFlow's optimizer steps: one `opt.apply_gradients(...)` / `opt.minimize(...)` per optimizer (by its spelling), whose receiver
-        is a name or attribute the file holds (not an imported module's `minimize`, like `scipy.optimize`)."""
+        """TensorFlow's optimizer steps: one `opt.apply_gradients(...)` / `opt.minimize(...)` per optimizer
+        (by its spelling), whose receiver is a name or attribute the file holds (not an imported module's
+        `minimize`, like `scipy.optimize`)."""
         steps: dict[str, cst.Call] = {}
         for call in self.ctx.nodes(cst.Call):
             owner = receiver(call)
@@ -199,7 +200,7 @@ class Training(Analysis):
     def loops_running(self, node: cst.CSTNode, depth: int = 0) -> list[StepSite]:
         """The training loops that run `node` on each of their iterations: the innermost loop around it
         when that loop trains, else — for a node of a function outside any loop — the training loops
-        that call that function (through up to three same-file calls). A node in a loop that does not
+        that call that function (through `CALL_DEPTH` same-file calls at most). A node in a loop that does not
         train (validation inside the epoch loop) has none."""
         ctx = self.ctx
         loop = ctx.innermost_loop(node)
