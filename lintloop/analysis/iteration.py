@@ -22,6 +22,7 @@ from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.datasets import literal_int
 from lintloop.analysis.nodes import (argument, call_name, children, dotted, names_a_scaler, names_an_optimizer,
                                       positional_args, receiver, walk)
+from lintloop.analysis.training import CALL_DEPTH
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext
@@ -41,7 +42,6 @@ _SCALERS = {"torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.cpu.amp.
 # accumulation steps itself).
 _BACKWARD_OWNERS = {"accelerate.Accelerator": "accelerator", "lightning.fabric.Fabric": "fabric",
                     "lightning.Fabric": "fabric", "lightning_fabric.Fabric": "fabric"}
-_MAX_DEPTH = 4
 # `trange(n)`: a progress bar over `range(n)`.
 _RANGES = {"tqdm.trange", "tqdm.auto.trange", "tqdm.notebook.trange"}
 # Engines that call a step function once per iteration: `Engine(process_function)`.
@@ -199,7 +199,7 @@ class Iterations(Analysis):
             return table[fn] or ()
         table[fn] = None
         events: list[Event] = []
-        if depth < _MAX_DEPTH:
+        if depth <= CALL_DEPTH:  # the loop's body is depth 0: its calls followed as deep as Training follows them
             self._walk(fn.body, {}, (), (), depth, events)
         table[fn] = tuple(events)
         return table[fn]
