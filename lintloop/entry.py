@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a program ended by Ctrl-C
 
@@ -16,7 +17,19 @@ def _interrupted_while_starting(signum: int, frame: object) -> None:
 
 
 def main() -> int:
-    from lintloop.cli import main as run
+    try:
+        from lintloop.cli import main as run
+    except ModuleNotFoundError as exc:
+        missing = ".".join((exc.name or "").split(".")[:2])
+        if missing not in ("lintloop.rules", "lintloop.runtime_probe"):
+            raise
+        # setup.py maps rules/ and runtime_probe/ into lintloop: a checkout's lintloop/ folder, imported
+        # from the working directory (`python -m lintloop` in its root) in place of the install, has none.
+        print(f"lintloop: {os.path.dirname(__file__)} is a source checkout's lintloop/ folder, imported in "
+              "place of the installed package (`python -m` looks in the working directory first), and "
+              f"{missing} is not in it: run lintloop from another folder, or install this checkout "
+              "editable (`pip install -e .`)", file=sys.stderr)
+        return 2
 
     # From here on Ctrl-C raises KeyboardInterrupt, which the command handles (workers stopped, exit 130).
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -9,6 +9,8 @@ import graphlib
 import importlib
 import inspect
 import pkgutil
+import subprocess
+import sys
 from pathlib import Path
 
 import lintloop
@@ -107,3 +109,13 @@ def test_the_folders_are_mapped_into_lintloop_by_packaging_alone():
         (where,) = package.__path__
         assert Path(where) in (engine / folder, CHECKOUT / folder), where
     assert "__path__" not in (CHECKOUT / "lintloop/__init__.py").read_text()
+
+
+def test_a_checkout_s_lintloop_folder_imported_in_place_of_the_install_says_so(tmp_path):
+    """`python -m lintloop` in a checkout's root with a non-editable install imports the checkout's
+    lintloop/, which holds no rules: one clear line and exit 2, no traceback (as though it were missing)."""
+    starts = ("import sys; sys.modules['lintloop.rules'] = None; from lintloop.entry import main; "
+              "sys.exit(main())")
+    run = subprocess.run([sys.executable, "-c", starts, "--version"], capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert "lintloop.rules is not in it" in run.stderr and "install this checkout editable" in run.stderr
