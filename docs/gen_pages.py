@@ -191,6 +191,8 @@ def _examples_section(rule: type[Rule]) -> list[str]:
             sections += [f"**{title} example {number}**", _code_block(_dedented(example.code), "python")]
             if example.expect is not None:
                 sections += ["Reported (line:column-end, message):", _code_block(example.expect.strip("\n"), "text")]
+            if example.fix_diff is not None:
+                sections += ["What `lintloop fix --unsafe-fixes` changes:", _code_block(example.fix_diff.strip("\n"), "diff")]
     return sections
 
 

@@ -43,12 +43,13 @@ class Report:
 @dataclass(frozen=True)
 class Example:
     """A program the rule flags, or must not. A flagged one states what it gives, as a snapshot does:
-    `expect`, each finding's range, its fix's safety and its message; `fixed`, the text its fixes make
-    (where it has one). tests/example_expectations.py writes them; tests/test_rule_examples.py compares."""
+    `expect`, each finding's range, its fix's safety and its message; `fix_diff`, what its fixes change
+    (where it has one), as a diff. tests/example_expectations.py writes them; tests/test_rule_examples.py
+    compares."""
 
     code: str
     expect: str | None = None
-    fixed: str | None = None
+    fix_diff: str | None = None
 
 
 @dataclass

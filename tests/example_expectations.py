@@ -1,6 +1,6 @@
 """What each rule's flagged example must produce, written in the example itself, as ruff's snapshots are:
-`Example.expect` holds every finding's range, its fix's safety and its message; `Example.fixed` the text
-the rule's fixes (unsafe ones too) make of the example, where it has a fix.
+`Example.expect` holds every finding's range, its fix's safety and its message; `Example.fix_diff` what the
+rule's fixes (unsafe ones too) make of the example, where it has a fix: the changed lines, as a diff.
 
     python tests/example_expectations.py [CODE ...]
 
@@ -51,17 +51,20 @@ def rendered(found: list[Finding]) -> str:
     return "\n".join(lines)
 
 
-def fixed(rule: type[Rule], source: str, found: list[Finding]) -> str | None:
-    """What the rule's fixes make of `source`; None where no finding has a fix."""
+def fix_diff(rule: type[Rule], source: str, found: list[Finding]) -> str | None:
+    """What the rule's fixes make of `source`, as a diff without context (`@@ -6 +6 @@`, `-` and `+`
+    lines); None where no finding has a fix."""
     if not any(f.fix is not None for f in found):
         return None
-    return fix_text("example.py", source, RuleSet([rule]), unsafe=True).text
+    fixed = fix_text("example.py", source, RuleSet([rule]), unsafe=True).text
+    lines = difflib.unified_diff(source.splitlines(), fixed.splitlines(), n=0, lineterm="")
+    return "\n".join(line for line in lines if not line.startswith(("---", "+++")))
 
 
 def expected(example: Example) -> tuple[str | None, str | None]:
-    """(`expect`, `fixed`) as written in the example, in the form `rendered` and `fixed` give."""
-    return (example.expect.strip("\n") if example.expect is not None else None,
-            example.fixed.lstrip("\n") if example.fixed is not None else None)
+    """(`expect`, `fix_diff`) as written in the example, in the form `rendered` and `fix_diff` give."""
+    return tuple(text.strip("\n") if text is not None else None  # type: ignore[return-value]
+                 for text in (example.expect, example.fix_diff))
 
 
 def difference(label: str, want: str | None, got: str | None) -> str:
@@ -94,7 +97,7 @@ def _keyword(name: str, text: str) -> cst.Arg:
 
 
 class _Expectations(cst.CSTTransformer):
-    """Sets `expect=` and `fixed=` on each `Example(...)` of a rule class's `flagged` tuple."""
+    """Sets `expect=` and `fix_diff=` on each `Example(...)` of a rule class's `flagged` tuple."""
 
     def __init__(self, rules: dict[str, type[Rule]]) -> None:
         self.rules = rules
@@ -120,11 +123,11 @@ class _Expectations(cst.CSTTransformer):
         self.place += 1
         source = example_source(example)
         found = findings(self.rule, source)
-        args = [a for a in updated.args if a.keyword is None or a.keyword.value not in ("expect", "fixed")]
+        args = [a for a in updated.args if a.keyword is None or a.keyword.value not in ("expect", "fix_diff")]
         args.append(_keyword("expect", rendered(found) + "\n"))
-        text = fixed(self.rule, source, found)
-        if text is not None:
-            args.append(_keyword("fixed", text))
+        diff = fix_diff(self.rule, source, found)
+        if diff is not None:
+            args.append(_keyword("fix_diff", diff + "\n"))
         spaced = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
                   for a in args[:-1]] + [args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)]
         return updated.with_changes(args=spaced)

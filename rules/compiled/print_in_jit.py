@@ -73,14 +73,10 @@ def train_step(params, x, y):
 6:5-6:24 [safe fix] builtin `print` inside the jitted `train_step` runs only while JAX traces it (first
     call and each retrace) and any traced value it prints shows as a tracer, not a value; use
     `jax.debug.print` with `{}` placeholders to print at every call
-""", fixed="""
-import jax
-import jax.numpy as jnp
-@jax.jit
-def train_step(params, x, y):
-    loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
-    jax.debug.print("loss {}", loss)
-    return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads), loss
+""", fix_diff="""
+@@ -6 +6 @@
+-    print("loss", loss)
++    jax.debug.print("loss {}", loss)
 """),
         Example("""
 import jax
@@ -107,15 +103,10 @@ fast_update = jax.jit(update)
 3:5-3:30 [safe fix] builtin `print` inside `log_metrics`, called from the jitted `update` at line 6,
     runs only while JAX traces it (first call and each retrace) and any traced value it prints shows as
     a tracer, not a value; use `jax.debug.print` with `{}` placeholders to print at every call
-""", fixed="""
-import jax
-def log_metrics(metrics):
-    jax.debug.print("metrics {}", metrics)
-def update(params, grads):
-    new = jax.tree_util.tree_map(lambda p, g: p - 1e-3 * g, params, grads)
-    log_metrics({"norm": optax.global_norm(grads)})
-    return new
-fast_update = jax.jit(update)
+""", fix_diff="""
+@@ -3 +3 @@
+-    print("metrics", metrics)
++    jax.debug.print("metrics {}", metrics)
 """),
         Example("""
 from jax import lax

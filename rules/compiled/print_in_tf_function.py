@@ -57,13 +57,10 @@ def train_step(x, y):
 5:5-5:24 [safe fix] builtin `print` inside the tf.function `train_step` runs only while TensorFlow
     traces it (first call and each retrace) and prints symbolic tensors; use `tf.print` to print on
     every call
-""", fixed="""
-import tensorflow as tf
-@tf.function
-def train_step(x, y):
-    loss = compute(x, y)
-    tf.print("loss", loss)
-    return loss
+""", fix_diff="""
+@@ -5 +5 @@
+-    print("loss", loss)
++    tf.print("loss", loss)
 """),
         Example("""
 import tensorflow as tf
@@ -76,13 +73,10 @@ def step(x):
 5:5-5:13 [safe fix] builtin `print` inside the XLA-compiled tf.function `step` runs only while
     TensorFlow traces it (first call and each retrace) and prints symbolic tensors; use `tf.print` to
     print on every call
-""", fixed="""
-import tensorflow as tf
-from tensorflow import function
-@function(jit_compile=True)
-def step(x):
-    tf.print(x)
-    return x * 2
+""", fix_diff="""
+@@ -5 +5 @@
+-    print(x)
++    tf.print(x)
 """),
         Example("""
 import tensorflow as tf
@@ -93,12 +87,10 @@ fast_step = tf.function(step)
 """, expect="""
 3:5-3:27 [safe fix] builtin `print` inside the tf.function `step` runs only while TensorFlow traces it
     (first call and each retrace) and prints symbolic tensors; use `tf.print` to print on every call
-""", fixed="""
-import tensorflow as tf
-def step(x):
-    tf.print("step input", x)
-    return x + 1
-fast_step = tf.function(step)
+""", fix_diff="""
+@@ -3 +3 @@
+-    print("step input", x)
++    tf.print("step input", x)
 """),
         Example("""
 import tensorflow as tf
@@ -113,15 +105,10 @@ def train_step(model, x, y):
 3:5-3:24 [safe fix] builtin `print` inside `log_metrics`, called from the tf.function `train_step` at
     line 7, runs only while TensorFlow traces it (first call and each retrace) and prints symbolic
     tensors; use `tf.print` to print on every call
-""", fixed="""
-import tensorflow as tf
-def log_metrics(loss):
-    tf.print("loss", loss)
-@tf.function
-def train_step(model, x, y):
-    loss = tf.reduce_mean((model(x) - y) ** 2)
-    log_metrics(loss)
-    return loss
+""", fix_diff="""
+@@ -3 +3 @@
+-    print("loss", loss)
++    tf.print("loss", loss)
 """),
         Example("""
 import tensorflow as tf
@@ -134,13 +121,10 @@ class GAN(tf.keras.Model):
 5:9-5:35 [safe fix] builtin `print` inside the Keras `train_step` (traced by `fit`/`evaluate`/`predict`)
     runs only while TensorFlow traces it (first call and each retrace) and prints symbolic tensors; use
     `tf.print` to print on every call
-""", fixed="""
-import tensorflow as tf
-class GAN(tf.keras.Model):
-    def train_step(self, data):
-        real = data
-        tf.print("batch", real.shape)
-        return {}
+""", fix_diff="""
+@@ -5 +5 @@
+-        print("batch", real.shape)
++        tf.print("batch", real.shape)
 """),
         Example("""
 import tensorflow as tf
@@ -153,13 +137,10 @@ def train_step(x, y):
 5:5-5:48 [safe fix] builtin `print` inside the tf.function `train_step` runs only while TensorFlow
     traces it (first call and each retrace) and prints symbolic tensors; use `tf.print` to print on
     every call
-""", fixed="""
-import tensorflow as tf
-@tf.function
-def train_step(x, y):
-    loss = tf.reduce_mean((model(x) - y) ** 2)
-    tf.print("loss is a tracer or a value?", loss)
-    return loss
+""", fix_diff="""
+@@ -5 +5 @@
+-    print("loss is a tracer or a value?", loss)
++    tf.print("loss is a tracer or a value?", loss)
 """),
         Example("""
 import tensorflow as tf
@@ -172,14 +153,10 @@ def collect(env_step):
 """, expect="""
 6:5-6:34 [safe fix] builtin `print` inside the tf.function `collect` runs only while TensorFlow traces
     it (first call and each retrace) and prints symbolic tensors; use `tf.print` to print on every call
-""", fixed="""
-import tensorflow as tf
-def function(*args, **kwargs):
-    return tf.function(*args, autograph=False, **kwargs)
-@function
-def collect(env_step):
-    tf.print("collecting", env_step)
-    return env_step
+""", fix_diff="""
+@@ -6 +6 @@
+-    print("collecting", env_step)
++    tf.print("collecting", env_step)
 """),
     )
     not_flagged = (

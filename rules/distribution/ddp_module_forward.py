@@ -46,15 +46,10 @@ for x, y in loader:
 6:22-6:37 [unsafe fix] `model.module(...)` runs the forward pass past the DistributedDataParallel
     wrapper `model`: its gradients are not all-reduced, so each process trains its own copy and the
     replicas diverge; call `model(...)`
-""", fixed="""
-import torch
-from torch.nn.parallel import DistributedDataParallel as DDP
-model = DDP(Net().to(rank), device_ids=[rank])
-for x, y in loader:
-    optimizer.zero_grad()
-    loss = criterion(model(x), y)
-    loss.backward()
-    optimizer.step()
+""", fix_diff="""
+@@ -6 +6 @@
+-    loss = criterion(model.module(x), y)
++    loss = criterion(model(x), y)
 """),
         Example("""
 import torch
@@ -71,17 +66,10 @@ for batch in loader:
 4:11-4:43 [unsafe fix] `model.module.forward(...)` runs the forward pass past the
     DistributedDataParallel wrapper `model`: its gradients are not all-reduced, so each process trains
     its own copy and the replicas diverge; call `model(...)`
-""", fixed="""
-import torch
-import torch.nn.functional as F
-def train_step(model, batch, optimizer):
-    out = model(batch["x"])
-    loss = F.cross_entropy(out, batch["y"])
-    loss.backward()
-    optimizer.step()
-ddp = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 2))
-for batch in loader:
-    train_step(ddp, batch, opt)
+""", fix_diff="""
+@@ -4 +4 @@
+-    out = model.module.forward(batch["x"])
++    out = model(batch["x"])
 """),
         Example("""
 import torch.nn as nn
@@ -98,17 +86,10 @@ while step < 100:
 6:15-6:33 [unsafe fix] `net.module(...)` runs the forward pass past the DistributedDataParallel wrapper
     `net`: its gradients are not all-reduced, so each process trains its own copy and the replicas
     diverge; call `net(...)`
-""", fixed="""
-import torch.nn as nn
-from torch.nn.parallel.distributed import DistributedDataParallel
-net = DistributedDataParallel(nn.Sequential(nn.Linear(4, 4)).cuda())
-step = 0
-while step < 100:
-    outputs = net(inputs)
-    loss = outputs.pow(2).mean()
-    loss.backward()
-    opt.step()
-    step += 1
+""", fix_diff="""
+@@ -6 +6 @@
+-    outputs = net.module(inputs)
++    outputs = net(inputs)
 """),
     )
     not_flagged = (

@@ -78,15 +78,10 @@ for x, y in loader:
 8:5-8:23 [unsafe fix] `+=`-accumulating the loss tensor `loss` into `total_loss`, which outlives the
     iteration, keeps each step's autograd graph alive (about 10 KiB per step, more for bigger graphs);
     use `loss.item()`
-""", fixed="""
-import torch
-total_loss = 0
-for x, y in loader:
-    optimizer.zero_grad()
-    loss = criterion(model(x), y)
-    loss.backward()
-    optimizer.step()
-    total_loss += loss.item()
+""", fix_diff="""
+@@ -8 +8 @@
+-    total_loss += loss
++    total_loss += loss.item()
 """),
         Example("""
 import tensorflow as tf
@@ -101,15 +96,10 @@ for x, y in dataset:
 8:5-8:24 [unsafe fix] appending the loss tensor `loss` into `losses`, which outlives the iteration,
     keeps a TensorFlow tensor alive for every step (about 0.6 KiB per step on CPU, device memory on
     GPU); use `loss.numpy()`
-""", fixed="""
-import tensorflow as tf
-losses = []
-for x, y in dataset:
-    with tf.GradientTape() as tape:
-        loss = loss_fn(y, model(x))
-    grads = tape.gradient(loss, model.trainable_variables)
-    optimizer.apply_gradients(zip(grads, model.trainable_variables))
-    losses.append(loss.numpy())
+""", fix_diff="""
+@@ -8 +8 @@
+-    losses.append(loss)
++    losses.append(loss.numpy())
 """),
         Example("""
 import torch
@@ -127,18 +117,10 @@ for epoch in range(3):
 11:9-11:34 [unsafe fix] appending the loss tensor `step_loss` into `history`, which outlives the
     iteration, keeps each step's autograd graph alive (about 10 KiB per step, more for bigger graphs);
     use `step_loss.item()`
-""", fixed="""
-import torch
-def train_step(batch):
-    loss = model(batch).mean()
-    loss.backward()
-    opt.step()
-    return loss
-history = []
-for epoch in range(3):
-    for batch in loader:
-        step_loss = train_step(batch)
-        history.append(step_loss.item())
+""", fix_diff="""
+@@ -11 +11 @@
+-        history.append(step_loss)
++        history.append(step_loss.item())
 """),
         Example("""
 import torch.nn.functional as F
@@ -162,21 +144,13 @@ for x, y in loader:
 14:5-14:33 [unsafe fix] appending the loss tensor `loss` into `history["loss"]`, which outlives the
     iteration, keeps each step's autograd graph alive (about 10 KiB per step, more for bigger graphs);
     use `loss.item()`
-""", fixed="""
-import torch.nn.functional as F
-def train_step(model, opt, x, y):
-    opt.zero_grad()
-    loss = F.mse_loss(model(x), y)
-    loss.backward()
-    opt.step()
-    return loss
-total = 0
-history = {"loss": []}
-for x, y in loader:
-    total += train_step(model, opt, x, y).item()
-    loss = F.mse_loss(model(x), y)
-    loss.backward()
-    history["loss"].append(loss.item())
+""", fix_diff="""
+@@ -11 +11 @@
+-    total += train_step(model, opt, x, y)
++    total += train_step(model, opt, x, y).item()
+@@ -14 +14 @@
+-    history["loss"].append(loss)
++    history["loss"].append(loss.item())
 """),
         Example("""
 import torch
@@ -206,27 +180,12 @@ class Trainer:
 16:9-16:32 [unsafe fix] `+=`-accumulating the loss tensor `loss` into `self.total_loss`, which outlives
     the iteration, keeps each step's autograd graph alive (about 10 KiB per step, more for bigger
     graphs); use `loss.item()`
-""", fixed="""
-import torch
-import torch.nn.functional as F
-class Trainer:
-    def __init__(self, model, loader):
-        self.model = model
-        self.loader = loader
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
-        self.losses = []
-        self.total_loss = 0.0
-    def train_step(self, x, y):
-        self.optimizer.zero_grad()
-        loss = F.cross_entropy(self.model(x), y)
-        loss.backward()
-        self.optimizer.step()
-        self.losses.append(loss.item())
-        self.total_loss += loss.item()
-    def fit(self, epochs):
-        for epoch in range(epochs):
-            for x, y in self.loader:
-                self.train_step(x, y)
+""", fix_diff="""
+@@ -15,2 +15,2 @@
+-        self.losses.append(loss)
+-        self.total_loss += loss
++        self.losses.append(loss.item())
++        self.total_loss += loss.item()
 """),
         Example("""
 import torch
@@ -250,21 +209,12 @@ def fit(model, loader, optimizer, criterion, epochs):
 13:13-13:36 [unsafe fix] `+=`-accumulating the loss tensor `loss` into `metrics["loss"]`, which outlives
     the iteration, keeps each step's autograd graph alive (about 10 KiB per step, more for bigger
     graphs); use `loss.item()`
-""", fixed="""
-import torch
-from collections import defaultdict
-def fit(model, loader, optimizer, criterion, epochs):
-    history = defaultdict(list)
-    metrics = {"loss": 0.0}
-    for epoch in range(epochs):
-        for x, y in loader:
-            optimizer.zero_grad()
-            loss = criterion(model(x), y)
-            loss.backward()
-            optimizer.step()
-            history["train_loss"].append(loss.item())
-            metrics["loss"] += loss.item()
-    return history, metrics
+""", fix_diff="""
+@@ -12,2 +12,2 @@
+-            history["train_loss"].append(loss)
+-            metrics["loss"] += loss
++            history["train_loss"].append(loss.item())
++            metrics["loss"] += loss.item()
 """),
         Example("""
 import torch
@@ -285,21 +235,10 @@ for epoch in range(epochs):
 14:9-14:29 [unsafe fix] appending the loss tensor `loss` into `history`, which outlives the iteration,
     keeps each step's autograd graph alive (about 10 KiB per step, more for bigger graphs); use
     `loss.item()`
-""", fixed="""
-import torch
-import torch.nn.functional as F
-def train_step(model, optimizer, x, y):
-    optimizer.zero_grad()
-    logits = model(x)
-    loss = F.cross_entropy(logits, y)
-    loss.backward()
-    optimizer.step()
-    return loss, logits
-history = []
-for epoch in range(epochs):
-    for x, y in train_loader:
-        loss, logits = train_step(model, optimizer, x, y)
-        history.append(loss.item())
+""", fix_diff="""
+@@ -14 +14 @@
+-        history.append(loss)
++        history.append(loss.item())
 """),
         Example("""
 import torch
@@ -323,22 +262,10 @@ for epoch in range(epochs):
     until it is re-created for the next pass over the data: a pass of graphs at a time (measured, torch
     2.13 on CPU: 5 KiB per step for a two-layer MLP, 460 KiB for a 12-layer Transformer encoder); use
     `loss.item()`
-""", fixed="""
-import torch
-import torchvision
-def train_one_epoch(model, loader, optimizer, criterion):
-    model.train()
-    running = 0
-    for x, y in loader:
-        optimizer.zero_grad()
-        loss = criterion(model(x), y)
-        loss.backward()
-        optimizer.step()
-        running += loss.item()
-    return running / len(loader)
-model = torchvision.models.resnet50(num_classes=100)
-for epoch in range(epochs):
-    print(epoch, train_one_epoch(model, train_loader, optimizer, torch.nn.CrossEntropyLoss()))
+""", fix_diff="""
+@@ -11 +11 @@
+-        running += loss
++        running += loss.item()
 """),
     )
     not_flagged = (

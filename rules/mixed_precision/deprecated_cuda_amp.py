@@ -69,15 +69,13 @@ for x, y in loader:
     `torch.amp.GradScaler("cuda", ...)`
 4:10-4:52 [safe fix] `torch.cuda.amp.autocast(...)` is deprecated (a FutureWarning at every call); use
     `torch.autocast("cuda", ...)`
-""", fixed="""
-import torch
-scaler = torch.amp.GradScaler("cuda", enabled=args.fp16)
-for x, y in loader:
-    with torch.autocast("cuda", enabled=args.fp16):
-        loss = criterion(model(x), y)
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)
-    scaler.update()
+""", fix_diff="""
+@@ -2 +2 @@
+-scaler = torch.cuda.amp.GradScaler(enabled=args.fp16)
++scaler = torch.amp.GradScaler("cuda", enabled=args.fp16)
+@@ -4 +4 @@
+-    with torch.cuda.amp.autocast(enabled=args.fp16):
++    with torch.autocast("cuda", enabled=args.fp16):
 """),
         Example("""
 import torch
@@ -90,12 +88,12 @@ with autocast(dtype=torch.bfloat16):
     `torch.amp.GradScaler("cuda", ...)`
 4:6-4:36 [safe fix] `torch.cuda.amp.autocast(...)` is deprecated (a FutureWarning at every call); use
     `torch.autocast("cuda", ...)`
-""", fixed="""
-import torch
-from torch.cuda.amp import autocast, GradScaler
-scaler = torch.amp.GradScaler("cuda", init_scale=1024)
-with torch.autocast("cuda", dtype=torch.bfloat16):
-    out = model(x)
+""", fix_diff="""
+@@ -3,2 +3,2 @@
+-scaler = GradScaler(init_scale=1024)
+-with autocast(dtype=torch.bfloat16):
++scaler = torch.amp.GradScaler("cuda", init_scale=1024)
++with torch.autocast("cuda", dtype=torch.bfloat16):
 """),
         Example("""
 import torch
@@ -107,13 +105,10 @@ class Net(torch.nn.Module):
 """, expect="""
 4:6-4:20 [safe fix] `torch.cuda.amp.autocast(...)` is deprecated (a FutureWarning at every call); use
     `torch.autocast("cuda", ...)`
-""", fixed="""
-import torch
-from torch.cuda import amp
-class Net(torch.nn.Module):
-    @torch.autocast("cuda")
-    def forward(self, x):
-        return self.body(x)
+""", fix_diff="""
+@@ -4 +4 @@
+-    @amp.autocast()
++    @torch.autocast("cuda")
 """),
         Example("""
 import torch.nn as nn
@@ -146,13 +141,10 @@ scaler = GradScaler(enabled=use_amp)
 """, expect="""
 6:10-6:37 [safe fix] `torch.cuda.amp.GradScaler(...)` is deprecated (a FutureWarning at every call); use
     `torch.amp.GradScaler("cuda", ...)`
-""", fixed="""
-import torch
-try:
-    from torch.cuda.amp import GradScaler
-except ImportError:
-    from torch.amp import GradScaler
-scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
+""", fix_diff="""
+@@ -6 +6 @@
+-scaler = GradScaler(enabled=use_amp)
++scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
 """),
     )
     not_flagged = (

@@ -77,16 +77,10 @@ model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     softmax in float16: the global policy is "mixed_float16" (line 3), so its output is float16 and
     saturates (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading by about
     7.6 gets exactly 1.0); give it `dtype="float32"`
-""", fixed="""
-import tensorflow as tf
-from tensorflow import keras
-keras.mixed_precision.set_global_policy("mixed_float16")
-model = keras.Sequential([
-    keras.layers.Conv2D(32, 3, activation="relu"),
-    keras.layers.GlobalAveragePooling2D(),
-    keras.layers.Dense(10, activation="softmax", dtype="float32"),
-])
-model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+""", fix_diff="""
+@@ -7 +7 @@
+-    keras.layers.Dense(10, activation="softmax"),
++    keras.layers.Dense(10, activation="softmax", dtype="float32"),
 """),
         Example("""
 import keras
@@ -103,16 +97,10 @@ model = keras.Model(inputs=inputs, outputs=outputs)
     a softmax in float16: the global policy is "mixed_float16" (line 4), so its output is float16 and
     saturates (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading by about
     7.6 gets exactly 1.0); give it `dtype="float32"`
-""", fixed="""
-import keras
-from keras import layers
-policy = keras.mixed_precision.Policy("mixed_float16")
-keras.mixed_precision.set_dtype_policy(policy)
-inputs = keras.Input(shape=(784,))
-x = layers.Dense(4096, activation="relu")(inputs)
-x = layers.Dense(10)(x)
-outputs = layers.Activation("softmax", name="predictions", dtype="float32")(x)
-model = keras.Model(inputs=inputs, outputs=outputs)
+""", fix_diff="""
+@@ -8 +8 @@
+-outputs = layers.Activation("softmax", name="predictions")(x)
++outputs = layers.Activation("softmax", name="predictions", dtype="float32")(x)
 """),
         Example("""
 import tensorflow as tf
@@ -129,16 +117,10 @@ class Detector(tf.keras.Model):
     sigmoid in float16: the global policy is "float32" or "mixed_float16" (line 2), so its output is
     float16 and saturates (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading
     by about 7.6 gets exactly 1.0); give it `dtype="float32"`
-""", fixed="""
-import tensorflow as tf
-tf.keras.mixed_precision.set_global_policy("mixed_float16" if args.fp16 else "float32")
-class Detector(tf.keras.Model):
-    def __init__(self):
-        super().__init__()
-        self.backbone = tf.keras.layers.Dense(64, activation="relu")
-        self.head = tf.keras.layers.Dense(1, activation="sigmoid", dtype="float32")
-    def call(self, x):
-        return self.head(self.backbone(x))
+""", fix_diff="""
+@@ -7 +7 @@
+-        self.head = tf.keras.layers.Dense(1, activation="sigmoid")
++        self.head = tf.keras.layers.Dense(1, activation="sigmoid", dtype="float32")
 """),
         Example("""
 import tensorflow as tf
@@ -153,14 +135,10 @@ def build_model():
     applies a softmax in float16: the global policy is "mixed_float16" (line 2), so its output is
     float16 and saturates (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading
     by about 7.6 gets exactly 1.0); give it `dtype="float32"`
-""", fixed="""
-import tensorflow as tf
-tf.keras.mixed_precision.set_global_policy("mixed_float16")
-def build_model():
-    model = tf.keras.Sequential()
-    model.add(tf.keras.layers.Dense(128, activation="relu"))
-    model.add(tf.keras.layers.Dense(10, activation="softmax", dtype="float32"))
-    return model
+""", fix_diff="""
+@@ -6 +6 @@
+-    model.add(tf.keras.layers.Dense(10, activation="softmax", dtype="float16"))
++    model.add(tf.keras.layers.Dense(10, activation="softmax", dtype="float32"))
 """),
         Example("""
 import keras
@@ -187,14 +165,10 @@ fast = build_classifier()
     a softmax in float16: the global policy is "mixed_float16" (line 6), so its output is float16 and
     saturates (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading by about
     7.6 gets exactly 1.0); give it `dtype="float32"`
-""", fixed="""
-import tensorflow as tf
-def build_classifier():
-    return tf.keras.Sequential([tf.keras.layers.Dense(64, activation="relu"),
-                                tf.keras.layers.Dense(10, activation="softmax", dtype="float32")])
-baseline = build_classifier()
-tf.keras.mixed_precision.set_global_policy("mixed_float16")
-fast = build_classifier()
+""", fix_diff="""
+@@ -4 +4 @@
+-                                tf.keras.layers.Dense(10, activation="softmax")])
++                                tf.keras.layers.Dense(10, activation="softmax", dtype="float32")])
 """),
     )
     not_flagged = (

@@ -58,12 +58,10 @@ model.fit(ds, epochs=10)
 4:73-4:85 [safe fix] this batched tf.data pipeline is consumed by `fit` at line 5 with no
     `.prefetch(...)` after its last batch and its options turn off TensorFlow's automatic prefetch:
     input preparation and training steps run one after the other; append `.prefetch(tf.data.AUTOTUNE)`
-""", fixed="""
-import tensorflow as tf
-options = tf.data.Options()
-options.autotune.enabled = False
-ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(1024).batch(64).with_options(options).prefetch(tf.data.AUTOTUNE)
-model.fit(ds, epochs=10)
+""", fix_diff="""
+@@ -4 +4 @@
+-ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(1024).batch(64).with_options(options)
++ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(1024).batch(64).with_options(options).prefetch(tf.data.AUTOTUNE)
 """),
         Example("""
 import tensorflow as tf
@@ -85,22 +83,10 @@ def main():
 7:13-7:18 [safe fix] this batched tf.data pipeline is consumed by the training loop at line 11 with no
     `.prefetch(...)` after its last batch and its options turn off TensorFlow's automatic prefetch:
     input preparation and training steps run one after the other; append `.prefetch(tf.data.AUTOTUNE)`
-""", fixed="""
-import tensorflow as tf
-def make_dataset(files, batch_size):
-    options = tf.data.Options()
-    options.experimental_optimization.apply_default_optimizations = False
-    ds = tf.data.TFRecordDataset(files).with_options(options)
-    ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-    ds = ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
-    return ds
-def main():
-    train_ds = make_dataset(files, 128)
-    for x, y in train_ds:
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+""", fix_diff="""
+@@ -7 +7 @@
+-    ds = ds.batch(batch_size, drop_remainder=True)
++    ds = ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 """),
         Example("""
 import tensorflow as tf
@@ -115,14 +101,10 @@ dist_ds = strategy.experimental_distribute_dataset(ds)
     with no `.prefetch(...)` after its last batch and its options turn off TensorFlow's automatic
     prefetch: input preparation and training steps run one after the other; append
     `.prefetch(tf.data.AUTOTUNE)`
-""", fixed="""
-import tensorflow as tf
-opts = tf.data.Options()
-opts.experimental_optimization.inject_prefetch = False
-ds = tf.data.Dataset.range(1000).map(lambda i: i * 2).with_options(opts)
-ds = ds.batch(32).prefetch(tf.data.AUTOTUNE)
-ds.prefetch(2)
-dist_ds = strategy.experimental_distribute_dataset(ds)
+""", fix_diff="""
+@@ -5 +5 @@
+-ds = ds.batch(32)
++ds = ds.batch(32).prefetch(tf.data.AUTOTUNE)
 """),
     )
     not_flagged = (

@@ -68,14 +68,10 @@ model.fit(train_ds, epochs=5)
 6:79-6:82 [unsafe fix] `map` without `num_parallel_calls` in a training pipeline runs one element at a
     time: its function calls the stateful `tf.image.random_flip_left_right`, so TensorFlow will not
     parallelize it by itself; pass `num_parallel_calls=tf.data.AUTOTUNE`
-""", fixed="""
-import tensorflow as tf
-def augment(image, label):
-    image = tf.image.random_flip_left_right(image)
-    image = tf.image.random_brightness(image, 0.2)
-    return image, label
-train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(1000).map(augment, num_parallel_calls=tf.data.AUTOTUNE).batch(32)
-model.fit(train_ds, epochs=5)
+""", fix_diff="""
+@@ -6 +6 @@
+-train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(1000).map(augment).batch(32)
++train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(1000).map(augment, num_parallel_calls=tf.data.AUTOTUNE).batch(32)
 """),
         Example("""
 import tensorflow as tf
@@ -88,13 +84,10 @@ model.fit(train_ds, epochs=10)
 5:21-5:24 [unsafe fix] `map` without `num_parallel_calls` in a training pipeline runs one element at a
     time: its function calls the stateful `keras.layers.RandomFlip`, so TensorFlow will not parallelize
     it by itself; pass `num_parallel_calls=tf.data.AUTOTUNE`
-""", fixed="""
-import tensorflow as tf
-from tensorflow import keras
-data_augmentation = keras.Sequential([keras.layers.RandomFlip("horizontal"), keras.layers.RandomRotation(0.1)])
-train_ds = keras.utils.image_dataset_from_directory("images", batch_size=32)
-train_ds = train_ds.map(lambda x, y: (data_augmentation(x), y), num_parallel_calls=tf.data.AUTOTUNE)
-model.fit(train_ds, epochs=10)
+""", fix_diff="""
+@@ -5 +5 @@
+-train_ds = train_ds.map(lambda x, y: (data_augmentation(x), y))
++train_ds = train_ds.map(lambda x, y: (data_augmentation(x), y), num_parallel_calls=tf.data.AUTOTUNE)
 """),
         Example("""
 import numpy as np
@@ -116,22 +109,10 @@ def main():
 9:13-9:16 [safe fix] `map` without `num_parallel_calls` in a training pipeline runs one element at a
     time: its function calls the stateful `tf.py_function`, so TensorFlow will not parallelize it by
     itself; pass `num_parallel_calls=tf.data.AUTOTUNE`
-""", fixed="""
-import numpy as np
-import tensorflow as tf
-def load(path):
-    return np.load(path.numpy().decode())
-def parse(path, label):
-    return tf.py_function(load, [path], tf.float32), label
-def make_dataset(paths, labels):
-    ds = tf.data.Dataset.from_tensor_slices((paths, labels))
-    ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
-    return ds.batch(16)
-def main():
-    for x, y in make_dataset(paths, labels):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(y, model(x))
-        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+""", fix_diff="""
+@@ -9 +9 @@
+-    ds = ds.map(parse)
++    ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
 """),
         Example("""
 import tensorflow as tf
@@ -146,15 +127,10 @@ model.fit(train_ds, epochs=5)
 7:65-7:68 [unsafe fix] `map` without `num_parallel_calls` in a training pipeline runs one element at a
     time: its function calls the stateful `tf.random.normal`, so TensorFlow will not parallelize it by
     itself; pass `num_parallel_calls=tf.data.AUTOTUNE`
-""", fixed="""
-import tensorflow as tf
-class SpeckleNoise:
-    def __init__(self, scale):
-        self.scale = scale
-    def __call__(self, image, label):
-        return image * (1.0 + self.scale * tf.random.normal(tf.shape(image))), label
-train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(SpeckleNoise(0.1), num_parallel_calls=tf.data.AUTOTUNE).batch(32)
-model.fit(train_ds, epochs=5)
+""", fix_diff="""
+@@ -7 +7 @@
+-train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(SpeckleNoise(0.1)).batch(32)
++train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(SpeckleNoise(0.1), num_parallel_calls=tf.data.AUTOTUNE).batch(32)
 """),
         Example("""
 import tensorflow as tf
@@ -170,16 +146,10 @@ def train(model):
 7:65-7:68 [unsafe fix] `map` without `num_parallel_calls` in a training pipeline runs one element at a
     time: its function calls the stateful `tf.random.normal`, so TensorFlow will not parallelize it by
     itself; pass `num_parallel_calls=tf.data.AUTOTUNE`
-""", fixed="""
-import tensorflow as tf
-class RandomNoise:
-    def __init__(self, stddev):
-        self.stddev = stddev
-    def __call__(self, image, label):
-        return image + tf.random.normal(tf.shape(image), stddev=self.stddev), label
-train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(RandomNoise(0.1), num_parallel_calls=tf.data.AUTOTUNE).batch(32)
-def train(model):
-    model.fit(train_ds, epochs=5)
+""", fix_diff="""
+@@ -7 +7 @@
+-train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(RandomNoise(0.1)).batch(32)
++train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(RandomNoise(0.1), num_parallel_calls=tf.data.AUTOTUNE).batch(32)
 """),
     )
     not_flagged = (

@@ -44,13 +44,10 @@ for x, y in loader:
 """, expect="""
 4:11-4:27 [unsafe fix] `model.forward(...)` skips the module's hooks (forward/backward hooks, and those
     that DDP, FSDP, quantization and profilers install); call `model(...)`
-""", fixed="""
-import torch.nn as nn
-model = nn.Sequential(nn.Linear(10, 2))
-for x, y in loader:
-    out = model(x)
-    loss = criterion(out, y)
-    loss.backward()
+""", fix_diff="""
+@@ -4 +4 @@
+-    out = model.forward(x)
++    out = model(x)
 """),
         Example("""
 import torch
@@ -63,14 +60,10 @@ logits = model.module.forward(images)
 """, expect="""
 7:10-7:38 [unsafe fix] `model.module.forward(...)` skips the module's hooks (forward/backward hooks, and
     those that DDP, FSDP, quantization and profilers install); call `model.module(...)`
-""", fixed="""
-import torch
-from torch.nn.parallel import DistributedDataParallel as DDP
-class Net(torch.nn.Module):
-    def forward(self, x):
-        return x
-model = DDP(Net().to(device))
-logits = model.module(images)
+""", fix_diff="""
+@@ -7 +7 @@
+-logits = model.module.forward(images)
++logits = model.module(images)
 """),
         Example("""
 import pytorch_lightning as pl
@@ -85,16 +78,10 @@ class Classifier(pl.LightningModule):
 """, expect="""
 9:16-9:40 [unsafe fix] `self.backbone.forward(...)` skips the module's hooks (forward/backward hooks,
     and those that DDP, FSDP, quantization and profilers install); call `self.backbone(...)`
-""", fixed="""
-import pytorch_lightning as pl
-import timm
-import torch
-class Classifier(pl.LightningModule):
-    def __init__(self):
-        super().__init__()
-        self.backbone = timm.create_model("resnet18", num_classes=10)
-    def forward(self, x):
-        return self.backbone(x)
+""", fix_diff="""
+@@ -9 +9 @@
+-        return self.backbone.forward(x)
++        return self.backbone(x)
 """),
         Example("""
 import torch.nn as nn
@@ -104,11 +91,10 @@ evaluate(nn.Linear(4, 2), val_loader)
 """, expect="""
 3:13-3:29 [unsafe fix] `model.forward(...)` skips the module's hooks (forward/backward hooks, and those
     that DDP, FSDP, quantization and profilers install); call `model(...)`
-""", fixed="""
-import torch.nn as nn
-def evaluate(model, loader):
-    return [model(x) for x, _ in loader]
-evaluate(nn.Linear(4, 2), val_loader)
+""", fix_diff="""
+@@ -3 +3 @@
+-    return [model.forward(x) for x, _ in loader]
++    return [model(x) for x, _ in loader]
 """),
         Example("""
 import lightning as L
@@ -125,18 +111,10 @@ masks = segmenter.forward(images)
 """, expect="""
 11:9-11:34 [unsafe fix] `segmenter.forward(...)` skips the module's hooks (forward/backward hooks, and
     those that DDP, FSDP, quantization and profilers install); call `segmenter(...)`
-""", fixed="""
-import lightning as L
-import torch
-class Segmenter(L.LightningModule):
-    def __init__(self):
-        super().__init__()
-        self.head = torch.nn.Conv2d(3, 2, kernel_size=1)
-    def forward(self, x):
-        return self.head(x)
-
-segmenter = Segmenter.load_from_checkpoint("best.ckpt")
-masks = segmenter(images)
+""", fix_diff="""
+@@ -11 +11 @@
+-masks = segmenter.forward(images)
++masks = segmenter(images)
 """),
         Example("""
 import pytorch_lightning as pl
@@ -156,21 +134,10 @@ scores = scorer.forward(sets, mask=None)
 """, expect="""
 14:10-14:41 [unsafe fix] `scorer.forward(...)` skips the module's hooks (forward/backward hooks, and
     those that DDP, FSDP, quantization and profilers install); call `scorer(...)`
-""", fixed="""
-import pytorch_lightning as pl
-import torch
-class SetScorer(pl.LightningModule):
-    def forward(self, x, mask=None):
-        return x.sum(dim=1)
-
-def fit_scorer(**hparams):
-    model = SetScorer(**hparams)
-    trainer.fit(model, loaders)
-    model = model.to("cuda")
-    return model, trainer.test(model)
-
-scorer, metrics = fit_scorer(lr=1e-3)
-scores = scorer(sets, mask=None)
+""", fix_diff="""
+@@ -14 +14 @@
+-scores = scorer.forward(sets, mask=None)
++scores = scorer(sets, mask=None)
 """),
     )
     not_flagged = (

@@ -92,15 +92,10 @@ model.fit(x_train, y_train, epochs=5)
     logits: the model compiled at line 7 comes out of `tf.keras.layers.Dense(10)`, which has no
     activation. Keras takes the values for probabilities — clips them to [1e-7, 1 - 1e-7] and takes the
     log — so logits outside that range get a zero gradient and the loss stalls; pass `from_logits=True`
-""", fixed="""
-import tensorflow as tf
-model = tf.keras.Sequential([
-    tf.keras.layers.Flatten(input_shape=(28, 28)),
-    tf.keras.layers.Dense(128, activation="relu"),
-    tf.keras.layers.Dense(10),
-])
-model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
-model.fit(x_train, y_train, epochs=5)
+""", fix_diff="""
+@@ -7 +7 @@
+-model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
++model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
 """),
         Example("""
 import keras
@@ -121,20 +116,10 @@ for x_batch, y_batch in train_dataset:
     `logits` at line 12 comes out of `layers.Dense(10, name="predictions")`, which has no activation.
     Keras takes the values for probabilities — clips them to [1e-7, 1 - 1e-7] and takes the log — so
     logits outside that range get a zero gradient and the loss stalls; pass `from_logits=True`
-""", fixed="""
-import keras
-from keras import layers
-inputs = keras.Input(shape=(784,))
-x = layers.Dense(64, activation="relu")(inputs)
-outputs = layers.Dense(10, name="predictions")(x)
-model = keras.Model(inputs=inputs, outputs=outputs)
-loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-optimizer = keras.optimizers.Adam(1e-3)
-for x_batch, y_batch in train_dataset:
-    with tf.GradientTape() as tape:
-        logits = model(x_batch, training=True)
-        loss_value = loss_fn(y_batch, logits)
-    grads = tape.gradient(loss_value, model.trainable_weights)
+""", fix_diff="""
+@@ -7 +7 @@
+-loss_fn = keras.losses.SparseCategoricalCrossentropy()
++loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 """),
         Example("""
 import tensorflow as tf
@@ -154,19 +139,10 @@ model.compile(optimizer="adam", loss=tf.keras.losses.BinaryCrossentropy(from_log
     compiled at line 12 comes out of `tf.keras.layers.Dense(1)`, which has no activation. Keras takes
     the values for probabilities — clips them to [1e-7, 1 - 1e-7] and takes the log — so logits outside
     that range get a zero gradient and the loss stalls; pass `from_logits=True`
-""", fixed="""
-import tensorflow as tf
-class Classifier(tf.keras.Model):
-    def __init__(self):
-        super().__init__()
-        self.hidden = tf.keras.layers.Dense(32, activation="relu")
-        self.out = tf.keras.layers.Dense(1)
-    def call(self, x):
-        return self.out(self.hidden(x))
-def build():
-    return Classifier()
-model = build()
-model.compile(optimizer="adam", loss=tf.keras.losses.BinaryCrossentropy(from_logits=True))
+""", fix_diff="""
+@@ -12 +12 @@
+-model.compile(optimizer="adam", loss=tf.keras.losses.BinaryCrossentropy(from_logits=False))
++model.compile(optimizer="adam", loss=tf.keras.losses.BinaryCrossentropy(from_logits=True))
 """),
         Example("""
 import tensorflow as tf
@@ -188,21 +164,10 @@ def train_step(x, y):
     `model(x)` at line 13 comes out of `keras.layers.Dense(num_classes)`, which has no activation. Keras
     takes the values for probabilities — clips them to [1e-7, 1 - 1e-7] and takes the log — so logits
     outside that range get a zero gradient and the loss stalls; pass `from_logits=True`
-""", fixed="""
-import tensorflow as tf
-from tensorflow import keras
-def make_model(num_classes):
-    model = keras.Sequential()
-    model.add(keras.layers.Conv2D(16, 3, activation="relu"))
-    model.add(keras.layers.GlobalAveragePooling2D())
-    model.add(keras.layers.Dense(num_classes))
-    return model
-model = make_model(5)
-@tf.function
-def train_step(x, y):
-    with tf.GradientTape() as tape:
-        loss = tf.reduce_mean(keras.losses.categorical_crossentropy(y, model(x), from_logits=True))
-    grads = tape.gradient(loss, model.trainable_variables)
+""", fix_diff="""
+@@ -13 +13 @@
+-        loss = tf.reduce_mean(keras.losses.categorical_crossentropy(y, model(x)))
++        loss = tf.reduce_mean(keras.losses.categorical_crossentropy(y, model(x), from_logits=True))
 """),
         Example("""
 import keras
@@ -217,14 +182,10 @@ model.compile(loss="sparse_categorical_crossentropy", optimizer="rmsprop")
     logits: the model compiled at line 7 comes out of `layers.Dense(10)`, which has no activation. Keras
     takes the values for probabilities — clips them to [1e-7, 1 - 1e-7] and takes the log — so logits
     outside that range get a zero gradient and the loss stalls; pass `from_logits=True`
-""", fixed="""
-import keras
-from keras import layers
-inputs = keras.Input(shape=(784,))
-x = layers.Dense(10)(inputs)
-outputs = layers.Activation("linear", dtype="float32")(x)
-model = keras.Model(inputs, outputs)
-model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), optimizer="rmsprop")
+""", fix_diff="""
+@@ -7 +7 @@
+-model.compile(loss="sparse_categorical_crossentropy", optimizer="rmsprop")
++model.compile(loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), optimizer="rmsprop")
 """),
         Example("""
 import tensorflow as tf
@@ -240,15 +201,10 @@ wide.fit(x_other, y_other, epochs=10)
     compiled at line 3 comes out of `tf.keras.layers.Dense(1)`, which has no activation. Keras takes the
     values for probabilities — clips them to [1e-7, 1 - 1e-7] and takes the log — so logits outside that
     range get a zero gradient and the loss stalls; pass `from_logits=True`
-""", fixed="""
-import tensorflow as tf
-small = tf.keras.Sequential([tf.keras.layers.Dense(1)])
-small.compile(loss=tf.keras.losses.BinaryCrossentropy(from_logits=True), optimizer="rmsprop")
-small.fit(x_train, y_train, epochs=10)
-wide = tf.keras.Sequential([tf.keras.layers.Dense(64, activation="relu"),
-                            tf.keras.layers.Dense(1, activation="sigmoid")])
-wide.compile(loss="binary_crossentropy", optimizer="rmsprop")
-wide.fit(x_other, y_other, epochs=10)
+""", fix_diff="""
+@@ -3 +3 @@
+-small.compile(loss="binary_crossentropy", optimizer="rmsprop")
++small.compile(loss=tf.keras.losses.BinaryCrossentropy(from_logits=True), optimizer="rmsprop")
 """),
     )
     not_flagged = (
