@@ -89,10 +89,6 @@ class Iteration:
         return [e for e in self.events if e.kind in kinds and (nested or not e.loops)]
 
     @property
-    def trains(self) -> bool:
-        return any(e.kind in ("backward", "step", "scaler_step") for e in self.events)
-
-    @property
     def updates_parameters(self) -> bool:
         """Does an iteration change the parameters: an optimizer step, or an update by hand? (A backward
         alone only computes gradients, to look at them.)"""
@@ -102,7 +98,7 @@ class Iteration:
 class Iterations(Analysis):
     """Every loop's iteration (`ctx.iteration.of(loop)`), and the training loops among them."""
 
-    asks = frozenset({"calls", "flow", "losses", "modules"})
+    asks = frozenset({"calls", "flow", "losses", "modules", "training"})
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
@@ -118,13 +114,10 @@ class Iterations(Analysis):
 
     @computed
     def training_loops(self) -> list[Iteration]:
-        """Loops whose iteration backpropagates or steps an optimizer (directly or through calls)."""
-        found = []
-        for loop in (*self.ctx.nodes(cst.For), *self.ctx.nodes(cst.While)):
-            iteration = self.of(loop)
-            if iteration.trains:
-                found.append(iteration)
-        return sorted(found, key=lambda it: self.ctx.order[it.loop])
+        """The iterations of the training loops (`Training.is_training_loop`)."""
+        loops = (*self.ctx.nodes(cst.For), *self.ctx.nodes(cst.While))
+        return sorted((self.of(loop) for loop in loops if self.ctx.training.is_training_loop(loop)),
+                      key=lambda it: self.ctx.order[it.loop])
 
     def engine_step(self, call: cst.Call) -> Iteration | None:
         """One iteration of an engine `call` builds: pytorch-ignite's `Engine(update_fn)` calls
