@@ -87,13 +87,10 @@ _CALLEE_LAST_NAMES: set[str] = set()
 
 
 @dataclass(frozen=True)
-class CallShape:
-    """A token a rule declares in its own module: a call `x.METHOD(...)` whose tree `matches` (given the
-    `ast.Call`). Its token is `shape:NAME`; to the text screen, the word METHOD."""
+class Shape:
+    """A token a rule declares in its own module, `shape:NAME` (`CallShape`, `UnitShape`)."""
 
     name: str
-    method: str
-    matches: Callable[[ast.Call], bool]
 
     @property
     def token(self) -> str:
@@ -101,17 +98,21 @@ class CallShape:
 
 
 @dataclass(frozen=True)
-class UnitShape:
-    """A token a rule declares in its own module: a unit naming one of `words` (a name or an attribute)
-    whose `ast` nodes `matches`. Its token is `shape:NAME`; to the text screen, one of `words`."""
+class CallShape(Shape):
+    """A call `x.METHOD(...)` whose tree `matches` (given the `ast.Call`); to the text screen, the word
+    METHOD."""
 
-    name: str
+    method: str
+    matches: Callable[[ast.Call], bool]
+
+
+@dataclass(frozen=True)
+class UnitShape(Shape):
+    """A unit naming one of `words` (a name or an attribute) whose `ast` nodes `matches`; to the text
+    screen, one of `words`."""
+
     words: frozenset[str]
     matches: Callable[[list[ast.AST]], bool]
-
-    @property
-    def token(self) -> str:
-        return "shape:" + self.name
 
 
 # The shapes the rules declare (registered by `Needs`): by token; the call shapes by method name.
@@ -123,14 +124,13 @@ _UNIT_SHAPES: list[UnitShape] = []
 @dataclass(frozen=True)
 class Needs:
     """What must be in a file, and in the unit a finding is in, for a rule to fire: groups of tokens,
-    each a string of this module's language or a rule's `CallShape` (kept as its token)."""
+    each a string of this module's language or a rule's `Shape` (kept as its token)."""
 
-    file: tuple[tuple[str | CallShape | UnitShape, ...], ...] = ()
-    statement: tuple[tuple[str | CallShape | UnitShape, ...], ...] = ()
+    file: tuple[tuple[str | Shape, ...], ...] = ()
+    statement: tuple[tuple[str | Shape, ...], ...] = ()
 
     def __post_init__(self) -> None:
-        shapes = (CallShape, UnitShape)
-        for shape in (t for group in (*self.file, *self.statement) for t in group if isinstance(t, shapes)):
+        for shape in (t for group in (*self.file, *self.statement) for t in group if isinstance(t, Shape)):
             if shape.token not in _SHAPES:
                 _SHAPES[shape.token] = shape
                 if isinstance(shape, CallShape):
@@ -139,7 +139,7 @@ class Needs:
                     _UNIT_SHAPES.append(shape)
             elif _SHAPES[shape.token] is not shape:
                 raise ValueError(f"two shapes named {shape.name!r}")
-        as_tokens = lambda groups: tuple(tuple(t.token if isinstance(t, shapes) else t for t in group)  # noqa: E731
+        as_tokens = lambda groups: tuple(tuple(t.token if isinstance(t, Shape) else t for t in group)  # noqa: E731
                                          for group in groups)
         object.__setattr__(self, "file", as_tokens(self.file))
         object.__setattr__(self, "statement", as_tokens(self.statement))
