@@ -192,7 +192,8 @@ def _examples_section(rule: type[Rule]) -> list[str]:
             if example.expect is not None:
                 sections += ["Reported (line:column-end, message):", _code_block(example.expect.strip("\n"), "text")]
             if example.fix_diff is not None:
-                sections += ["What `lintloop fix --unsafe-fixes` changes:", _code_block(example.fix_diff.strip("\n"), "diff")]
+                sections += ["What `lintloop fix --unsafe-fixes` changes:",
+                             _code_block(example.fix_diff.strip("\n"), "diff")]
     return sections
 
 

@@ -104,7 +104,8 @@ class MixedPrecision(Analysis):
                 return setting
             if any(fn in functions for fn in ctx.calls.called_functions(scope)):
                 return setting
-            if classes and any(ctx.definitions.local_class(call.func) in classes for call in ctx.definitions.calls_in(scope)):
+            definitions = ctx.definitions
+            if classes and any(definitions.local_class(call.func) in classes for call in definitions.calls_in(scope)):
                 return setting
         return None
 

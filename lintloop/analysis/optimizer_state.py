@@ -463,7 +463,8 @@ class OptimizerStates(Analysis):
     @computed
     def _given_tx(self) -> list[cst.BaseExpression]:
         """The `tx=` of every `create(...)` call (flax `TrainState.create(..., tx=...)`)."""
-        return [keyword_arg(c, "tx") for c in self.ctx.definitions.named("create").nodes if keyword_arg(c, "tx") is not None]
+        return [keyword_arg(c, "tx") for c in self.ctx.definitions.named("create").nodes
+                if keyword_arg(c, "tx") is not None]
 
     @computed
     def _jitted_call_sites(self) -> dict[cst.FunctionDef, list[cst.Call]]:
