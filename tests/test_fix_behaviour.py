@@ -65,3 +65,19 @@ def test_safe_fix_keeps_the_output_and_removes_the_symptom(code, run_cli, tmp_pa
         assert new, after.stdout[-3000:]
         after_lines = [line for line in after_lines if line not in new]
     assert after_lines == [line for line in before.stdout.splitlines() if symptom not in line]
+
+
+@pytest.mark.parametrize("code, header", [("LL201", "import tensorflow as tf\n@tf.function\n"),
+                                          ("LL206", "import jax\n@jax.jit\n")])
+@pytest.mark.parametrize("argument", ["f'x {x}'", "'x {}'.format(x)", "'x %s' % x", "'x %s' % (x,)"])
+def test_a_string_formatted_in_python_is_no_safe_print_fix(code, header, argument):
+    """Formatted at trace time, from a tracer: `tf.print` / `jax.debug.print` of it would print that
+    fixed text at every call. A plain argument keeps its safe fix."""
+    from lintloop.linter import lint_text
+    from lintloop.rule import RuleSet
+    from lintloop.rules import BY_CODE
+
+    source = f"{header}def step(x):\n    print({argument})\n    print('x', x)\n    return x\n"
+    found = lint_text("m.py", source, RuleSet([BY_CODE[code]])).findings
+    assert [(f.line, f.fix.applicability if f.fix else None) for f in found] == [
+        (4, "unsafe" if code == "LL201" else None), (5, "safe")]

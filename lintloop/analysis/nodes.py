@@ -197,3 +197,21 @@ def dotted_names_in(node: cst.CSTNode) -> set[str]:
 
 def calls_within(expr: cst.CSTNode) -> list[cst.Call]:
     return [node for node in walk(expr) if isinstance(node, cst.Call)]
+
+
+def formatted_in_python(expr: cst.BaseExpression) -> bool:
+    """A string Python formats where the line runs: an f-string with a field, `"...".format(...)`,
+    `"..." % ...`. In traced code it is formatted once, at trace time, from tracers."""
+    if isinstance(expr, cst.FormattedString):
+        return any(isinstance(part, cst.FormattedStringExpression) for part in expr.parts)
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "format":
+        return isinstance(expr.func.value, (cst.SimpleString, cst.ConcatenatedString))
+    return isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo) \
+        and isinstance(expr.left, (cst.SimpleString, cst.ConcatenatedString))
+
+
+def formatted_when_printed(expr: cst.BaseExpression) -> bool:
+    """An argument a print of traced code cannot print as a value: any f-string, or a string formatted
+    in Python (`formatted_in_python`). A fix to `tf.print` / `jax.debug.print` would print its
+    trace-time text at every call."""
+    return isinstance(expr, cst.FormattedString) or formatted_in_python(expr)

@@ -7,11 +7,10 @@ import ast
 import libcst as cst
 
 from lintloop.analysis.jax import TRACING_FILE_NEEDS
+from lintloop.analysis.nodes import formatted_in_python, formatted_when_printed
 from lintloop.rule import Example, FixSpec, Replacement, Rule
 from lintloop.screen import Needs
 
-# Spellings of a string formatted in Python: an f-string, `"...".format(...)`, `"..." % (...)`.
-_FORMAT_METHOD = "format"
 # `print` keywords that say where or how to write, not what.
 _DESTINATION_KEYWORDS = {"file", "flush"}
 _LITERALS = (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float)
@@ -272,7 +271,7 @@ def cumulative(xs):
             self.report(node, f"builtin `print` inside {where} runs only while JAX traces it ({when}){tracers}; "
                               "use `jax.debug.print` with `{}` placeholders to print at every call",
                         fix=self._fix(node))
-        elif names.callee(node) == "jax.debug.print" and node.args and _formatted_in_python(node.args[0].value):
+        elif names.callee(node) == "jax.debug.print" and node.args and formatted_in_python(node.args[0].value):
             traced = self.ctx.jax.traced_chain(node)
             if traced is None or not self._formats_traced_values(node.args[0].value, traced[1]):
                 return
@@ -305,8 +304,7 @@ def cumulative(xs):
         alias = self.ctx.names.alias_of("jax")
         debug = f"{alias}.debug" if alias else self.ctx.names.alias_of("jax.debug")
         if debug is None or any(arg.keyword is not None or arg.star for arg in node.args) \
-                or any(isinstance(arg.value, cst.FormattedString) or _formatted_in_python(arg.value)
-                       for arg in node.args):
+                or any(formatted_when_printed(arg.value) for arg in node.args):
             return None  # a string formatted in Python is formatted at trace time, whoever prints it
         code = self.ctx.module.code_for_node
         # A string literal prints its own text: it goes into the format (`print("loss", loss)` ->
@@ -355,22 +353,12 @@ def _formatted_values(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
     """The values a string formatted in Python shows, or `[expr]` for anything else."""
     if isinstance(expr, cst.FormattedString):
         return [p.expression for p in expr.parts if isinstance(p, cst.FormattedStringExpression)]
-    if not _formatted_in_python(expr):
+    if not formatted_in_python(expr):
         return [expr]
     if isinstance(expr, cst.Call):  # `"...".format(a, b=c)`
         return [a.value for a in expr.args]
     values = expr.right  # type: ignore[attr-defined]  # `"..." % (a, b)`
     return [e.value for e in values.elements] if isinstance(values, cst.Tuple) else [values]
-
-
-def _formatted_in_python(expr: cst.BaseExpression) -> bool:
-    """An f-string with a field, `"...".format(...)`, or `"..." % ...`."""
-    if isinstance(expr, cst.FormattedString):
-        return any(isinstance(part, cst.FormattedStringExpression) for part in expr.parts)
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == _FORMAT_METHOD:
-        return isinstance(expr.func.value, (cst.SimpleString, cst.ConcatenatedString))
-    return isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo) \
-        and isinstance(expr.left, (cst.SimpleString, cst.ConcatenatedString))
 
 
 def _interpolated_names(expr: cst.BaseExpression) -> set[str]:

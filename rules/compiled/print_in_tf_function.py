@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from lintloop.analysis.nodes import formatted_when_printed
 from lintloop.rule import Example, FixSpec, Replacement, Rule
 from lintloop.screen import Needs
 
@@ -42,8 +43,8 @@ class PrintInTfFunction(Rule):
                "`loss Tensor(\"mean_squared_error/div_no_nan:0\", shape=(), dtype=float32)`, never a value.")
     remedy = "Use `tf.print(...)`, which is a graph op and prints the value at every call."
     fix_safety = ("Safe when all arguments are plain positional values: `print(a, b)` becomes "
-                  "`tf.print(a, b)`. Unsafe with `sep=`/`end=` or f-strings (an f-string is formatted "
-                  "once at trace time even under `tf.print`). No fix with `file=` or `flush=`, or when "
+                  "`tf.print(a, b)`. Unsafe with `sep=`/`end=` or a string formatted in Python (an f-string, "
+                  "`.format`, `%`: formatted once at trace time even under `tf.print`). No fix with `file=` or `flush=`, or when "
                   "the file has no `import tensorflow as <name>`. Note that `tf.print` writes to stderr.")
     flagged = (
         Example("""
@@ -257,6 +258,6 @@ for x in batches:
         keywords = {arg.keyword.value for arg in node.args if arg.keyword is not None}
         if alias is None or keywords - _TF_PRINT_KEYWORDS or any(arg.star for arg in node.args):
             return None
-        plain = not keywords and not any(isinstance(arg.value, cst.FormattedString) for arg in node.args)
+        plain = not keywords and not any(formatted_when_printed(arg.value) for arg in node.args)
         return FixSpec("safe" if plain else "unsafe", [Replacement(node.func, f"{alias}.print")],
                        f"replace `print` with `{alias}.print`")
