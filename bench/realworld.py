@@ -39,6 +39,7 @@ REVIEW = HERE / "realworld_review.tsv"
 MISSES = HERE / "realworld_misses.tsv"
 VERDICTS = ("TP", "FP-demo", "FP-small", "FP-premise", "FP-other")
 SUFFIXES = (".py", ".ipynb")
+SETS = ("reviewed", "tune", "held-out")
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class Repository:
     commit: str
     frameworks: str
     kind: str
+    set: str  # reviewed, tune or held-out (realworld.tsv)
 
     @property
     def folder(self) -> str:
@@ -194,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         "LINTLOOP_BENCH_CACHE", Path.home() / ".cache" / "lintloop-bench")) / "realworld")
     parser.add_argument("--mirror", type=Path, help="local git directories DIR/<owner>+<name>/repo instead of GitHub")
     parser.add_argument("--only", help="comma-separated owner/name to run")
+    parser.add_argument("--set", choices=SETS, help="run one set of realworld.tsv only")
     parser.add_argument("--lintloop", default=f"{shlex.quote(sys.executable)} -m lintloop",
                         help="the lintloop command (default: this Python's)")
     parser.add_argument("--json", type=Path, help="write every finding (default rules and ALL) to this file")
@@ -203,12 +206,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         names = set(args.only.split(","))
         chosen = [r for r in chosen if r.name in names]
+    if args.set:
+        chosen = [r for r in chosen if r.set == args.set]
     verdicts = review()
     in_scope = {r.name for r in chosen}
 
     rows, unreviewed, everything = [], [], {}
     reported: set[Key] = set()
-    totals = Counter()
+    totals = {s: Counter() for s in SETS}
     for repo in chosen:
         root = build(repo, args.cache, args.mirror)
         files, lines = size(root)
@@ -223,19 +228,20 @@ def main(argv: list[str] | None = None) -> int:
         false_alarms = sum(n for verdict, n in now.items() if verdict.startswith("FP"))
         rows.append((repo, files, lines, len(first), first_tp, len(default), now["TP"], false_alarms,
                      now["unreviewed"], len(every)))
-        totals.update(files=files, lines=lines, first=len(first), first_tp=first_tp, now=len(default), tp=now["TP"],
+        totals[repo.set].update(repos=1, files=files, lines=lines, first=len(first), first_tp=first_tp, now=len(default), tp=now["TP"],
                       fp=false_alarms, unreviewed=now["unreviewed"], all=len(every))
 
-    print("| repository | kind | files | lines | first run: findings | TP | precision | now: findings | TP | "
+    print("| repository | set | kind | files | lines | first run: findings | TP | precision | now: findings | TP | "
           "false alarms | unreviewed | precision | `--select ALL` |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for repo, files, lines, first, first_tp, now, tp, fp, todo, every in rows:
-        print(f"| {repo.name} | {repo.kind} | {files:,} | {lines:,} | {first} | {first_tp} | "
+        print(f"| {repo.name} | {repo.set} | {repo.kind} | {files:,} | {lines:,} | {first} | {first_tp} | "
               f"{precision(first_tp, first)} | {now} | {tp} | {fp} | {todo} | {precision(tp, now)} | {every} |")
-    t = totals
-    print(f"| **{len(rows)} repositories** | | {t['files']:,} | {t['lines']:,} | {t['first']} | {t['first_tp']} | "
-          f"{precision(t['first_tp'], t['first'])} | {t['now']} | {t['tp']} | {t['fp']} | {t['unreviewed']} | "
-          f"{precision(t['tp'], t['now'])} | {t['all']} |")
+    for name, t in totals.items():
+        if t["repos"]:
+            print(f"| **{name}: {t['repos']} repositories** | | | {t['files']:,} | {t['lines']:,} | {t['first']} | "
+                  f"{t['first_tp']} | {precision(t['first_tp'], t['first'])} | {t['now']} | {t['tp']} | {t['fp']} | "
+                  f"{t['unreviewed']} | {precision(t['tp'], t['now'])} | {t['all']} |")
 
     by_verdict = Counter(verdicts[k].verdict for k in reported if k in verdicts)
     print("\nDefault findings now, by verdict: " + ", ".join(f"{v} {by_verdict[v]}" for v in VERDICTS))
