@@ -109,6 +109,18 @@ for x, y in loader:
     optimizer.zero_grad()
 """
 
+# An unsafe fix: `.numpy()` turns the kept tensors into NumPy values.
+TF_LEAK = """\
+import tensorflow as tf
+losses = []
+for x, y in dataset:
+    with tf.GradientTape() as tape:
+        loss = loss_fn(y, model(x))
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    losses.append(loss)
+"""
+
 TF_PRINT = """\
 import tensorflow as tf
 

@@ -38,8 +38,8 @@ def test_json_keys_and_values(run_cli, write):
     assert (finding["line"], finding["column"], finding["end_line"], finding["end_column"]) == (7, 5, 7, 18)
     assert finding["code"] == "LL301" and finding["name"] == "loss-tensor-accumulation"
     assert finding["kind"] == "bug" and finding["severity"] == "error" and finding["probe"] is None
-    assert finding["fix"] == {"applicability": "unsafe", "edits": [
-        {"line": 7, "column": 14, "end_line": 7, "end_column": 18, "content": "loss.item()"}]}
+    assert finding["fix"] == {"applicability": "safe", "edits": [
+        {"line": 7, "column": 14, "end_line": 7, "end_column": 18, "content": "loss.detach()"}]}
 
 
 def test_concise_and_github_formats(run_cli, write):
@@ -97,7 +97,7 @@ def test_select_ignore_by_code_prefix_and_name(run_cli, write):
 def test_statistics_and_output_file(run_cli, write, tmp_path):
     leak = write("leak.py", TORCH_LEAK)
     code, out, _ = run_cli("check", leak, "--statistics", "--no-cache")
-    assert code == 1 and out.split() == ["1", "LL301", "loss-tensor-accumulation"]
+    assert code == 1 and out.split() == ["1", "LL301", "[*]", "loss-tensor-accumulation"]
     report = tmp_path / "report.json"
     code, out, _ = run_cli("check", leak, "--format", "json", "--output", report, "--no-cache")
     assert out == "" and json.loads(report.read_text())[0]["code"] == "LL301"

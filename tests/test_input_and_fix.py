@@ -8,7 +8,7 @@ import stat
 import libcst as cst
 import pytest
 
-from conftest import FIXTURES, TF_PRINT, TORCH_LEAK
+from conftest import FIXTURES, TF_LEAK, TF_PRINT, TORCH_LEAK
 from lintloop.linter import lint_bytes
 from lintloop.rule import RuleSet
 from lintloop.rules import ALL_RULES, BY_CODE
@@ -109,11 +109,11 @@ def test_fix_latin1_file(run_cli, tmp_path):
 
 
 def test_unsafe_fixes_need_the_flag_and_fix_is_idempotent(run_cli, write):
-    path = write("leak.py", TORCH_LEAK)
+    path = write("leak.py", TF_LEAK)
     code, out, _ = fix_run(run_cli, path)
-    assert code == 1 and path.read_text() == TORCH_LEAK and "LL301" in out
+    assert code == 1 and path.read_text() == TF_LEAK and "LL301" in out
     code, _, _ = fix_run(run_cli, path, "--unsafe-fixes")
-    assert code == 0 and "total += loss.item()" in path.read_text()
+    assert code == 0 and "losses.append(loss.numpy())" in path.read_text()
     before = path.read_bytes()
     code, _, err = fix_run(run_cli, path, "--unsafe-fixes")
     assert code == 0 and path.read_bytes() == before and "Fixed 0 findings" in err

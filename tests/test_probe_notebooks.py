@@ -131,7 +131,7 @@ def test_the_differential_run_is_the_notebook_with_its_findings_fixed(tmp_path):
     (flagged_name, flagged, _), (fixed_name, fixed, fixed_cwd) = runs
     assert flagged_name == fixed_name == "LL301_bad.ipynb" and flagged == notebook.read_text()
     fixed_cell = nbformat.reads(fixed, as_version=4).cells[10].source
-    assert "total_loss += loss.item()" in fixed_cell and "total_loss += loss\n" not in fixed_cell
+    assert "total_loss += loss.detach()" in fixed_cell and "total_loss += loss\n" not in fixed_cell
     assert fixed_cwd == tmp_path  # the fixed copy runs where the notebook runs
 
 

@@ -191,7 +191,7 @@ async def test_editing_the_flagged_cell_clears_it_and_stale_versions_are_never_p
     path = copy_notebook("LL301_bad.ipynb", tmp_path)
     notebook = await open_notebook(client, path)
     uri, _ = flagged_cell(client, notebook, "LL301")
-    fixed = notebook.texts[uri].replace("total_loss += loss\n", "total_loss += loss.item()\n")
+    fixed = notebook.texts[uri].replace("total_loss += loss\n", "total_loss += loss.detach()\n")
     assert fixed != notebook.texts[uri]
     seen = len(client.published)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis.nodes import call_name, dotted, positional_args, receiver
-from lintloop.analysis.training import TRAINING_CALL_TOKENS
+from lintloop.analysis.loop_values import FEW_ITERATIONS
+from lintloop.analysis.training import CALL_DEPTH, TRAINING_CALL_TOKENS
 from lintloop.rule import Example, FixSpec, Replacement, Rule
 from lintloop.screen import Needs
 
@@ -15,11 +16,6 @@ _CONVERTING_METHODS = {"item", "detach", "numpy", "tolist", "detach_"}
 
 
 _CONVERTING_BUILTINS = ("float", "int")
-# A model the file shows whole with at most this many torch layers, none of these kinds, keeps a few KiB of
-# graph per step: a pass of them (an accumulator re-created every epoch) is bounded and small.
-_SMALL_MODEL_LAYERS = 16
-_LARGE_LAYERS = ("RNN", "LSTM", "GRU", "Transformer", "Attention", "Embedding", "Conv3d")
-_CONTAINERS = ("Sequential", "ModuleList", "ModuleDict")  # hold layers, add none
 
 
 def _framework(call: cst.Call) -> str:
@@ -43,28 +39,133 @@ class LossTensorAccumulation(Rule):
     # the loop that calls it along with it.
     needs = Needs(file=(TRAINING_CALL_TOKENS, ("loop",)),
                   statement=(("augassign", "call:append"),))
-    fix_kind = "unsafe"
+    fix_kind = "safe (`.detach()`, PyTorch) / unsafe (`.numpy()`, TensorFlow)"
     probe = "mem"
     summary = ("In a training loop, or a train-step function called from one, a loss tensor (the value a "
                "gradient is taken of, or the result of a train-step function returning it, also as an element of a "
                "returned tuple: `loss, logits = train_step(...)`) is appended to a list "
                "or `+=`-accumulated into a variable, container entry or attribute (`total`, `history[\"loss\"]`, "
-               "`self.losses`) that outlives the iteration, without `.item()`, `.detach()`, `.numpy()` or `float()`. Not flagged when the accumulator is re-created for every pass over the data (in the epoch loop, or "
-               "a local of a function called once per epoch) and what it holds is bounded and small: TensorFlow eager "
-               "scalars, or the graphs of a small model the file shows whole (at most 16 torch layers, none "
-               "recurrent or attention); for another model the message says the bound.")
-    why = ("PyTorch: each loss tensor references the autograd graph of its step, so every step's graph "
-           "stays alive as long as the accumulator does. TensorFlow: each eager loss tensor stays alive "
-           "(on a GPU, in device memory).")
+               "`self.losses`) that outlives the iteration, without `.item()`, `.detach()`, `.numpy()` or `float()`. "
+               "PyTorch graphs are reported whatever the model's size, also when the accumulator is re-created for "
+               "every pass over the data: what a step keeps is its saved activations, and how many steps a pass "
+               "has is not known from the code. Not flagged: TensorFlow eager scalars in an accumulator re-created "
+               "every pass (bounded and small), and an accumulator that provably holds a few steps (its loops run "
+               "`range(10)` fake batches).")
+    why = ("PyTorch: each loss tensor references the autograd graph of its step, and with it every activation "
+           "the backward pass saved (batch x layer widths), so every step's graph stays alive as long as the "
+           "accumulator does. TensorFlow: each eager loss tensor stays alive (on a GPU, in device memory).")
     symptom = ("In LL301_bad.py, after 300 steps `total_loss` is still a tensor with "
                "`grad_fn=AddBackward0`, chained to every step's graph. "
-               "Memory grows every step: measured about +10 KiB per step for a small PyTorch training loop "
-               "(MiBs per step when the loss was computed without `no_grad`), about +0.6 KiB per step for "
-               "TensorFlow eager scalars on CPU — until the process runs out of memory on long runs.")
-    remedy = "Accumulate a Python number: `total += loss.item()` (PyTorch) or `losses.append(float(loss))` (TensorFlow)."
-    fix_safety = ("Unsafe: the accumulator then holds Python floats / NumPy scalars instead of tensors, "
-                  "which changes code that later calls tensor methods on it.")
+               "Memory grows every step by what the step saved: measured about +10 KiB per step for a tiny PyTorch "
+               "loop, ~25 KiB per step for a 4-layer MLP GAN keeping `errG` in a run-long list (50 MB after 25 "
+               "epochs, without bound), MiBs per step when the loss was computed without `no_grad` in evaluation; "
+               "about +0.6 KiB per step for TensorFlow eager scalars on CPU.")
+    remedy = ("Keep a tensor without its graph, `total += loss.detach()`, or a Python number, `total += loss.item()` "
+              "(PyTorch; `.item()` waits for the device); `losses.append(float(loss))` (TensorFlow).")
+    fix_safety = ("PyTorch: `.detach()` is safe where nothing later differentiates the accumulator (it keeps a "
+                  "tensor, so later tensor uses still work: `.item()`, `torch.stack`, arithmetic), unsafe where the "
+                  "accumulator is differentiated later (it would no longer carry gradients). TensorFlow: "
+                  "`.numpy()` is unsafe: the accumulator then holds NumPy values, not tensors.")
     flagged = (
+        Example("""
+import torch
+from torch import nn
+class SmallNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10))
+    def forward(self, x):
+        return self.layers(x)
+def train_one_epoch(model, loader, optimizer, criterion):
+    running = 0
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        running += loss
+    return running / len(loader)
+net = SmallNet()
+for epoch in range(epochs):
+    print(epoch, train_one_epoch(net, train_loader, optimizer, nn.CrossEntropyLoss()))
+""", expect="""
+16:9-16:24 [safe fix] `+=`-accumulating the loss tensor `loss` into `running` keeps each step's autograd
+    graph and saved activations (batch x widths) alive for a whole pass over the data; use
+    `loss.detach()`
+""", fix_diff="""
+@@ -16 +16 @@
+-        running += loss
++        running += loss.detach()
+"""),
+        Example("""
+import torch
+import torch.nn as nn
+model = nn.Sequential(nn.Linear(20, 32), nn.Tanh(), nn.Linear(32, 1))
+opt = torch.optim.Adam(model.parameters())
+for epoch in range(num_epochs):
+    epoch_losses = []
+    for xb, yb in train_dl:
+        pred = model(xb)
+        loss = nn.functional.mse_loss(pred, yb)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        epoch_losses.append(loss)
+    print(f"epoch {epoch}: {sum(l.item() for l in epoch_losses) / len(epoch_losses):.4f}")
+""", expect="""
+13:9-13:34 [safe fix] appending the loss tensor `loss` into `epoch_losses` keeps each step's autograd
+    graph and saved activations (batch x widths) alive for a whole pass over the data; use
+    `loss.detach()`
+""", fix_diff="""
+@@ -13 +13 @@
+-        epoch_losses.append(loss)
++        epoch_losses.append(loss.detach())
+"""),
+        Example("""
+import torch
+from torch import nn
+G = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 784), nn.Tanh())
+D = nn.Sequential(nn.Linear(784, 128), nn.LeakyReLU(0.2), nn.Linear(128, 1), nn.Sigmoid())
+bce = nn.BCELoss()
+opt_g = torch.optim.Adam(G.parameters(), lr=2e-4)
+g_losses = []
+for epoch in range(200):
+    for real, _ in loader:
+        z = torch.randn(real.size(0), 64)
+        opt_g.zero_grad()
+        g_loss = bce(D(G(z)), torch.ones(real.size(0), 1))
+        g_loss.backward()
+        opt_g.step()
+        g_losses.append(g_loss)
+plot_curve(g_losses)
+""", expect="""
+15:9-15:32 [safe fix] appending the loss tensor `g_loss` into `g_losses` keeps each step's autograd
+    graph and saved activations (batch x widths) alive for the whole run; use `g_loss.detach()`
+""", fix_diff="""
+@@ -15 +15 @@
+-        g_losses.append(g_loss)
++        g_losses.append(g_loss.detach())
+"""),
+        Example("""
+import torch
+history = []
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = criterion(model(x), y)
+    loss.backward(retain_graph=True)
+    optimizer.step()
+    history.append(loss)
+penalty = torch.stack(history).var()
+penalty.backward()
+""", expect="""
+8:5-8:25 [unsafe fix] appending the loss tensor `loss` into `history` keeps each step's autograd graph
+    and saved activations (batch x widths) alive for the whole run; use `loss.detach()` (unsafe:
+    `history` is differentiated later)
+""", fix_diff="""
+@@ -8 +8 @@
+-    history.append(loss)
++    history.append(loss.detach())
+"""),
         Example("""
 import torch
 total_loss = 0
@@ -75,13 +176,12 @@ for x, y in loader:
     optimizer.step()
     total_loss += loss
 """, expect="""
-8:5-8:23 [unsafe fix] `+=`-accumulating the loss tensor `loss` into `total_loss`, which outlives the
-    iteration, keeps each step's autograd graph alive (about 10 KiB per step, more for bigger graphs);
-    use `loss.item()`
+8:5-8:23 [safe fix] `+=`-accumulating the loss tensor `loss` into `total_loss` keeps each step's
+    autograd graph and saved activations (batch x widths) alive for the whole run; use `loss.detach()`
 """, fix_diff="""
 @@ -8 +8 @@
 -    total_loss += loss
-+    total_loss += loss.item()
++    total_loss += loss.detach()
 """),
         Example("""
 import tensorflow as tf
@@ -93,9 +193,8 @@ for x, y in dataset:
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
     losses.append(loss)
 """, expect="""
-8:5-8:24 [unsafe fix] appending the loss tensor `loss` into `losses`, which outlives the iteration,
-    keeps a TensorFlow tensor alive for every step (about 0.6 KiB per step on CPU, device memory on
-    GPU); use `loss.numpy()`
+8:5-8:24 [unsafe fix] appending the loss tensor `loss` into `losses` keeps an eager tensor per step
+    alive for the whole run (~0.6 KiB on CPU, device memory on GPU); use `loss.numpy()`
 """, fix_diff="""
 @@ -8 +8 @@
 -    losses.append(loss)
@@ -114,13 +213,12 @@ for epoch in range(3):
         step_loss = train_step(batch)
         history.append(step_loss)
 """, expect="""
-11:9-11:34 [unsafe fix] appending the loss tensor `step_loss` into `history`, which outlives the
-    iteration, keeps each step's autograd graph alive (about 10 KiB per step, more for bigger graphs);
-    use `step_loss.item()`
+11:9-11:34 [safe fix] appending the loss tensor `step_loss` into `history` keeps each step's autograd
+    graph and saved activations (batch x widths) alive for the whole run; use `step_loss.detach()`
 """, fix_diff="""
 @@ -11 +11 @@
 -        history.append(step_loss)
-+        history.append(step_loss.item())
++        history.append(step_loss.detach())
 """),
         Example("""
 import torch.nn.functional as F
@@ -138,19 +236,18 @@ for x, y in loader:
     loss.backward()
     history["loss"].append(loss)
 """, expect="""
-11:5-11:42 [unsafe fix] `+=`-accumulating the loss tensor returned by `train_step(model, opt, x, y)`
-    into `total`, which outlives the iteration, keeps each step's autograd graph alive (about 10 KiB per
-    step, more for bigger graphs); use `train_step(model, opt, x, y).item()`
-14:5-14:33 [unsafe fix] appending the loss tensor `loss` into `history["loss"]`, which outlives the
-    iteration, keeps each step's autograd graph alive (about 10 KiB per step, more for bigger graphs);
-    use `loss.item()`
+11:5-11:42 [safe fix] `+=`-accumulating the loss tensor returned by `train_step(model, opt, x, y)` into
+    `total` keeps each step's autograd graph and saved activations (batch x widths) alive for the whole
+    run; use `train_step(model, opt, x, y).detach()`
+14:5-14:33 [safe fix] appending the loss tensor `loss` into `history["loss"]` keeps each step's autograd
+    graph and saved activations (batch x widths) alive for the whole run; use `loss.detach()`
 """, fix_diff="""
 @@ -11 +11 @@
 -    total += train_step(model, opt, x, y)
-+    total += train_step(model, opt, x, y).item()
++    total += train_step(model, opt, x, y).detach()
 @@ -14 +14 @@
 -    history["loss"].append(loss)
-+    history["loss"].append(loss.item())
++    history["loss"].append(loss.detach())
 """),
         Example("""
 import torch
@@ -174,18 +271,16 @@ class Trainer:
             for x, y in self.loader:
                 self.train_step(x, y)
 """, expect="""
-15:9-15:33 [unsafe fix] appending the loss tensor `loss` into `self.losses`, which outlives the
-    iteration, keeps each step's autograd graph alive (about 10 KiB per step, more for bigger graphs);
-    use `loss.item()`
-16:9-16:32 [unsafe fix] `+=`-accumulating the loss tensor `loss` into `self.total_loss`, which outlives
-    the iteration, keeps each step's autograd graph alive (about 10 KiB per step, more for bigger
-    graphs); use `loss.item()`
+15:9-15:33 [safe fix] appending the loss tensor `loss` into `self.losses` keeps each step's autograd
+    graph and saved activations (batch x widths) alive for the whole run; use `loss.detach()`
+16:9-16:32 [safe fix] `+=`-accumulating the loss tensor `loss` into `self.total_loss` keeps each step's
+    autograd graph and saved activations (batch x widths) alive for the whole run; use `loss.detach()`
 """, fix_diff="""
 @@ -15,2 +15,2 @@
 -        self.losses.append(loss)
 -        self.total_loss += loss
-+        self.losses.append(loss.item())
-+        self.total_loss += loss.item()
++        self.losses.append(loss.detach())
++        self.total_loss += loss.detach()
 """),
         Example("""
 import torch
@@ -203,18 +298,16 @@ def fit(model, loader, optimizer, criterion, epochs):
             metrics["loss"] += loss
     return history, metrics
 """, expect="""
-12:13-12:47 [unsafe fix] appending the loss tensor `loss` into `history["train_loss"]`, which outlives
-    the iteration, keeps each step's autograd graph alive (about 10 KiB per step, more for bigger
-    graphs); use `loss.item()`
-13:13-13:36 [unsafe fix] `+=`-accumulating the loss tensor `loss` into `metrics["loss"]`, which outlives
-    the iteration, keeps each step's autograd graph alive (about 10 KiB per step, more for bigger
-    graphs); use `loss.item()`
+12:13-12:47 [safe fix] appending the loss tensor `loss` into `history["train_loss"]` keeps each step's
+    autograd graph and saved activations (batch x widths) alive for the whole run; use `loss.detach()`
+13:13-13:36 [safe fix] `+=`-accumulating the loss tensor `loss` into `metrics["loss"]` keeps each step's
+    autograd graph and saved activations (batch x widths) alive for the whole run; use `loss.detach()`
 """, fix_diff="""
 @@ -12,2 +12,2 @@
 -            history["train_loss"].append(loss)
 -            metrics["loss"] += loss
-+            history["train_loss"].append(loss.item())
-+            metrics["loss"] += loss.item()
++            history["train_loss"].append(loss.detach())
++            metrics["loss"] += loss.detach()
 """),
         Example("""
 import torch
@@ -232,13 +325,12 @@ for epoch in range(epochs):
         loss, logits = train_step(model, optimizer, x, y)
         history.append(loss)
 """, expect="""
-14:9-14:29 [unsafe fix] appending the loss tensor `loss` into `history`, which outlives the iteration,
-    keeps each step's autograd graph alive (about 10 KiB per step, more for bigger graphs); use
-    `loss.item()`
+14:9-14:29 [safe fix] appending the loss tensor `loss` into `history` keeps each step's autograd graph
+    and saved activations (batch x widths) alive for the whole run; use `loss.detach()`
 """, fix_diff="""
 @@ -14 +14 @@
 -        history.append(loss)
-+        history.append(loss.item())
++        history.append(loss.detach())
 """),
         Example("""
 import torch
@@ -257,18 +349,28 @@ model = torchvision.models.resnet50(num_classes=100)
 for epoch in range(epochs):
     print(epoch, train_one_epoch(model, train_loader, optimizer, torch.nn.CrossEntropyLoss()))
 """, expect="""
-11:9-11:24 [unsafe fix] `+=`-accumulating the loss tensor `loss` into `running`, which outlives the
-    iteration, keeps each step's autograd graph alive (about 10 KiB per step, more for bigger graphs)
-    until it is re-created for the next pass over the data: a pass of graphs at a time (measured, torch
-    2.13 on CPU: 5 KiB per step for a two-layer MLP, 460 KiB for a 12-layer Transformer encoder); use
-    `loss.item()`
+11:9-11:24 [safe fix] `+=`-accumulating the loss tensor `loss` into `running` keeps each step's autograd
+    graph and saved activations (batch x widths) alive for a whole pass over the data; use
+    `loss.detach()`
 """, fix_diff="""
 @@ -11 +11 @@
 -        running += loss
-+        running += loss.item()
++        running += loss.detach()
 """),
     )
     not_flagged = (
+        Example("""
+import torch
+warmup_losses = []
+for _ in range(10):
+    x, y = torch.randn(32, 16), torch.randn(32, 1)
+    optimizer.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    warmup_losses.append(loss)
+print(torch.stack(warmup_losses).mean())
+"""),
         Example("""
 import tensorflow as tf
 def train_step(x, y):
@@ -281,28 +383,6 @@ for epoch in range(epochs):
     for x, y in train_ds:
         train_step(x, y)
     print(epoch, tf.reduce_mean(epoch_losses))
-"""),
-        Example("""
-import torch
-from torch import nn
-class SmallNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.layers = nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10))
-    def forward(self, x):
-        return self.layers(x)
-def train_one_epoch(model, loader, optimizer, criterion):
-    running = 0
-    for x, y in loader:
-        optimizer.zero_grad()
-        loss = criterion(model(x), y)
-        loss.backward()
-        optimizer.step()
-        running += loss
-    return running / len(loader)
-net = SmallNet()
-for epoch in range(epochs):
-    print(epoch, train_one_epoch(net, train_loader, optimizer, nn.CrossEntropyLoss()))
 """),
         Example("""
 import tensorflow as tf
@@ -438,29 +518,70 @@ class Trainer:
         if found is None or root is None or self._fresh_in_iteration(root, region, node):
             return
         held, framework = found
+        steps = self._steps_kept(root, node)
+        if steps is not None and steps <= FEW_ITERATIONS:
+            return  # `for _ in range(10)` fake batches: a few steps' graphs or scalars, freed with the accumulator
         per_epoch = self._reset_each_pass(root, node)
-        if per_epoch and (framework == "tf" or self._small_models(region)):
-            # A pass of eager scalars (about 0.6 KiB each), or of a small model's graphs (a few KiB each),
-            # freed when the accumulator is re-created: bounded and small.
-            return
+        if per_epoch and framework == "tf":
+            return  # a pass of eager scalars (about 0.6 KiB each), freed when the accumulator is re-created
         code = self.ctx.snippet(held)
-        if framework == "pt":
-            cost = "keeps each step's autograd graph alive (about 10 KiB per step, more for bigger graphs)"
-            if per_epoch:
-                cost += (" until it is re-created for the next pass over the data: a pass of graphs at a time "
-                         "(measured, torch 2.13 on CPU: 5 KiB per step for a two-layer MLP, 460 KiB for a "
-                         "12-layer Transformer encoder)")
-            method = ".item()"
-        else:
-            cost = "keeps a TensorFlow tensor alive for every step (about 0.6 KiB per step on CPU, device memory on GPU)"
-            method = ".numpy()"
-        converted = code + method
+        target = self.ctx.snippet(accumulator)
+        life = "for a whole pass over the data" if per_epoch else "for the whole run"
         action = "appending" if isinstance(node, cst.Call) else "`+=`-accumulating"
         what = f"the loss tensor `{code}`" if isinstance(held, cst.Name) else f"the loss tensor returned by `{code}`"
-        self.report(node, f"{action} {what} into `{self.ctx.snippet(accumulator)}`, which outlives "
-                          f"the iteration, {cost}; use `{converted}`",
-                    fix=FixSpec("unsafe", [Replacement(held, self.ctx.module.code_for_node(held) + method)],
-                                f"use `{converted}`"))
+        if framework == "pt":
+            converted = code + ".detach()"
+            unsafe = self._differentiated_later(root)
+            message = (f"{action} {what} into `{target}` keeps each step's autograd graph and saved activations "
+                       f"(batch x widths) alive {life}; use `{converted}`"
+                       + (f" (unsafe: `{target}` is differentiated later)" if unsafe else ""))
+            fix = FixSpec("unsafe" if unsafe else "safe", [Replacement(held, self.ctx.module.code_for_node(held)
+                                                                       + ".detach()")],
+                          f"`{converted}`: the same values, without their graphs")
+        else:
+            converted = code + ".numpy()"
+            message = (f"{action} {what} into `{target}` keeps an eager tensor per step alive {life} (~0.6 KiB on "
+                       f"CPU, device memory on GPU); use `{converted}`")
+            fix = FixSpec("unsafe", [Replacement(held, self.ctx.module.code_for_node(held) + ".numpy()")],
+                          f"`{converted}`: NumPy values instead of tensors")
+        self.report(node, message, fix=fix)
+
+    def _steps_kept(self, name: str, at: cst.CSTNode) -> int | None:
+        """How many steps the accumulator `name` holds at most, where the file says it: the iterations of the
+        loops around `at` inside the accumulator's life (through the one call site of a step function),
+        None where one of them runs an unknown number of times (a loader, a `while`)."""
+        ctx = self.ctx
+        steps, depth = 1, 0
+        while True:
+            for loop in ctx.loop_values.loops_around(at):
+                if any(not b.augmented and not isinstance(b.node, cst.Param) and ctx.is_inside(b.node, loop.body)
+                       and not ctx.is_inside(at, b.node) for b in ctx.flow.bindings_within(name, at, loop)):
+                    return steps  # re-created in this loop's body: its life is one of this loop's iterations
+                count = ctx.iteration.count(loop)
+                if count is None:
+                    return None
+                steps *= count
+            scope = ctx.scope_of(at)
+            if not isinstance(scope, cst.FunctionDef):
+                return steps  # module level: every loop around it was counted
+            if "." not in name and name not in self._declared_outer(scope) and any(
+                    not isinstance(b.node, cst.Param) for b in ctx.bindings_in(scope, name)):
+                return steps  # a local: its life is one call
+            sites = ctx.calls.call_sites.get(scope, [])
+            if len(sites) != 1 or depth >= CALL_DEPTH:
+                return None  # the caller's variable, called from places the file does not pin down
+            at, depth = sites[0], depth + 1
+
+    def _differentiated_later(self, name: str) -> bool:
+        """Is the accumulator read into something differentiated (`total.backward()`,
+        `torch.stack(losses).var().backward()`)? Then detaching what it holds changes the gradients."""
+        ctx = self.ctx
+        kind = cst.Attribute if "." in name else cst.Name
+        for target, call in ctx.training.differentiated:
+            values = [target, *(b.value for b in ctx.flow.feeding_bindings(target, call) if b.value is not None)]
+            if any(dotted(n) == name for value in values for n in ctx.nodes_within(kind, value)):
+                return True
+        return False
 
     def _loss_names(self, region: cst.CSTNode) -> dict[str, str]:
         """Names holding a loss tensor in one step (`region`), with the framework that computed it.
@@ -580,78 +701,6 @@ class Trainer:
             return False
         bindings = ctx.flow.scope_bindings_within(scope, name, scope)
         return bool(bindings) and not any(isinstance(b.node, cst.Param) for b in bindings)
-
-    def _small_models(self, region: cst.CSTNode) -> bool:
-        """Are the models the step runs all small ones the file shows whole: same-file classes or
-        `nn.Sequential(...)` of at most `_SMALL_MODEL_LAYERS` torch layers, none recurrent or attention
-        (measured: about 5 KiB of graph per step for a two-layer MLP, against 460 KiB for a 12-layer
-        Transformer encoder)?"""
-        models = []
-        for call in self.ctx.definitions.calls_in(region):
-            model = self.ctx.modules.forward_of(call)
-            if model is not None and model.kind == "unknown" and isinstance(model.origin, cst.Param):
-                passed = self._passed_models(call, region)
-                models += passed if passed else [model]
-            elif model is not None:
-                models.append(model)
-        models = [m.unwrapped() for m in models if not m.unwrapped().parameterless]  # a loss adds a few nodes
-        return bool(models) and all(
-            (self._layer_count(m.cls or m.origin, frozenset()) or _SMALL_MODEL_LAYERS + 1) <= _SMALL_MODEL_LAYERS
-            for m in models)
-
-    def _passed_models(self, call: cst.Call, region: cst.CSTNode) -> list:
-        """`model(x)` on a parameter of the step function that its call sites give different models (one
-        `train_step` for each model of a notebook): each model given, where every call site gives one."""
-        ctx = self.ctx
-        fn = ctx.scope_of(region) if not isinstance(region, cst.FunctionDef) else region
-        if not isinstance(call.func, cst.Name) or not isinstance(fn, cst.FunctionDef):
-            return []
-        param = next((p for p in (*fn.params.posonly_params, *fn.params.params) if p.name.value == call.func.value),
-                     None)
-        if param is None:
-            return []
-        given = []
-        for site in ctx.calls.call_sites.get(fn, []):
-            arg = ctx.definitions.argument_for(site, fn, param)
-            model = ctx.modules.value(arg, site) if arg is not None else None
-            if model is None:
-                return []
-            given.append(model)
-        return given
-
-    def _layer_count(self, node: cst.CSTNode, seen: frozenset) -> int | None:
-        """The torch layers a same-file module class (its bases included) or a constructor call builds,
-        through the same-file module classes it builds; None where something is unknown or large."""
-        ctx = self.ctx
-        if isinstance(node, cst.ClassDef):
-            if node in seen:
-                return None
-            seen |= {node}
-            count = 0
-            for base in node.bases:
-                local = ctx.definitions.local_class(base.value)
-                inner = self._layer_count(local, seen) if local is not None else (
-                    0 if ctx.names.qualname(base.value) == "torch.nn.Module" else None)
-                if inner is None:
-                    return None
-                count += inner
-        elif isinstance(node, cst.Call) and (ctx.names.callee(node) or "").startswith("torch.nn."):
-            count = 0
-        else:
-            return None
-        for call in ctx.nodes_within(cst.Call, node):
-            qualname = ctx.names.callee(call) or ""
-            local = ctx.definitions.local_class(call.func)
-            if local is not None and local is not node:
-                inner = self._layer_count(local, seen)
-                if inner is None:
-                    return None
-                count += inner
-            elif qualname.startswith("torch.nn.") and qualname.rsplit(".", 1)[-1][:1].isupper():
-                if any(large in qualname for large in _LARGE_LAYERS):
-                    return None
-                count += qualname.rsplit(".", 1)[-1] not in _CONTAINERS
-        return count
 
     def _declared_outer(self, fn: cst.FunctionDef) -> set[str]:
         """Names `fn` declares `global` or `nonlocal`: bound there, they live on after a call."""
