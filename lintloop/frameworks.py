@@ -15,6 +15,40 @@ FRAMEWORK_ROOTS = {
 }
 FRAMEWORK_LABELS = {"tf": "TensorFlow/Keras", "pt": "PyTorch", "jax": "JAX"}
 
+# Module paths that are another spelling of a framework's public API (a re-export, a private module
+# the public name is defined in), most specific first: an import from one is recorded as the public
+# path, so `tf`, `nn.CrossEntropyLoss` or `function` mean what they mean when imported publicly.
+# `tensorflow.compat.v1` is not among them: it keeps TF1's semantics (graph mode, sessions).
+# `tf_keras` is Keras 2, not Keras 3: it is merged into `keras.` later, where a rule asks for a
+# canonical name (lintloop.analysis.names.canonical), and stays apart where one tells them apart.
+_PUBLIC_PATHS = (
+    ("tensorflow.compat.v2", "tensorflow"),
+    ("tensorflow.python.eager.def_function", "tensorflow"),
+    ("tensorflow.python.eager.polymorphic_function.polymorphic_function", "tensorflow"),
+    ("keras.src", "keras"),
+    ("jax._src.api", "jax"),
+    ("jax._src.random", "jax.random"),
+    ("jax._src.numpy.lax_numpy", "jax.numpy"),
+    ("jax._src.numpy", "jax.numpy"),
+    ("jax._src.lax.lax", "jax.lax"),
+    ("jax._src.lax.control_flow", "jax.lax"),
+    ("jax._src", "jax"),
+)
+_TORCH_MODULES = "torch.nn.modules"  # torch.nn.modules.loss.CrossEntropyLoss is torch.nn.CrossEntropyLoss
+
+
+def public_path(path: str) -> str:
+    """The public spelling of an imported dotted path (`tensorflow.compat.v2` -> `tensorflow`,
+    `torch.nn.modules.loss.MSELoss` -> `torch.nn.MSELoss`); other paths unchanged."""
+    for private, public in _PUBLIC_PATHS:
+        if path == private or path.startswith(private + "."):
+            return public + path[len(private):]
+    if path == _TORCH_MODULES or path.startswith(_TORCH_MODULES + "."):
+        rest = path[len(_TORCH_MODULES) + 1:].split(".")
+        # `torch.nn.modules.loss.MSELoss`: the submodule (`loss`) is dropped, the class kept.
+        return ".".join(["torch", "nn", *rest[1:]]) if len(rest) > 1 else "torch.nn"
+    return path
+
 # Searched for in this order (the most common first: most files that name one name `torch`).
 _ROOT_ORDER = ("torch", "tensorflow", "keras", "jax", "flax", "optax")
 

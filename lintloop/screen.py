@@ -65,7 +65,7 @@ from functools import cached_property, lru_cache
 from lintloop.analysis.calls import REPEAT_DEPTH
 from lintloop.analysis.jax import TRACING_TRANSFORMS
 from lintloop.analysis.names import Names
-from lintloop.frameworks import FRAMEWORK_ROOTS, shows_framework
+from lintloop.frameworks import FRAMEWORK_ROOTS, public_path, shows_framework
 
 STRUCTURAL_TOKENS = frozenset({"loop", "repeated", "calls_loop", "runs_evaluated", "jax_traced", "augassign",
                                "global"})
@@ -724,7 +724,7 @@ class FileFacts:
             recorded = [(alias.asname or alias.name, f"{node.module}.{alias.name}") for alias in node.names]
         for local, full in recorded:
             if not (fallback and local in self.imports):
-                self.imports[local] = full
+                self.imports[local] = public_path(full)
 
     def _bind(self, targets: list[ast.AST], unit: Unit, in_function: bool) -> None:
         """Names bound by an assignment's targets, as the CST index binds them

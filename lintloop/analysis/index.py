@@ -9,6 +9,7 @@ from typing import Callable
 import libcst as cst
 
 from lintloop.analysis.nodes import children, dotted
+from lintloop.frameworks import public_path
 
 Scope = cst.Module | cst.FunctionDef
 
@@ -85,7 +86,7 @@ class TreeIndex:
         import GradScaler`), where the name means what the `try` imports wherever that exists."""
         if local in self.imports and self._in_except_handler(node):
             return
-        self.imports[local] = full
+        self.imports[local] = public_path(full)
 
     def _in_except_handler(self, node: cst.CSTNode) -> bool:
         parent = self.parents.get(node)

@@ -9,14 +9,12 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis.nodes import dotted
-from lintloop.frameworks import FRAMEWORK_ROOTS
+from lintloop.frameworks import FRAMEWORK_ROOTS, public_path
 
 _CANONICAL_PREFIXES = (
     ("tensorflow.python.keras.", "keras."),
     ("tensorflow.keras.", "keras."),
     ("tf_keras.", "keras."),
-    ("keras.src.", "keras."),
-    ("tensorflow.compat.v2.", "tensorflow."),
     ("tensorflow.losses.", "keras.losses."),
     ("tensorflow.metrics.", "keras.metrics."),
     ("tensorflow.optimizers.", "keras.optimizers."),
@@ -26,6 +24,7 @@ _CANONICAL_EXACT = {"tensorflow.keras": "keras", "tf_keras": "keras", "tensorflo
 
 
 def canonical(qualname: str) -> str:
+    qualname = public_path(qualname)
     if qualname in _CANONICAL_EXACT:
         return _CANONICAL_EXACT[qualname]
     for prefix, replacement in _CANONICAL_PREFIXES:
