@@ -69,6 +69,9 @@ _HOST_CALLBACKS = {
 _STATIC_ATTRIBUTES = {"shape", "dtype", "ndim", "size", "sharding", "aval", "weak_type"}
 # Calls that return trace-time type information: the abstract value (shape, dtype, sharding), the mesh.
 _STATIC_INFO_CALLS = {"jax.typeof", "jax.sharding.get_abstract_mesh"}
+# Builtins whose answer about a traced value is a plain Python value at trace time (`len(x)` is its
+# leading dimension; `type(x)` its tracer class).
+_STATIC_BUILTINS = ("isinstance", "type", "len", "callable", "id")
 # Functions that give a value's static information, passed by name to a tree map (`jax.tree.map(jnp.shape, p)`).
 _STATIC_INFO_FUNCTIONS = {"jax.typeof", "jax.numpy.shape", "jax.numpy.ndim", "numpy.shape", "numpy.ndim"}
 # Literals a tuple of static information may hold (`(x.shape, "bf16")`).
@@ -324,6 +327,7 @@ class Jax(Analysis):
     def is_static_info(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """Is `expr` type information JAX knows while tracing: `jax.typeof(x)`, `x.shape`, `x.dtype`, `x.ndim`,
         `jax.sharding.get_abstract_mesh()`, or a part of one (`x.shape[0]`, `jax.typeof(x).sharding.spec`);
+        an identity test (`a is b`) or a builtin that answers in Python (`len(x)`, `isinstance(x, T)`);
         a tree map of a function giving one (`jax.tree.map(lambda x: x.shape, params)`), or a call of a
         same-file function that returns only such values (`def tree_shape(xs): return jax.tree.map(...)`)?
         At trace time it is a plain value, not a tracer (printing it is JAX's documented way to inspect
@@ -332,8 +336,13 @@ class Jax(Analysis):
             if isinstance(expr, cst.Attribute) and expr.attr.value in _STATIC_ATTRIBUTES:
                 return True
             expr = expr.value
+        if isinstance(expr, cst.Comparison) and all(isinstance(c.operator, (cst.Is, cst.IsNot))
+                                                    for c in expr.comparisons):
+            return True  # identity (`m.left is m.right`) is a Python fact, settled while tracing
         if not isinstance(expr, cst.Call) or depth > _DEPTH:
             return False
+        if any(self.ctx.names.is_builtin(expr.func, name) for name in _STATIC_BUILTINS):
+            return True
         callee = self.ctx.names.callee(expr)
         if callee in _STATIC_INFO_CALLS:
             return True

@@ -163,6 +163,16 @@ def train_step(model, optimizer, batch):
     not_flagged = (
         Example("""
 import jax
+import jax.numpy as jnp
+@jax.jit
+def step(params, x):
+    print("tied:", params["w1"] is params["w2"], "rows:", len(x), isinstance(x, jax.Array))
+    return x @ params["w1"]
+for i in range(100):
+    step(params, jnp.ones((2, 4)))
+"""),
+        Example("""
+import jax
 @jax.jit
 def train_step(params, x):
     loss = jax.numpy.mean(x)
