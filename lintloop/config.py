@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", ".eggs", "__pycache__",
                    "build", "dist", "node_modules", "site-packages", ".mypy_cache", ".ruff_cache",
-                   ".pytest_cache", ".lintloop_cache")
+                   ".pytest_cache", ".lintloop_cache", ".ipynb_checkpoints")
 # Files that directories are searched for (gitignore-style patterns, as `exclude`).
 DEFAULT_INCLUDE = ("*.py", "*.pyi", "*.ipynb")
 _LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "include", "extend-include",

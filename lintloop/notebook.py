@@ -414,9 +414,9 @@ def _automagic(lines: list[str], first_code: int) -> bool:
 def _is_ipython(stripped: str, first_line: bool) -> bool:
     if not stripped or stripped.startswith("#"):
         return False
-    if stripped.startswith("%%"):
-        return first_line
-    if stripped[0] in "%!":
+    if stripped.startswith("%%") and first_line:
+        return True  # a cell magic (masked_lines has decided its cell is Python)
+    if stripped[0] in "%!":  # `%%time` below the first line is IPython's line magic `%time` of `%`
         return not stripped.startswith("!=")
     if _HELP.fullmatch(stripped):
         return True

@@ -106,7 +106,7 @@ def test_discovery_honours_gitignore_exclude_and_explicit_files(run_cli, write, 
     write(".gitignore", "generated/\n*_tmp.py\n")
     write("pyproject.toml", '[tool.lintloop]\nextend-exclude = ["vendored"]\n')
     for name in ("src/train.py", "generated/train.py", "src/x_tmp.py", "vendored/train.py",
-                 ".venv/lib/train.py", "src/notes.txt", "src/stub.pyi"):
+                 ".venv/lib/train.py", "src/.ipynb_checkpoints/train-checkpoint.py", "src/notes.txt", "src/stub.pyi"):
         write(name, TORCH_LEAK)
     code, out, _ = run_cli("check", ".", "--format", "concise", "--no-cache", cwd=tmp_path)
     assert sorted({line.split(":")[0] for line in out.splitlines()}) == ["src/stub.pyi", "src/train.py"]

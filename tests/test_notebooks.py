@@ -627,3 +627,15 @@ def test_a_written_scripts_imports_are_read_beside_the_notebook_and_the_cache_fo
     assert str(helpers) in [dependency for dependency, _ in json.loads(entry.read_text())["depends"]]
     helpers.write_text(helpers.read_text().replace("predictions.numpy()", "predictions"))
     assert run() == []
+
+
+
+def test_a_cell_magic_line_below_the_first_is_ipythons_line_magic(tmp_path):
+    """IPython reads `%%time` below a cell's first line as the line magic `%time` of `%` (TensorFlow's
+    tutorials wrap it in `try:`/`except: pass`): masked as a statement, the cell parses."""
+    cell = "try:\n  %%time\nexcept:\n  pass\n"
+    lines = masked_lines(cell, {})
+    assert lines is not None and lines[1].startswith("  pass  ")
+    path = tmp_path / "tutorial.ipynb"
+    path.write_text(_notebook("import tensorflow as tf", cell))
+    assert [f.code for f in _lint(path)] == []
