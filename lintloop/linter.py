@@ -12,6 +12,7 @@ from libcst.metadata import CodeRange
 
 from lintloop.analysis import FileContext
 from lintloop.analysis.context import LINE_REF
+from lintloop.analysis.intent import prose_shows
 from lintloop.analysis.names import Names
 from lintloop.analysis.project import LintedFile
 from lintloop.cache import listing_digest
@@ -134,11 +135,20 @@ def _lint_modules(display: str, programs: list[NotebookModule], broken: list[Fin
         linted = lint_text(display, module.text, ruleset, timer, module.file_path(path), module.line_label,
                            checks=_checks(module))
         # A finding in another module of the project (lintloop.project_view) is given by its own lines.
-        result.findings.extend(in_cells(f, module) if f.path == display else f for f in linted.findings)
+        found = (in_cells(f, module) if f.path == display else f for f in linted.findings)
+        result.findings.extend(f for f in found if not _demonstrated(f, module, display))
         result.errors.extend(linted.errors)
         result.dependencies.update(linted.dependencies)
     result.findings.sort(key=Finding.sort_key)
     return result
+
+
+def _demonstrated(finding: Finding, module: NotebookModule, display: str) -> bool:
+    """Is `finding` in a cell whose markdown just before says the cell shows what its rule reports (a
+    guide cell under "side effects run only once, at tracing")?"""
+    topic = BY_CODE[finding.code].shown_in_prose if finding.code in BY_CODE else None
+    return topic is not None and finding.path == display and finding.cell is not None \
+        and prose_shows(topic, module.prose.get(finding.cell, ""))
 
 
 def _parsable_module(display: str, notebook: Notebook, module: NotebookModule) -> tuple[NotebookModule, list[Finding]]:

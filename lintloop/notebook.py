@@ -67,6 +67,7 @@ def is_notebook(path: str) -> bool:
 class CodeCell:
     index: int  # 1-based place of the cell in the notebook, markdown cells counted
     source: str
+    prose: str = ""  # the markdown cell just before it, which a reader reads as what the code shows
 
 
 @dataclass
@@ -85,6 +86,7 @@ class NotebookModule:
     # Cells pasted from a console: their text with the prompts blanked (such cells are not fixed).
     unprompted: dict[int, str] = field(default_factory=dict)
     written: str | None = None  # the path a `%%writefile` module is written to; None: the kernel's module
+    prose: dict[int, str] = field(default_factory=dict)  # cell -> the markdown cell just before it
 
     def cell_texts(self) -> dict[int, str]:
         """Each cell's part of the module, its marker line first (so that it parses alone)."""
@@ -163,17 +165,20 @@ class Notebook:
         if not isinstance(raw_cells, list):
             raise NotebookError("not a notebook: no list of cells")
         cells = []
+        prose = ""
         for index, cell in enumerate(raw_cells, 1):
             if not isinstance(cell, dict):
                 raise NotebookError(f"not a notebook: cell {index} is not an object")
-            if cell.get("cell_type") != "code":
-                continue
             source = cell.get("source", "")
             if isinstance(source, list):
                 source = "".join(s for s in source if isinstance(s, str))
+            if cell.get("cell_type") != "code":
+                prose = source if cell.get("cell_type") == "markdown" and isinstance(source, str) else ""
+                continue
             if not isinstance(source, str):
                 raise NotebookError(f"not a notebook: cell {index} has no text source")
-            cells.append(CodeCell(index, source))
+            cells.append(CodeCell(index, source, prose))
+            prose = ""
         spans = _source_spans(text) if major == 4 else {}
         return cls(text, cells, spans, _python_kernel(node.get("metadata")))
 
@@ -190,7 +195,9 @@ class Notebook:
             cell_lines = masked_lines(source, masked) if cell.index not in leave_out else None
             if cell_lines is not None:  # else %%bash and the like
                 pieces.append((cell.index, cell_lines))
-        return _joined(pieces, masked, unprompted)
+        module = _joined(pieces, masked, unprompted)
+        module.prose = {cell.index: cell.prose for cell in self.cells if cell.prose}
+        return module
 
     def written_modules(self) -> list[NotebookModule]:
         """The Python files the notebook's `%%writefile NAME.py` cells write, each as a module of its

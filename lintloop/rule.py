@@ -73,6 +73,9 @@ class Rule:
     default_on: ClassVar[bool] = True
     fix_kind: ClassVar[str] = "—"
     probe: ClassVar[str] = "—"
+    # A topic of lintloop.analysis.intent.PROSE_TOPICS: in a notebook, a finding in a cell whose markdown
+    # just before speaks of it shows the pitfall on purpose (a guide's demonstration) and is not reported.
+    shown_in_prose: ClassVar[str | None] = None
     summary: ClassVar[str]
     # Documentation printed by `lintloop rule`: each a paragraph.
     why: ClassVar[str] = ""

@@ -629,6 +629,50 @@ def test_a_written_scripts_imports_are_read_beside_the_notebook_and_the_cache_fo
     assert run() == []
 
 
+# ----- a guide's demonstration: the markdown just before a cell says what it shows -------------------
+
+TF_TRACE_DEMO = """import tensorflow as tf
+@tf.function
+def double(x):
+    print("Calculating!")
+    return x * 2
+for i in range(5):
+    double(tf.constant(i))
+"""
+JAX_SAME_KEY = """import jax
+key = jax.random.PRNGKey(0)
+a = jax.random.normal(key, (3,))
+b = jax.random.normal(key, (3,))
+print(a, b)
+"""
+
+
+def _with_prose(prose: str, source: str) -> str:
+    document = json.loads(_notebook(source))
+    document["cells"].insert(0, {"cell_type": "markdown", "metadata": {}, "source": [prose]})
+    return json.dumps(document)
+
+
+@pytest.mark.parametrize("prose,source,code", [
+    ("Python side effects such as `print` run only once, when the function is traced.", TF_TRACE_DEMO, "LL201"),
+    ("Note the retracing: each new Python value gives a new trace.", TF_TRACE_DEMO, "LL201"),
+    ("Drawing twice with the same key gives the same numbers:", JAX_SAME_KEY, "LL901"),
+])
+def test_a_cell_whose_prose_says_it_shows_the_pitfall_is_a_demonstration(tmp_path, prose, source, code):
+    shown, plain, elsewhere = tmp_path / "shown.ipynb", tmp_path / "plain.ipynb", tmp_path / "elsewhere.ipynb"
+    shown.write_text(_with_prose(prose, source))
+    plain.write_text(_notebook(source))
+    elsewhere.write_text(_with_prose("## Training the model on the full dataset", source))
+    assert code not in {f.code for f in _lint(shown)}
+    assert code in {f.code for f in _lint(plain)} and code in {f.code for f in _lint(elsewhere)}
+
+
+def test_prose_of_one_topic_does_not_hide_another_rules_findings(tmp_path):
+    """Markdown about tracing hides trace-time findings, not a PRNG key reused in the same cell."""
+    path = tmp_path / "mixed.ipynb"
+    path.write_text(_with_prose("Side effects run only once, when traced.", JAX_SAME_KEY))
+    assert "LL901" in {f.code for f in _lint(path)}
+
 
 def test_a_cell_magic_line_below_the_first_is_ipythons_line_magic(tmp_path):
     """IPython reads `%%time` below a cell's first line as the line magic `%time` of `%` (TensorFlow's

@@ -39,6 +39,21 @@ _NOT_READS = (cst.Param, cst.AsName, cst.ImportAlias, cst.NameItem, cst.Function
 
 TracedNode = cst.FunctionDef | cst.Lambda
 
+# What the markdown cell just before a code cell says the cell shows, by topic: a notebook cell under
+# "Python side effects run only once, when the function is traced" shows the pitfall on purpose.
+# A rule names its topic (`Rule.shown_in_prose`); its findings in such a cell are not reported.
+PROSE_TOPICS = {
+    "tracing": re.compile(r"\b(?:re)?trac(?:e|es|ed|ing)\b|side[- ]effects?|\b(?:runs?|run|executed?|executes|printed|"
+                          r"happens?) (?:only )?once\b|only (?:the )?(?:first|once)", re.IGNORECASE),
+    "keys": re.compile(r"\bsame (?:random )?(?:keys?|seeds?|numbers|results|values|samples)\b|"
+                       r"\breus(?:e|es|ed|ing) (?:the |a )?(?:same )?(?:keys?|seeds?)\b|\bdeterministic", re.IGNORECASE),
+}
+
+
+def prose_shows(topic: str, prose: str) -> bool:
+    """Does a notebook's markdown (the cell just before a code cell) speak of `topic` (`PROSE_TOPICS`)?"""
+    return PROSE_TOPICS[topic].search(prose) is not None
+
 
 def names_tracing(text: str) -> bool:
     """Does `text` (a literal's text, an identifier) hold a word that announces tracing or compiling?"""

@@ -19,6 +19,7 @@ _LITERALS = (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float)
 class PrintInJit(Rule):
     code = "LL206"
     name = "print-in-jit"
+    shown_in_prose = "tracing"
     frameworks = ("jax",)
     # A JAX import, and something that traces: a compile or a traced control-flow body.
     needs = Needs(file=TRACING_FILE_NEEDS, statement=(("call:print",),))

@@ -16,6 +16,7 @@ _TF_PRINT_KEYWORDS = {"sep", "end"}
 class PrintInTfFunction(Rule):
     code = "LL201"
     name = "print-in-tf-function"
+    shown_in_prose = "tracing"
     frameworks = ("tf",)
     # `call:compile`: the unit that compiles a Keras model may say `run_eagerly=True` (no trace).
     # A tf.function (`tf.function`, `common.function`, `from tensorflow import function`: not the word in a

@@ -14,6 +14,7 @@ _HELPER_DEPTH = 3
 class PythonScalarRetrace(Rule):
     code = "LL205"
     name = "python-scalar-retrace"
+    shown_in_prose = "tracing"
     frameworks = ("tf",)
     kind = "perf"
     # `tf.function` / `common.function` / `from tensorflow import function`: not the word in a docstring.

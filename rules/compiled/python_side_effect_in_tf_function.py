@@ -12,6 +12,7 @@ from lintloop.screen import Needs
 class PythonSideEffectInTfFunction(Rule):
     code = "LL202"
     name = "python-side-effect-in-tf-function"
+    shown_in_prose = "tracing"
     frameworks = ("tf",)
     # `call:compile`: the unit that compiles a Keras model may say `run_eagerly=True` (no trace).
     # A tf.function (`tf.function`, `common.function`, `from tensorflow import function`: not the word in a

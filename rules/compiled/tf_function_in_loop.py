@@ -14,6 +14,7 @@ from lintloop.screen import Needs
 class TfFunctionInLoop(Rule):
     code = "LL204"
     name = "tf-function-in-loop"
+    shown_in_prose = "tracing"
     frameworks = ("tf",)
     kind = "perf"
     # `tf.function`, `common.function`, `from tensorflow import function` / `import GradientTape, function`:

@@ -20,6 +20,7 @@ _EQUALITY_METHODS = {"__eq__", "__hash__"}
 class ChangingStaticArgument(Rule):
     code = "LL904"
     name = "changing-static-argument"
+    shown_in_prose = "tracing"
     frameworks = ("jax",)
     kind = "perf"
     needs = Needs(file=(("name:jax", "name:flax"),

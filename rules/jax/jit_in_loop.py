@@ -27,6 +27,7 @@ _FUNCTION_FACTORIES = {
 class JitInLoop(Rule):
     code = "LL903"
     name = "jit-in-loop"
+    shown_in_prose = "tracing"
     frameworks = ("jax",)
     kind = "perf"
     needs = Needs(file=(("name:jax", "name:flax"), ("name:jit", "name:pmap", "name:pjit"), ("jax_traced",)),

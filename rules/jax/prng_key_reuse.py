@@ -14,6 +14,7 @@ _SAME_PREFIX = ("(with jax 0.10 even draws of different shapes share their leadi
 class PrngKeyReuse(Rule):
     code = "LL901"
     name = "prng-key-reuse"
+    shown_in_prose = "keys"
     frameworks = ("jax",)
     kind = "bug"
     # A JAX file that makes or splits keys (`jax.random`, `from jax import random`, `import jax.random

@@ -14,6 +14,7 @@ from lintloop.screen import Needs
 class PythonSideEffectInJit(Rule):
     code = "LL902"
     name = "python-side-effect-in-jit"
+    shown_in_prose = "tracing"
     frameworks = ("jax",)
     # A JAX import, something that traces, and a mutation in the unit; `TRACE_READ_TOKENS`: the units that
     # may read a trace counter (`print(len(traces))`), which decide whether it counts traces on purpose.
