@@ -13,7 +13,7 @@ import libcst as cst
 from lintloop.analysis.base import Analysis
 from lintloop.analysis.calls import CALLER_DEPTH, REPEAT_DEPTH
 from lintloop.analysis.iteration import loop_header
-from lintloop.analysis.nodes import call_name
+from lintloop.analysis.nodes import call_name, remainder_in
 
 if TYPE_CHECKING:
     from lintloop.analysis.context import FileContext
@@ -90,6 +90,31 @@ class LoopValues(Analysis):
     def _traced_around(self, node: cst.CSTNode) -> bool:
         return any(self._traced(scope) for scope in self.ctx.enclosing_scopes(node)
                    if isinstance(scope, cst.FunctionDef))
+
+    def under_periodic_guard(self, node: cst.CSTNode) -> bool:
+        """In a branch of `if ... % N ...:` (or `x if ... % N ... else y`), or right of `step % N == 0 and`,
+        within its loop body or function: run every N iterations, not every one."""
+        previous = node
+        for ancestor in self.ctx.ancestors(node):
+            if isinstance(ancestor, (cst.For, cst.While, cst.FunctionDef, cst.Lambda)):
+                return False
+            if isinstance(ancestor, (cst.If, cst.IfExp)) and previous is not ancestor.test \
+                    and remainder_in(ancestor.test):
+                return True
+            if isinstance(ancestor, cst.BooleanOperation) and isinstance(ancestor.operator, cst.And) \
+                    and previous is ancestor.right and remainder_in(ancestor.left):
+                return True
+            previous = ancestor
+        return False
+
+    def reached_periodically(self, node: cst.CSTNode, unit: IterationUnit) -> bool:
+        """Does the iteration `unit` reach `node` only every N iterations: `node` under a `% N` guard, or,
+        in a function the loop calls, every call of it under one (`if step % eval_every == 0: evaluate()`)?
+        A cost paid there is paid every N steps: its total is the per-step one divided by N."""
+        if self.under_periodic_guard(node):
+            return True
+        sites = self.ctx.calls.call_sites.get(unit, []) if isinstance(unit, cst.FunctionDef) else []
+        return bool(sites) and all(self.under_periodic_guard(site) for site in sites)
 
     def loops_around(self, node: cst.CSTNode) -> list[cst.For | cst.While]:
         """The `for` / `while` loops whose body holds `node`, innermost first, within its function."""

@@ -199,6 +199,13 @@ def calls_within(expr: cst.CSTNode) -> list[cst.Call]:
     return [node for node in walk(expr) if isinstance(node, cst.Call)]
 
 
+def remainder_in(expr: cst.BaseExpression) -> bool:
+    """Does `expr` compute a `%` remainder (`step % log_every == 0`), not `"%d" % x` string formatting?"""
+    return any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)
+               and not isinstance(n.left, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString))
+               for n in walk(expr))
+
+
 def formatted_in_python(expr: cst.BaseExpression) -> bool:
     """A string Python formats where the line runs: an f-string with a field, `"...".format(...)`,
     `"..." % ...`. In traced code it is formatted once, at trace time, from tracers."""

@@ -173,6 +173,17 @@ for step in range(steps):
     not_flagged = (
         Example("""
 import jax
+import jax.numpy as jnp
+def evaluate(params, batches):
+    accuracy = jax.jit(lambda p, x, y: jnp.mean(predict(p, x).argmax(-1) == y))
+    return sum(accuracy(params, x, y) for x, y in batches) / len(batches)
+for step, batch in enumerate(train_batches):
+    params, opt_state = train_step(params, opt_state, batch)
+    if step % eval_every == 0:
+        print(step, evaluate(params, test_batches))
+"""),
+        Example("""
+import jax
 @jax.jit
 def train_step(params, x, y):
     grads = jax.jit(jax.grad(loss_fn))(params, x, y)
@@ -233,8 +244,9 @@ for step in range(num_steps):
         if transform is None or transform.kind not in _IDENTITY_CACHED | _NEW_WRAPPER_EACH_CALL:
             return
         unit = self.ctx.loop_values.iteration_unit(node)
-        if unit is None or self._few_iterations(unit) or not self._called_in(node, unit):
-            return
+        if unit is None or self._few_iterations(unit) or not self._called_in(node, unit) \
+                or self.ctx.loop_values.reached_periodically(node, unit):
+            return  # a compile every N steps (`if step % eval_every == 0`) is paid once per N steps
         spelled = f"`{self.ctx.snippet(node.func, 30)}`"
         if transform.kind in _NEW_WRAPPER_EACH_CALL:
             self.report(node, f"{spelled} {self.ctx.loop_values.inside(unit)}, called in the same iteration: flax "
@@ -250,7 +262,7 @@ for step in range(num_steps):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         unit = self.ctx.loop_values.iteration_unit(node)
-        if unit is None or self._few_iterations(unit):
+        if unit is None or self._few_iterations(unit) or self.ctx.loop_values.reached_periodically(node, unit):
             return
         for decorator in node.decorators:
             transform = self.ctx.jax.transform_of(decorator.decorator)

@@ -7,7 +7,7 @@ from functools import cached_property
 
 import libcst as cst
 
-from lintloop.analysis.nodes import call_name, dotted, positional_args, receiver, walk
+from lintloop.analysis.nodes import call_name, dotted, positional_args, receiver
 from lintloop.analysis.training import TRAINING_CALL_TOKENS, StepSite
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
@@ -352,26 +352,4 @@ for i, (x, y) in enumerate(loader):
 
     def _every_iteration(self, node: cst.CSTNode, site: StepSite) -> bool:
         """Not under a `% N` condition, neither around `node` nor around a call leading to it."""
-        return not any(self._under_modulo(anchor) for anchor in (node, *site.path))
-
-    def _under_modulo(self, node: cst.CSTNode) -> bool:
-        """In a branch of `if ... % N ...:` (or `x if ... % N ... else y`), or right of `step % N == 0 and`."""
-        previous = node
-        for ancestor in self.ctx.ancestors(node):
-            if isinstance(ancestor, (cst.For, cst.While, cst.FunctionDef, cst.Lambda)):
-                return False
-            if isinstance(ancestor, (cst.If, cst.IfExp)) and previous is not ancestor.test \
-                    and _has_modulo(ancestor.test):
-                return True
-            if isinstance(ancestor, cst.BooleanOperation) and isinstance(ancestor.operator, cst.And) \
-                    and previous is ancestor.right and _has_modulo(ancestor.left):
-                return True
-            previous = ancestor
-        return False
-
-
-def _has_modulo(expr: cst.BaseExpression) -> bool:
-    """A `%` remainder (not `"%d" % x` string formatting)."""
-    return any(isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)
-               and not isinstance(n.left, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString))
-               for n in walk(expr))
+        return not any(self.ctx.loop_values.under_periodic_guard(anchor) for anchor in (node, *site.path))
