@@ -366,6 +366,26 @@ def run_customized_training_loop(strategy, model, optimizer, train_iterator, ste
     )
     not_flagged = (
         Example("""
+import torch
+policy_net = DQN()
+target_net = DQN()
+target_net.load_state_dict(policy_net.state_dict())
+optimizer = torch.optim.Adam(policy_net.parameters(), lr=1e-4)
+best_return = float("-inf")
+for episode in range(num_episodes):
+    episode_return = run_episode(env, policy_net)
+    for t in range(updates_per_episode):
+        loss = td_loss(policy_net, target_net, replay.sample(64))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    if episode % target_update == 0:
+        target_net.load_state_dict(policy_net.state_dict())
+    if episode_return > best_return:
+        best_return = episode_return
+        torch.save(policy_net.state_dict(), "best_policy.pt")
+"""),
+        Example("""
 import tensorflow as tf
 def make_checkpoint():
     return tf.train.Checkpoint()
@@ -699,8 +719,20 @@ class OptimizerTest(tf.test.TestCase):
         """Each `x.load_state_dict(...)` into a model (not an optimizer, scheduler or scaler), and whether
         the model is trained after it (None: it runs in a function this file never calls)."""
         loads = [c for c in self.ctx.definitions.named("load_state_dict").nodes if isinstance(c.func, cst.Attribute)
-                 and not _is_optimizer(receiver(c)) and not _is_auxiliary(receiver(c))]
+                 and not _is_optimizer(receiver(c)) and not _is_auxiliary(receiver(c)) and not self._copies_weights(c)]
         return [(load, self._trained_after(load, {_model_label(receiver(load))}, 0)) for load in loads]
+
+    def _copies_weights(self, load: cst.Call) -> bool:
+        """`target_net.load_state_dict(policy_net.state_dict())`, or a snapshot kept in memory
+        (`best = copy.deepcopy(model.state_dict())`): weights copied between models of this run, not read
+        from a checkpoint, so not a resumption."""
+        given = argument(load, 0, "state_dict")
+        if given is None:
+            return False
+        value = self.ctx.flow.resolve_value(given, load)
+        calls = [c for c in walk(value) if isinstance(c, cst.Call)]
+        return any(call_name(c) == "state_dict" for c in calls) and not any(
+            (call_name(c) or "").startswith("load") for c in calls)
 
     def _trained_after(self, node: cst.CSTNode, models: set[str], depth: int) -> bool | None:
         """Is one of `models` (dotted names) trained after `node` runs: by a later loop of its scope that
