@@ -26,6 +26,10 @@ def _made_between(found: list[Binding], after: int, before: int) -> list[Binding
     return found[bisect_right(found, after, key=_order):bisect_left(found, before, key=_order)]
 
 
+# Parameters followed back through the call sites that pass them, calls deep.
+_AGREEMENT_DEPTH = 3
+
+
 class _FlowGraph:
     """The file's bindings as a graph of names, for following values forward (`DataFlow.reaches`)."""
 
@@ -367,14 +371,36 @@ class DataFlow(Analysis):
             self._attribute_values[name] = values[0] if len(callees) == 1 and None not in callees else None
         return self._attribute_values[name]
 
-    def constructed_by(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None) -> tuple[cst.Call, str] | None:
-        """(call, qualified callee) when `expr` is, or names, the result of calling an imported thing."""
+    def constructed_by(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None,
+                       depth: int = 0) -> tuple[cst.Call, str] | None:
+        """(call, qualified callee) when `expr` is, or names, the result of calling an imported thing; for a
+        parameter of a function called from several places, where every call site passes one (`def
+        dist_step(self, strategy, x)` given the one `MirroredStrategy` everywhere)."""
         value = self.resolve_value(expr, at)
         if isinstance(value, cst.Call):
             name = self.ctx.names.callee(value)
-            if name:
-                return value, name
-        return None
+            return (value, name) if name else None
+        binding = self.last_binding(value.value, value) if isinstance(value, cst.Name) else None
+        if binding is None or not isinstance(binding.node, cst.Param) or depth >= _AGREEMENT_DEPTH:
+            return None
+        found = [self.constructed_by(arg, site, depth + 1) for site, arg in self._arguments_given(binding.node)]
+        agreed = {made[1] if made is not None else None for made in found}
+        return found[0] if found and len(agreed) == 1 and None not in agreed else None
+
+    def _arguments_given(self, param: cst.Param) -> list[tuple[cst.Call, cst.BaseExpression | None]]:
+        """What each call of the parameter's function in this file passes it (None where a call passes
+        nothing for it): calls by name, `self.name(...)`, and for a method defined once, `obj.name(...)`."""
+        parameters = self.ctx.parents.get(param)
+        fn = self.ctx.parents.get(parameters) if isinstance(parameters, cst.Parameters) else None
+        definitions = self.ctx.definitions
+        if not isinstance(fn, cst.FunctionDef) or len(definitions.functions.get(fn.name.value, [])) != 1:
+            return []
+        sites = list(definitions.direct_calls.get(fn.name.value, []))
+        if any(isinstance(a, cst.ClassDef) for a in self.ctx.ancestors(fn)):
+            sites += [c for c in definitions.named(fn.name.value).nodes
+                      if isinstance(c.func, cst.Attribute) and c not in sites]
+        return [(site, definitions.argument_for(site, fn, param)) for site in sites
+                if not self.ctx.is_inside(site, fn)]
 
     def source_value(self, binding: Binding) -> cst.BaseExpression | None:
         """What a binding takes its value from: the assigned value; for a name unpacked from a tuple

@@ -12,7 +12,7 @@ _STRATEGY_USERS = ("run", "experimental_distribute_dataset", "distribute_dataset
 
 
 class Strategies(Analysis):
-    asks = frozenset({"calls", "flow"})
+    asks = frozenset({"calls", "definitions", "flow"})
 
     def is_strategy(self, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
         made = self.ctx.flow.constructed_by(expr, at)
@@ -57,11 +57,19 @@ class Strategies(Analysis):
     def _scoped_functions(self) -> set[cst.FunctionDef]:
         """Functions every same-file call of which happens inside a strategy scope."""
         scoped: set[cst.FunctionDef] = set()
+        sites_of = dict(self.ctx.calls.call_sites)
+        # A constructor runs where its class is called: `Trainer(...)` inside the scope builds in it.
+        for call in self.ctx.nodes(cst.Call):
+            cls = self.ctx.definitions.local_class(call.func)
+            init = next(iter(self.ctx.definitions.methods_named(cls, "__init__")), None) if cls is not None else None
+            if init is not None:
+                sites_of.setdefault(init, [])
+                sites_of[init] = [*sites_of[init], call]
         changed = True
         while changed:
             changed = False
-            for fn, sites in self.ctx.calls.call_sites.items():
-                if fn not in scoped and all(self._lexically_scoped(s, scoped) for s in sites):
+            for fn, sites in sites_of.items():
+                if fn not in scoped and sites and all(self._lexically_scoped(s, scoped) for s in sites):
                     scoped.add(fn)
                     changed = True
         return scoped

@@ -78,6 +78,32 @@ class LossReductionUnderStrategy(Rule):
     flagged = (
         Example("""
 import tensorflow as tf
+def replica_step(model, optimizer, images, labels):
+    with tf.GradientTape() as tape:
+        logits = model(images, training=True)
+        loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+@tf.function
+def run_step(strategy, model, optimizer, images, labels):
+    return strategy.run(replica_step, args=(model, optimizer, images, labels))
+def fit(strategy, model, optimizer, dataset, epochs):
+    for _ in range(epochs):
+        for images, labels in strategy.experimental_distribute_dataset(dataset):
+            run_step(strategy, model, optimizer, images, labels)
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    model = build_model()
+    optimizer = tf.keras.optimizers.Adam()
+fit(strategy, model, optimizer, train_ds, 5)
+""", expect="""
+5:16-5:113 per-replica mean of per-example losses inside `strategy.run`: the strategy sums the replicas'
+    gradients, so they come out N times too large (N = replicas); use
+    `tf.nn.compute_average_loss(per_example_loss, global_batch_size=...)`
+"""),
+        Example("""
+import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
 with strategy.scope():
     loss_object = tf.keras.losses.SparseCategoricalCrossentropy(reduction="none")

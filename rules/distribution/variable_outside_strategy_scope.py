@@ -60,6 +60,34 @@ class VariableOutsideStrategyScope(Rule):
     flagged = (
         Example("""
 import tensorflow as tf
+class Trainer:
+    def __init__(self, learning_rate):
+        self.model = tf.keras.Sequential([tf.keras.layers.Dense(64, activation="relu"), tf.keras.layers.Dense(1)])
+        self.optimizer = tf.keras.optimizers.SGD(learning_rate)
+    def replica_step(self, features, targets):
+        with tf.GradientTape() as tape:
+            per_example = tf.keras.losses.mean_squared_error(targets, self.model(features, training=True))
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=GLOBAL_BATCH)
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+        return loss
+    @tf.function
+    def distributed_step(self, strategy, features, targets):
+        return strategy.run(self.replica_step, args=(features, targets))
+strategy = tf.distribute.MirroredStrategy()
+trainer = Trainer(0.01)
+for features, targets in strategy.experimental_distribute_dataset(train_ds):
+    trainer.distributed_step(strategy, features, targets)
+""", expect="""
+4:22-4:115 Keras model built outside `strategy.scope()` but used in the distributed step `replica_step`:
+    its variables are not mirrored across replicas (Keras 3 fails at the first step); build it inside
+    `with strategy.scope():`
+5:26-5:64 Keras optimizer `SGD` built outside `strategy.scope()` but used in the distributed step
+    `replica_step`: its variables are not mirrored across replicas (Keras 3 fails at the first step);
+    build it inside `with strategy.scope():`
+"""),
+        Example("""
+import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
 model = tf.keras.Sequential([tf.keras.layers.Dense(1)])
 with strategy.scope():
@@ -234,6 +262,29 @@ Evaluator(x, y)
 """),
     )
     not_flagged = (
+        Example("""
+import tensorflow as tf
+class Trainer:
+    def __init__(self, model, strategy):
+        self.model = model
+        self.strategy = strategy
+        self.optimizer = tf.keras.optimizers.SGD(0.1, momentum=0.9)
+        self.accuracy = tf.keras.metrics.SparseCategoricalAccuracy()
+    def replica_step(self, images, labels):
+        with tf.GradientTape() as tape:
+            logits = self.model(images, training=True)
+            loss = tf.nn.compute_average_loss(self.loss_fn(labels, logits), global_batch_size=GLOBAL_BATCH)
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+        self.accuracy.update_state(labels, logits)
+    def fit(self, dist_ds, strategy):
+        for images, labels in dist_ds:
+            strategy.run(self.replica_step, args=(images, labels))
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    trainer = Trainer(build_model(), strategy)
+trainer.fit(strategy.experimental_distribute_dataset(train_ds), strategy)
+"""),
         Example("""
 import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
