@@ -271,7 +271,7 @@ class TorchModules(Analysis):
         super().__init__(ctx)
         self._cache: dict[tuple[cst.CSTNode, cst.CSTNode], ModuleValue | None] = {}
         self._active: set[tuple[cst.CSTNode, cst.CSTNode]] = set()
-        self._class_layers: dict[cst.ClassDef, Activation | None] = {}
+        self._class_layers: dict[tuple[cst.ClassDef, int | None], Activation | None] = {}
         # The mode questions: answers depend on the instances whose classes are being read (`_instances`).
         self._modes: dict[tuple, ModeDependence] = {}
         self._class_modes: dict[tuple, ModeDependence] = {}
@@ -950,17 +950,34 @@ class TorchModules(Analysis):
             return self._forward_activation(module.cls)
         return None
 
-    def _forward_activation(self, cls: cst.ClassDef) -> Activation | None:
-        if cls in self._class_layers:
-            return self._class_layers[cls]
-        self._class_layers[cls] = None  # guards recursion
+    def _forward_activation(self, cls: cst.ClassDef, element: int | None = None) -> Activation | None:
+        """The activation a same-file class's `forward` returns from, where every return agrees; with
+        `element`, that of the element at that place of a returned tuple (`return probs, features`)."""
+        if (cls, element) in self._class_layers:
+            return self._class_layers[(cls, element)]
+        self._class_layers[(cls, element)] = None  # guards recursion
         forward = next(iter(self.ctx.definitions.methods_named(cls, "forward")), None)
         returns = [r for r in self.ctx.returns_of(forward)
                    if r.value is not None] if forward is not None else []
-        found = [self.activation_of(r.value, r) for r in returns]
+        values = [(r.value if element is None else _tuple_element(r.value, element), r) for r in returns]
+        found = [self.activation_of(value, r) if value is not None else None for value, r in values]
         result = found[0] if found and all(a is not None and a.kind == found[0].kind for a in found) else None
-        self._class_layers[cls] = result
+        self._class_layers[(cls, element)] = result
         return result
+
+    def _unpacked_output(self, name: str, at: cst.CSTNode) -> tuple[cst.Call, int] | None:
+        """`probs, features = model(x)`: the call whose returned tuple `name` is unpacked from, and its place."""
+        binding = self.ctx.flow.last_binding(name, at)
+        node = binding.node if binding is not None else None
+        if not isinstance(node, cst.Assign) or len(node.targets) != 1 or not isinstance(node.value, cst.Call):
+            return None
+        target = node.targets[0].target
+        if not isinstance(target, (cst.Tuple, cst.List)) or any(isinstance(e, cst.StarredElement)
+                                                                 for e in target.elements):
+            return None
+        place = next((i for i, e in enumerate(target.elements) if isinstance(e.value, cst.Name)
+                      and e.value.value == name), None)
+        return (node.value, place) if place is not None else None
 
     def activation_of(self, expr: cst.BaseExpression, at: cst.CSTNode | None = None,
                       depth: int = 0) -> Activation | None:
@@ -972,7 +989,12 @@ class TorchModules(Analysis):
         name = read_name(expr)
         if name is not None:
             held = self.ctx.flow.value_at(name, at)
-            return self.activation_of(*held, depth + 1) if held is not None else None
+            if held is not None:
+                return self.activation_of(*held, depth + 1)
+            unpacked = self._unpacked_output(name, at)
+            module = self.forward_of(unpacked[0]) if unpacked is not None else None
+            cls = module.unwrapped().cls if module is not None else None
+            return self._forward_activation(cls, unpacked[1]) if cls is not None else None
         if not isinstance(expr, cst.Call):
             return None
         qualname = self.ctx.names.callee(expr)
@@ -987,3 +1009,10 @@ class TorchModules(Analysis):
                 return self.activation_of(owner, at, depth + 1)
         module = self.forward_of(expr)
         return self.last_layer(module) if module is not None else None
+
+
+def _tuple_element(value: cst.BaseExpression, place: int) -> cst.BaseExpression | None:
+    """The element at `place` of a tuple expression (`return probs, features`), None for anything else."""
+    if not isinstance(value, cst.Tuple) or any(isinstance(e, cst.StarredElement) for e in value.elements):
+        return None
+    return value.elements[place].value if place < len(value.elements) else None

@@ -77,6 +77,32 @@ class SoftmaxIntoCrossEntropy(Rule):
               "`from_logits=True`) or keep it and drop `from_logits=True`.")
     flagged = (
         Example("""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(784, 256), nn.ReLU())
+        self.head = nn.Linear(256, 10)
+    def forward(self, x):
+        features = self.encoder(x)
+        return F.softmax(self.head(features), dim=-1), features
+net = Classifier()
+criterion = nn.CrossEntropyLoss()
+optimizer = torch.optim.Adam(net.parameters())
+for x, y in train_loader:
+    probs, _ = net(x)
+    loss = criterion(probs, y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+""", expect="""
+17:22-17:27 cross-entropy applied to softmax output (from `F.softmax(self.head(features), dim=-1)`):
+    `CrossEntropyLoss` applies log_softmax itself, so this computes the loss of softmax(softmax(logits))
+    — it cannot approach 0 and its gradients are squashed; pass the logits
+"""),
+        Example("""
 import keras
 import tensorflow as tf
 class Classifier(keras.Model):
