@@ -9,7 +9,7 @@ from functools import cached_property
 import libcst as cst
 
 from lintloop.analysis.index import Scope
-from lintloop.analysis.nodes import dotted, dotted_names_in
+from lintloop.analysis.nodes import argument, dotted, dotted_names_in
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 
@@ -31,11 +31,12 @@ class VariableOutsideStrategyScope(Rule):
     # The step functions, the objects they use and where those are built are selected with the calls
     # that use the strategy.
     needs = Needs(file=(("text:Strategy",),), statement=(("call:run", "call:experimental_distribute_dataset",
-                                                           "call:distribute_datasets_from_function"),))
+                                                           "call:distribute_datasets_from_function", "call:compile"),))
     probe = "error/effect"
     summary = ("A `tf.distribute` strategy is built and used (`strategy.run`, "
                "`experimental_distribute_dataset`, `distribute_datasets_from_function`), but a Keras "
-               "model, optimizer, metric or `tf.Variable` that the distributed step uses is constructed "
+               "model, optimizer, metric or `tf.Variable` that the distributed step uses, or a Keras optimizer "
+               "that `model.compile(optimizer=...)` gets inside the scope, is constructed "
                "outside `with strategy.scope():` — directly, or by a helper called outside it that returns "
                "it (a function of the same file, or one imported from another module of the project). A "
                "name re-bound inside the scope (a later cell's `with strategy.scope(): acc = Accuracy()`) "
@@ -58,6 +59,19 @@ class VariableOutsideStrategyScope(Rule):
               "function that builds them may be called from inside the scope). With Keras 3 Adam, also "
               "call `optimizer.build(model.trainable_variables)` inside the scope.")
     flagged = (
+        Example("""
+import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+optimizer = tf.keras.optimizers.Adam(learning_rate=1e-3)
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(128, activation="relu"), tf.keras.layers.Dense(10)])
+    model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy")
+model.fit(strategy.experimental_distribute_dataset(train_ds), epochs=5)
+""", expect="""
+3:13-3:57 Keras optimizer `Adam` built outside `strategy.scope()` but compiled into a model inside it
+    (line 6): Keras 3 fails at the first step of `fit` (`RuntimeError: Mixing different
+    tf.distribute.Strategy objects`); build it inside `with strategy.scope():`
+"""),
         Example("""
 import tensorflow as tf
 class Trainer:
@@ -264,6 +278,17 @@ Evaluator(x, y)
     not_flagged = (
         Example("""
 import tensorflow as tf
+strategy = tf.distribute.MirroredStrategy()
+with strategy.scope():
+    optimizer = tf.keras.optimizers.Adam(learning_rate=1e-3)
+    model = tf.keras.Sequential([tf.keras.layers.Dense(128, activation="relu"), tf.keras.layers.Dense(10)])
+    model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy")
+    other = tf.keras.Sequential([tf.keras.layers.Dense(1)])
+    other.compile(optimizer="adam", loss="mse")
+model.fit(strategy.experimental_distribute_dataset(train_ds), epochs=5)
+"""),
+        Example("""
+import tensorflow as tf
 class Trainer:
     def __init__(self, model, strategy):
         self.model = model
@@ -407,6 +432,24 @@ evaluator.distributed_pass(x, y)
             self.report(node, f"{what} built outside `strategy.scope()` but used in the distributed step "
                               f"`{users[0]}`: its variables are not mirrored across replicas (Keras 3 fails at "
                               "the first step); build it inside `with strategy.scope():`")
+        elif what.startswith("Keras optimizer"):
+            compiled = [c for c, read in self._compiles_in_scope if self._seen_at(holders, node, c) & read]
+            if compiled:
+                self.report(node, f"{what} built outside `strategy.scope()` but compiled into a model inside it "
+                                  f"(line {self.ctx.line_of(compiled[0])}): Keras 3 fails at the first step of `fit` "
+                                  "(`RuntimeError: Mixing different tf.distribute.Strategy objects`); build it inside "
+                                  "`with strategy.scope():`")
+
+    @cached_property
+    def _compiles_in_scope(self) -> list[tuple[cst.Call, set[str]]]:
+        """`model.compile(optimizer=...)` calls inside a strategy scope, each with the names its optimizer
+        argument reads."""
+        found = []
+        for call in self.ctx.definitions.named("compile").nodes:
+            optimizer = argument(call, 0, "optimizer")
+            if isinstance(call.func, cst.Attribute) and optimizer is not None and self.ctx.strategies.in_scope(call):
+                found.append((call, dotted_names_in(optimizer)))
+        return found
 
     @cached_property
     def _readers(self) -> tuple[_Readers, _Readers]:
