@@ -8,7 +8,7 @@ import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.with_blocks import WithBlocks
-from lintloop.analysis.nodes import argument, string_value
+from lintloop.analysis.nodes import argument, call_name, dotted, positional_args, string_value
 
 # Context managers (and decorators) under which nothing computed holds an autograd graph.
 NO_GRAD_CALLS = {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad",
@@ -40,6 +40,12 @@ NEW_AMP = {"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.auto
            "torch.amp.grad_scaler.GradScaler", "torch.GradScaler"}
 # What autocast runs in when `dtype` is not given (torch.get_autocast_dtype, measured on torch 2.13).
 _DEFAULT_DTYPE = {"cuda": "float16", "cpu": "bfloat16"}
+# `batch_of_one`: how far names and moves are followed; what keeps a tensor's batch dimension.
+_BATCH_DEPTH = 4
+_MOVES = {"to", "float", "double", "half", "cuda", "cpu", "long", "int", "contiguous", "type"}
+_NEW_AXES = {"np.newaxis", "numpy.newaxis"}
+_FROM_DATA = {"torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor"}
+_SIZED_CONSTRUCTORS = {"torch.zeros", "torch.ones", "torch.randn", "torch.rand", "torch.empty", "torch.full"}
 _DTYPES = {"torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16",
            "torch.float32": "float32", "torch.float": "float32"}
 
@@ -126,3 +132,37 @@ class PyTorch(Analysis):
     def _value(self, expr: cst.BaseExpression | None) -> cst.BaseExpression | None:
         """A name followed to the value it was last assigned (`amp_dtype = torch.float16`)."""
         return self.ctx.flow.resolve_value(expr) if expr is not None else None
+
+    def batch_of_one(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+        """Is `expr` (a model's input) a batch of one sample, as the code shapes it: `x.unsqueeze(0)`,
+        `x[None]`, `x.view(1, -1)`, `torch.zeros(1, ...)`, through names and device or dtype moves? One
+        observation per step of an RL acting loop, one token of a sampling loop: a forward's graph there is
+        a few small tensors."""
+        if depth > _BATCH_DEPTH:
+            return False
+        if isinstance(expr, cst.Name):
+            held = self.ctx.flow.value_at(expr.value, at)
+            return held is not None and self.batch_of_one(held[0], held[1], depth + 1)
+        if isinstance(expr, cst.Subscript):
+            first = expr.slice[0].slice if expr.slice else None
+            return isinstance(first, cst.Index) and isinstance(first.value, cst.Name) and \
+                first.value.value == "None" or isinstance(first, cst.Index) and dotted(first.value) in _NEW_AXES
+        if not isinstance(expr, cst.Call):
+            return False
+        method = call_name(expr)
+        args = positional_args(expr)
+        if isinstance(expr.func, cst.Attribute) and method == "unsqueeze":
+            dim = args[0] if args else argument(expr, 0, "dim")
+            return isinstance(dim, cst.Integer) and dim.value == "0"
+        if method in ("view", "reshape") or (self.ctx.names.callee(expr) or "") in _SIZED_CONSTRUCTORS:
+            first = args[1] if method in ("view", "reshape") and not isinstance(expr.func, cst.Attribute) else (
+                args[0] if args else None)
+            if isinstance(first, (cst.Tuple, cst.List)) and first.elements:
+                first = first.elements[0].value
+            return isinstance(first, cst.Integer) and first.value == "1"
+        if (self.ctx.names.callee(expr) or "") in _FROM_DATA and args and isinstance(args[0], (cst.List, cst.Tuple)):
+            rows = args[0].elements  # `torch.tensor([[x, y]])`: one row
+            return len(rows) == 1 and isinstance(rows[0].value, (cst.List, cst.Tuple))
+        if isinstance(expr.func, cst.Attribute) and method in _MOVES:
+            return self.batch_of_one(expr.func.value, at, depth + 1)
+        return False

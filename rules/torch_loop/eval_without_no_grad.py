@@ -9,7 +9,7 @@ import libcst as cst
 from lintloop.analysis.iteration import loop_header
 from lintloop.analysis.loop_values import FEW_ITERATIONS
 from lintloop.analysis.pytorch import NO_GRAD_CALLS
-from lintloop.analysis.nodes import call_name, dotted, names_in, receiver
+from lintloop.analysis.nodes import call_name, dotted, names_in, positional_args, receiver
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 
@@ -63,7 +63,9 @@ class EvalWithoutNoGrad(Rule):
                "(as a context or a decorator) and without any backward: autograd records the graph of every "
                "evaluation forward pass for nothing. Reported when the loop runs over a loader, a dataset or "
                "anything of unknown length, or keeps its outputs across iterations (appended, accumulated, fed "
-               "back); a few calls over a small literal range or list whose output is rebound each iteration "
+               "back); a few calls over a small literal range or list whose output is rebound each iteration, "
+               "and calls on a batch of one sample (`obs.unsqueeze(0)`, `x[None]`, `torch.tensor([[x, y]])`: "
+               "an RL acting loop, a sampling grid) whose output is rebound, "
                "hold one small graph at a time and are not reported. The message says which.")
     why = ("`eval()` only changes dropout and batch norm; it does not turn autograd off. Every forward pass still "
            "saves its activations for a backward that never comes: more memory and time per batch, and every "
@@ -182,6 +184,35 @@ for _ in range(8):
     )
     not_flagged = (
         Example("""
+import gymnasium as gym
+import torch
+from torch import nn
+policy = nn.Sequential(nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 2))
+policy.load_state_dict(torch.load("policy.pt"))
+policy.eval()
+env = gym.make("CartPole-v1")
+obs, _ = env.reset()
+done, episode_return = False, 0.0
+while not done:
+    state = torch.as_tensor(obs, dtype=torch.float32).unsqueeze(0)
+    action = policy(state).argmax(dim=1).item()
+    obs, reward, terminated, truncated, _ = env.step(action)
+    done = terminated or truncated
+    episode_return += reward
+print(episode_return)
+"""),
+        Example("""
+import numpy as np
+import torch
+decoder.eval()
+figure = np.zeros((28 * 15, 28 * 15))
+for i, y in enumerate(np.linspace(-3, 3, 15)):
+    for j, x in enumerate(np.linspace(-3, 3, 15)):
+        z = torch.tensor([[x, y]], dtype=torch.float32)
+        digit = decoder(z).view(28, 28).detach().numpy()
+        figure[i * 28:(i + 1) * 28, j * 28:(j + 1) * 28] = digit
+"""),
+        Example("""
 import torch
 classifier.eval()
 shown = 6
@@ -293,6 +324,10 @@ for x, y in loader:
                 # A few forwards, each graph dropped when its output is rebound: bounded and small. (A
                 # loop inside it whose length is unknown is reported on its own.)
                 continue
+            if kept is None and any(self.ctx.torch.batch_of_one(arg, forward) for arg in positional_args(forward)):
+                # One sample per forward (an RL acting loop's observation, a sampling loop's token), its graph
+                # dropped when the output is rebound: a few small tensors at a time.
+                continue
             self._reported.add(id(loop))
             if kept is not None:
                 growth = (f", and `{self.ctx.snippet(kept)}` keeps its output across iterations: the graph and "
@@ -361,9 +396,17 @@ for x, y in loader:
         attribute, yielded, or fed back into the next iteration's input (`x = model(x)`)."""
         outputs = [c for c in self.ctx.definitions.calls_in(loop) if self._runs(c, model)]
         for sink, value in self._sinks(loop):
-            if not _graph_free(value) and any(self.ctx.flow.flows_into(out, value, sink) for out in outputs):
+            if not self._holds_no_graph(value, sink) and any(self.ctx.flow.flows_into(out, value, sink)
+                                                            for out in outputs):
                 return sink
         return None
+
+    def _holds_no_graph(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """`_graph_free`, also through a name (`digit = decoder(z).detach().numpy()`, then `grid[i] = digit`)."""
+        if isinstance(value, cst.Name):
+            held = self.ctx.flow.value_at(value.value, at)
+            return held is not None and _graph_free(held[0])
+        return _graph_free(value)
 
     def _sinks(self, loop: cst.For | cst.While) -> Iterator[tuple[cst.CSTNode, cst.BaseExpression]]:
         """(statement or call, value) for each value an iteration of `loop` stores beyond itself."""
