@@ -72,6 +72,8 @@ _STATIC_INFO_CALLS = {"jax.typeof", "jax.sharding.get_abstract_mesh"}
 # Builtins whose answer about a traced value is a plain Python value at trace time (`len(x)` is its
 # leading dimension; `type(x)` its tracer class).
 _STATIC_BUILTINS = ("isinstance", "type", "len", "callable", "id")
+# Annotations of Python configuration values (`def __init__(self, dim: int)`).
+_PYTHON_TYPES = ("int", "float", "bool", "str")
 # Functions that give a value's static information, passed by name to a tree map (`jax.tree.map(jnp.shape, p)`).
 _STATIC_INFO_FUNCTIONS = {"jax.typeof", "jax.numpy.shape", "jax.numpy.ndim", "numpy.shape", "numpy.ndim"}
 # Literals a tuple of static information may hold (`(x.shape, "bf16")`).
@@ -324,6 +326,29 @@ class Jax(Analysis):
         found = self.transform_around(chain[-1] if chain else node)
         return (chain, found[0]) if found is not None else None
 
+    @computed
+    def _python_attributes(self) -> frozenset[str]:
+        """Attributes that same-file classes set, in `__init__`, only to Python configuration: a number,
+        string or bool literal, or an `__init__` parameter annotated `int`, `float`, `bool` or `str`
+        (`self.dim = dim`, `self.num_heads = 8`). A module's such attribute is not traced."""
+        python, other = set(), set()
+        for cls in self.ctx.nodes(cst.ClassDef):
+            for init in self.ctx.definitions.methods_named(cls, "__init__"):
+                annotated = {p.name.value for p in (*init.params.params, *init.params.kwonly_params)
+                             if p.annotation is not None and isinstance(p.annotation.annotation, cst.Name)
+                             and p.annotation.annotation.value in _PYTHON_TYPES}
+                for assign in self.ctx.nodes_within(cst.Assign, init):
+                    for target in assign.targets:
+                        name = target.target
+                        if not (isinstance(name, cst.Attribute) and isinstance(name.value, cst.Name)
+                                and name.value.value == "self"):
+                            continue
+                        value = assign.value
+                        plain = isinstance(value, (cst.Integer, cst.Float, cst.SimpleString)) or \
+                            isinstance(value, cst.Name) and (value.value in annotated or value.value in ("True", "False"))
+                        (python if plain else other).add(name.attr.value)
+        return frozenset(python - other)
+
     def is_static_info(self, expr: cst.BaseExpression, depth: int = 0) -> bool:
         """Is `expr` type information JAX knows while tracing: `jax.typeof(x)`, `x.shape`, `x.dtype`, `x.ndim`,
         `jax.sharding.get_abstract_mesh()`, or a part of one (`x.shape[0]`, `jax.typeof(x).sharding.spec`);
@@ -332,6 +357,9 @@ class Jax(Analysis):
         same-file function that returns only such values (`def tree_shape(xs): return jax.tree.map(...)`)?
         At trace time it is a plain value, not a tracer (printing it is JAX's documented way to inspect
         shardings; `jax.debug.print` cannot format `jax.typeof(x)`: measured, jax 0.10.2)."""
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) \
+                and expr.attr.value in self._python_attributes:
+            return True  # `model.dim`: a module's configuration, a Python value while tracing
         while isinstance(expr, (cst.Attribute, cst.Subscript)):
             if isinstance(expr, cst.Attribute) and expr.attr.value in _STATIC_ATTRIBUTES:
                 return True

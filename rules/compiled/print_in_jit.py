@@ -163,6 +163,21 @@ def train_step(model, optimizer, batch):
     )
     not_flagged = (
         Example("""
+import jax.numpy as jnp
+from flax import nnx
+class MLP(nnx.Module):
+    def __init__(self, dim: int, rngs: nnx.Rngs):
+        self.dim = dim
+        self.linear = nnx.Linear(dim, dim, rngs=rngs)
+@nnx.jit
+def forward(model, x):
+    print("model width", model.dim)
+    return model.linear(x)
+model = MLP(16, nnx.Rngs(0))
+for step in range(100):
+    forward(model, jnp.ones((4, 16)))
+"""),
+        Example("""
 import jax
 import jax.numpy as jnp
 @jax.jit
