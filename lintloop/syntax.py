@@ -674,11 +674,21 @@ def _after_last_token(text: str, line: int, column: int) -> tuple[int, int]:
         line, column = len(lines) + 1, 0
     offset = sum(len(text) for text in lines[:line - 1]) + column
     before = text[:offset]
-    stripped = before.rstrip(" \t\f\r\n")
+    stripped = _without_trailing_comment_lines(before.rstrip(" \t\f\r\n"))
     if "\n" not in before[len(stripped):] and "\r" not in before[len(stripped):] or not stripped:
         return max(line, 1), column + 1
     last_line = [line.rstrip("\r\n") for line in source_lines(stripped)]
     return len(last_line), len(last_line[-1]) + 1
+
+
+def _without_trailing_comment_lines(text: str) -> str:
+    """`text` without the comment-only lines at its end (libcst reads the comments between an unfinished
+    `loss =` and the next statement before it fails; CPython points at the statement)."""
+    while True:
+        start = max(text.rfind("\n"), text.rfind("\r")) + 1
+        if not text[start:].lstrip(" \t\f").startswith("#"):
+            return text
+        text = text[:start].rstrip(" \t\f\r\n")
 
 
 def _tokenizer_error_position(text: str) -> tuple[int, int] | None:

@@ -91,6 +91,10 @@ SYNTAX_ERRORS = {
     "missing_colon": ("import torch\nif x\n    pass\n", 2, 5,  # after `x`, where the `:` is missing
                       "syntax error: expected one of !=, %, &, (, *, **, +, -, ., /, //, :, :=, <, <<, <=, ==, >, "
                       ">=, >>, @, [, ^, and, if, in, is, not, or, |"),
+    "unfinished_before_comment_lines": ("import torch\nd_loss =\n# perform backprop\n\n# then the generator\ng = 1\n",
+                                        2, 9,  # after `=`, as CPython says, not on the comments libcst read next
+                                        "syntax error: expected one of (, *, +, -, ..., AWAIT, False, NAME, NUMBER, None, "
+                                        "True, [, lambda, not, yield, ~"),
     "unterminated_string": ("import torch\nx = 1\ny = 'abc\n", 3, 5, "syntax error: unterminated string literal"),
     "unterminated_triple_quoted_string": ('import torch\nx = 1\n\ny = """abc\n\nz = 2\n', 4, 5,
                                           "syntax error: unterminated triple-quoted string literal"),
