@@ -50,6 +50,25 @@ class PrintInTfFunction(Rule):
     flagged = (
         Example("""
 import tensorflow as tf
+from tensorflow.python.eager.def_function import function
+@function
+def decode_step(tokens, state):
+    print("decoding", tokens)
+    logits, state = decoder(tokens, state)
+    return tf.argmax(logits, axis=-1), state
+for _ in range(max_length):
+    tokens, state = decode_step(tokens, state)
+""", expect="""
+5:5-5:30 [safe fix] builtin `print` inside the tf.function `decode_step` runs only while TensorFlow
+    traces it (first call and each retrace) and prints symbolic tensors; use `tf.print` to print on
+    every call
+""", fix_diff="""
+@@ -5 +5 @@
+-    print("decoding", tokens)
++    tf.print("decoding", tokens)
+"""),
+        Example("""
+import tensorflow as tf
 @tf.function
 def train_step(x, y):
     loss = compute(x, y)

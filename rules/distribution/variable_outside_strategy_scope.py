@@ -60,6 +60,35 @@ class VariableOutsideStrategyScope(Rule):
               "call `optimizer.build(model.trainable_variables)` inside the scope.")
     flagged = (
         Example("""
+import tensorflow.compat.v2 as tf
+strategy = tf.distribute.MirroredStrategy()
+model = build_resnet(num_classes=1000)
+optimizer = tf.keras.optimizers.SGD(0.1, momentum=0.9)
+train_loss = tf.keras.metrics.Mean()
+@tf.function
+def train_step(iterator):
+    def step_fn(images, labels):
+        with tf.GradientTape() as tape:
+            logits = model(images, training=True)
+            loss = tf.nn.compute_average_loss(
+                tf.keras.losses.sparse_categorical_crossentropy(labels, logits, from_logits=True),
+                global_batch_size=GLOBAL_BATCH)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        train_loss.update_state(loss)
+    strategy.run(step_fn, args=next(iterator))
+iterator = iter(strategy.experimental_distribute_dataset(train_ds))
+for step in range(train_steps):
+    train_step(iterator)
+""", expect="""
+4:13-4:55 Keras optimizer `SGD` built outside `strategy.scope()` but used in the distributed step
+    `step_fn`: its variables are not mirrored across replicas (Keras 3 fails at the first step); build
+    it inside `with strategy.scope():`
+5:14-5:37 Keras metric `Mean` built outside `strategy.scope()` but used in the distributed step
+    `step_fn`: its variables are not mirrored across replicas (Keras 3 fails at the first step); build
+    it inside `with strategy.scope():`
+"""),
+        Example("""
 import tensorflow as tf
 strategy = tf.distribute.MirroredStrategy()
 optimizer = tf.keras.optimizers.Adam(learning_rate=1e-3)

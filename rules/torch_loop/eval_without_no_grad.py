@@ -77,6 +77,34 @@ class EvalWithoutNoGrad(Rule):
     flagged = (
         Example("""
 import torch
+from torch import nn
+class Seq2Seq(nn.Module):
+    def __init__(self, vocab_size, hidden=256):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, hidden)
+        self.encoder = nn.GRU(hidden, hidden, batch_first=True)
+        self.decoder = nn.GRU(hidden, hidden, batch_first=True)
+        self.out = nn.Linear(hidden, vocab_size)
+def translate(net, src, max_len):
+    net.eval()
+    _, state = net.encoder(net.embed(src))
+    token, outputs = src[:, -1:], []
+    for _ in range(max_len):
+        hidden, state = net.decoder(net.embed(token), state)
+        token = net.out(hidden).argmax(dim=-1)
+        outputs.append(hidden)
+    return torch.cat(outputs, dim=1)
+model = Seq2Seq(10000)
+for src in test_loader:
+    print(translate(model, src, 40).shape)
+""", expect="""
+15:25-15:61 `net.decoder(net.embed(token), state)` in `for _ in range(max_len)` runs after `net.eval()`
+    with autograd on, and `hidden, state = net.decoder(net.embed(token), state)` keeps its output across
+    iterations: the graph and activations of every iteration stay alive; wrap the loop in `with
+    torch.no_grad():` (or `torch.inference_mode()`)
+"""),
+        Example("""
+import torch
 def predict(net, loader):
     return [net(x).argmax(1) for x in loader] + [net(x) for x in loader]
 
