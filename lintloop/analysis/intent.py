@@ -38,6 +38,8 @@ _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "log"})
 _NOT_READS = (cst.Param, cst.AsName, cst.ImportAlias, cst.NameItem, cst.FunctionDef, cst.ClassDef)
 
 TracedNode = cst.FunctionDef | cst.Lambda
+# Prints that run on every call of traced code.
+_GRAPH_PRINTS = frozenset({"tensorflow.print", "jax.debug.print"})
 
 # What the markdown cell just before a code cell says the cell shows, by topic: a notebook cell under
 # "Python side effects run only once, when the function is traced" shows the pitfall on purpose.
@@ -98,6 +100,22 @@ class Intent(Analysis):
         if isinstance(parent, cst.Arg):
             printing = self.ctx.parents.get(parent)
             return isinstance(printing, cst.Call) and self.ctx.names.is_builtin(printing.func, "print")
+        return False
+
+    def beside_graph_print(self, call: cst.Call) -> bool:
+        """Is a builtin `print(x)` beside a framework print of the same value in the same function
+        (`print(num)` and `tf.print(num)`, `jax.debug.print("{}", x)`): a guide showing that one prints once
+        while tracing and the other on every call?"""
+        shown = {self.ctx.module.code_for_node(a.value) for a in call.args
+                 if a.keyword is None and not a.star and not _texts_of(a.value)}
+        if not shown:
+            return False
+        scope = self.ctx.scope_of(call)
+        for other in self.ctx.nodes_in_scope(cst.Call, scope).nodes:
+            if other is not call and self.ctx.names.callee(other) in _GRAPH_PRINTS:
+                printed = {self.ctx.module.code_for_node(a.value) for a in other.args if a.keyword is None}
+                if shown <= printed:
+                    return True
         return False
 
     def announces_tracing(self, call: cst.Call) -> bool:

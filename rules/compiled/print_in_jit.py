@@ -163,6 +163,17 @@ def train_step(model, optimizer, batch):
     )
     not_flagged = (
         Example("""
+import jax
+import jax.numpy as jnp
+@jax.jit
+def double(x):
+    print("print:", x)
+    jax.debug.print("jax.debug.print: {}", x)
+    return 2 * x
+for value in jnp.arange(3.0):
+    double(value)
+"""),
+        Example("""
 import jax.numpy as jnp
 from flax import nnx
 class MLP(nnx.Module):
@@ -277,7 +288,7 @@ def cumulative(xs):
     def visit_Call(self, node: cst.Call) -> None:
         names = self.ctx.names
         if names.is_builtin(node.func, "print"):
-            if self.ctx.intent.announces_tracing(node):
+            if self.ctx.intent.announces_tracing(node) or self.ctx.intent.beside_graph_print(node):
                 return  # a print that says it traces shows tracing on purpose
             printed = _printed_parts(node)
             jax_code = self.ctx.jax

@@ -183,6 +183,15 @@ def collect(env_step):
     not_flagged = (
         Example("""
 import tensorflow as tf
+@tf.function
+def show(num):
+    print(num)
+    tf.print(num)
+for i in range(3):
+    show(tf.constant(i))
+"""),
+        Example("""
+import tensorflow as tf
 def step(x):
     print("tracing", x.shape)
     return x + 1
@@ -263,8 +272,9 @@ for x in batches:
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.ctx.names.is_builtin(node.func, "print") or self.ctx.intent.announces_tracing(node):
-            return  # a print that says it traces shows tracing on purpose
+        if not self.ctx.names.is_builtin(node.func, "print") or self.ctx.intent.announces_tracing(node) \
+                or self.ctx.intent.beside_graph_print(node):
+            return  # a print that says it traces, or shown beside tf.print of the same value: on purpose
         traced = self.ctx.tf.traced_chain(node)
         if traced is None:
             return
