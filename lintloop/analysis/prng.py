@@ -830,7 +830,7 @@ class Prng(Analysis):
 
     @computed
     def default_keys(self) -> list[tuple[cst.FunctionDef, cst.Param, Draw, cst.Call]]:
-        """Parameters whose default value makes a key (`key=jax.random.PRNGKey(0)`) that the function
+        """Parameters whose default value makes a key (`key=jax.random.PRNGKey(0)`, `key=get_key()`) that the function
         draws from with a sampler, and a same-file call that leaves the parameter out and runs more than
         once (in a loop, in a function called from one, or one of several such calls): the default is
         evaluated once, when the `def` runs, so those calls draw the same numbers. A default key used by
@@ -838,8 +838,9 @@ class Prng(Analysis):
         gives the same parameters on purpose, as in `Draw.pairable`."""
         found = []
         for fn in self.ctx.nodes(cst.FunctionDef):
-            defaulted = [p for p in _params(fn) if isinstance(p.default, cst.Call)
-                         and self.ctx.names.callee(p.default) in KEY_MAKERS]
+            # Any call: the function draws from the parameter, so what the default makes is a key
+            # (`jax.random.PRNGKey(0)`, a helper's `d2l.get_key()`), made once.
+            defaulted = [p for p in _params(fn) if isinstance(p.default, cst.Call)]
             if not defaulted:
                 continue
             drawn = self.params_drawn(fn, 0)

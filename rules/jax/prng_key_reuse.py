@@ -38,7 +38,7 @@ class PrngKeyReuse(Rule):
                "state (`self.rng`, `state.key`), and keys passed to functions of other files, are not judged. In pairs, `init` calls (flax, haiku), `nnx.Rngs` and haiku's "
                "`apply(params, rng)` are not counted (one key for `init` and `apply`, or for two `init`s, "
                "gives identical parameters on purpose); in loops they are. Also a key made as a parameter's "
-               "default value (`def dropout(x, key=jax.random.PRNGKey(0))`) of a function that draws from it, "
+               "default value (`def dropout(x, key=jax.random.PRNGKey(0))`, or made by any call: `key=get_key()`) of a function that draws from it, "
                "called without it where the call runs more than once (in a loop, in a function called from "
                "one, or from two places): the default is evaluated once, when the `def` runs. Not a key "
                "reused on purpose: draws shown as bare expressions (a notebook demonstrating that one key "
@@ -62,6 +62,20 @@ class PrngKeyReuse(Rule):
               "`jax.random.normal(sub, ...)`; for several draws, `k1, k2 = jax.random.split(key)`. In a "
               "step function, `jax.random.fold_in(key, step)` gives a different key per step.")
     flagged = (
+        Example("""
+import jax
+import jax.numpy as jnp
+from utils import new_key
+def add_noise(x, scale, key=new_key()):
+    return x + scale * jax.random.normal(key, x.shape)
+for step, (x, y) in enumerate(batches):
+    params, opt_state = update(params, opt_state, add_noise(x, 0.1), y)
+""", expect="""
+4:29-4:38 the default key `new_key()` of `key` is made once, when `def add_noise` runs, and
+    `jax.random.normal` at line 5 draws from it: every call that leaves `key` out (as at line 7, which
+    runs more than once) draws the same random numbers; make `key` a required parameter and pass each
+    call a fresh key (`key, sub = jax.random.split(key)`)
+"""),
         Example("""
 import jax
 class Trainer:
