@@ -739,6 +739,8 @@ class Prng(Analysis):
         results = [self._bound_name(c) for c in (first, second)]
         if None in results:
             return False
+        if any(self._drives_nothing(name, call) for name, call in zip(results, (first, second))):
+            return True
         compared = set(results)
         return any(compared <= names_in(node) for node in self._comparing_nodes(self.ctx.scope_of(second)).after(second))
 
@@ -763,6 +765,28 @@ class Prng(Analysis):
         found = {self._applied_module(inner.call, depth - 1) for fn in self._targets(call)
                  for inner, _ in self.params_drawn(fn, 1).values()}
         return found.pop() if len(found) == 1 else None
+
+    def _drives_nothing(self, name: str, draw: cst.Call) -> bool:
+        """Is the draw's result only an input to compile or time (`jax.jit(f).lower(x)`,
+        `f(x).block_until_ready()`, `x.shape`), or never read here (a notebook's `%timeit f(x)`): fake
+        inputs, whose numbers nothing depends on?"""
+        scope = self.ctx.scope_of(draw)
+        after = self.ctx.order[draw]
+        if any(n.value == name and self.ctx.scope_of(n) is not scope and _is_read(n, self.ctx.parents.get(n))
+               and not self.ctx.bindings_in(self.ctx.scope_of(n), name) for n in self.ctx.nodes_within(cst.Name, scope)):
+            return False  # read by a function nested in the scope: its uses are not followed here
+        reads = [n for n in self.ctx.nodes_in_scope(cst.Name, scope).nodes
+                 if n.value == name and self.ctx.order[n] > after and _is_read(n, self.ctx.parents.get(n))]
+        for read in reads:
+            binding = self.ctx.flow.last_binding(name, read)
+            if binding is None or binding.node is not self.ctx.parents.get(draw):
+                continue  # a later value of the name
+            if not any(isinstance(a, cst.Call) and call_name(a) in _COMPILE_OR_TIME
+                       or isinstance(a, cst.Attribute) and a.attr.value in ("shape", "dtype", "ndim")
+                       and a.value is read for a in self.ctx.ancestors(read)
+                       if not isinstance(a, (cst.BaseStatement, cst.BaseSuite))):
+                return False
+        return True
 
     def _bound_name(self, call: cst.Call) -> str | None:
         """The name a draw's result is assigned to (`a = jax.random.normal(key, ...)`), else None."""
@@ -941,6 +965,8 @@ class Prng(Analysis):
 
 
 # Calls that compare their arguments (besides `assert*` methods and functions).
+# Calls whose inputs are compiled or timed, not computed with: fake inputs of a benchmark.
+_COMPILE_OR_TIME = frozenset({"block_until_ready", "lower", "make_jaxpr", "eval_shape", "timeit", "repeat"})
 _COMPARISONS = frozenset({"allclose", "array_equal", "array_equiv", "isclose", "equal", "not_equal"})
 
 
@@ -959,3 +985,14 @@ def _dict_values(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
     if isinstance(expr, cst.Dict):
         return [e.value for e in expr.elements if isinstance(e, cst.DictElement)]
     return [expr]
+
+
+def _is_read(name: cst.Name, parent: cst.CSTNode | None) -> bool:
+    """A name read, not bound (`x = ...`, a parameter, an import) nor an attribute's or keyword's name."""
+    if isinstance(parent, (cst.AssignTarget, cst.Param, cst.AsName, cst.ImportAlias, cst.For, cst.AugAssign)):
+        return not (getattr(parent, "target", None) is name or getattr(parent, "name", None) is name)
+    if isinstance(parent, cst.Attribute):
+        return parent.attr is not name
+    if isinstance(parent, cst.Arg):
+        return parent.keyword is not name
+    return True

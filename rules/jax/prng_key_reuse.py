@@ -43,7 +43,8 @@ class PrngKeyReuse(Rule):
                "one, or from two places): the default is evaluated once, when the `def` runs. Not a key "
                "reused on purpose: draws shown as bare expressions (a notebook demonstrating that one key "
                "gives the same numbers), draws whose results are then compared (`assert (a == b).all()`, "
-               "`np.testing.assert_allclose(a, b)`); nor flax `apply(rngs=...)` of two different modules "
+               "`np.testing.assert_allclose(a, b)`), fake inputs whose numbers nothing depends on (a draw only "
+               "compiled or timed, `jax.jit(f).lower(x)`, `f(x).block_until_ready()`, or not read again); nor flax `apply(rngs=...)` of two different modules "
                "(flax folds each module's path into its keys) or an initialising `apply(mutable=[\"params\"])`.")
     why = ("A JAX key is a value, not a stateful generator: a sampler returns the same numbers every time it "
            "is given the same key. Two draws from one key are identical (or, for different distributions, "
@@ -261,6 +262,17 @@ def encode(params, images, key):
 """),
     )
     not_flagged = (
+        Example("""
+import jax
+import jax.numpy as jnp
+def layer(w, x):
+    return jnp.tanh(x @ w)
+key = jax.random.PRNGKey(0)
+w = jax.random.normal(key, (1024, 1024))
+x = jax.random.normal(key, (8, 1024))
+compiled = jax.jit(layer).lower(w, x).compile()
+compiled(w, x).block_until_ready()
+"""),
         Example("""
 import jax
 class Sampler:
