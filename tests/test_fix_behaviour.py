@@ -21,6 +21,8 @@ pytestmark = pytest.mark.framework
 SYMPTOMS = {
     "LL206": (["--steps", "6"], "JitTracer(", r"^loss \d"),
     "LL201": (["--steps", "6"], 'loss Tensor("'),
+    # `.detach()`: the same totals, the accumulator a tensor without a graph.
+    "LL301": (["--steps", "30"], "grad_fn=AddBackward0", r"^done: \d+ steps, total_loss has grad_fn=NoneType$"),
     "LL603": (["--steps", "20"], "FutureWarning"),
     "LL601": (["--steps", "40"], "saturated float16 output"),
     "LL501": (["--steps", "20"], "input and training ran one after the other"),

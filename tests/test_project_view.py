@@ -107,9 +107,9 @@ def test_a_model_class_from_another_module_is_the_model_the_loop_trains(tmp_path
         for epoch in range(epochs):
             print(epoch, train_one_epoch(net, train_loader, optimizer, nn.CrossEntropyLoss()))
     """})
-    # The model the loop trains is a small one its project shows whole (models.py): the graph each
-    # accumulated loss keeps is a few KiB, as when the class is in the script (LL301's magnitude rule).
-    assert lint(tmp_path / "train.py", "LL301") == []
+    # The class the loop trains comes from models.py; what an accumulated loss keeps is the step's saved
+    # activations whatever the model's size, so LL301 reports it with either module.
+    assert lint(tmp_path / "train.py", "LL301") == [("train.py", 12, "LL301")]
     write(tmp_path, {"models.py": MODEL_OF_UNKNOWN_SIZE})
     assert lint(tmp_path / "train.py", "LL301") == [("train.py", 12, "LL301")]
 

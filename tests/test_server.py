@@ -222,7 +222,7 @@ async def test_safe_fix_and_fix_all_give_what_lintloop_fix_writes(client, worksp
 
 @on_module_loop
 async def test_unsafe_fix_is_marked_and_not_preferred(client, workspace, run_cli):
-    path = copy_fixture("LL301_bad.py", workspace / "unsafe")
+    path = copy_fixture("LL301_tf_bad.py", workspace / "unsafe")
     unsafe = [f for f in cli_findings(run_cli, path) if f["fix"] and f["fix"]["applicability"] == "unsafe"]
     assert unsafe, "the fixture must have an unsafe fix"
     published = await open_document(client, path.as_uri(), path.read_text())

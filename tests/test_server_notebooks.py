@@ -246,7 +246,7 @@ async def test_quick_fix_on_a_cell_gives_what_lintloop_fix_writes(client, tmp_pa
     actions = await code_actions(client, uri, diagnostic.range)
 
     fix = next(a for a in actions if a.title.startswith("Fix LL301: "))
-    assert fix.title.endswith("(unsafe)") and not fix.is_preferred
+    assert not fix.title.endswith("(unsafe)") and fix.is_preferred  # `.detach()`: a safe fix
     fixed = applied_to_cells(notebook, fix.edit)
     expected = dict(zip((cell.document for cell in notebook.cells), cell_sources(reference)))
     assert fixed[uri] != notebook.texts[uri]

@@ -274,9 +274,9 @@ def _lifecycle_cases() -> list[Case]:
 # ----- notebooks and configurations ------------------------------------------------------------------
 
 SETUP = ("import torch\nmodel = torch.nn.Linear(3, 1)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-         "loader = [(torch.randn(4, 3), torch.randn(4, 1))]\n")
+         "loader = [(torch.randn(4, 3), torch.randn(4, 1))] * 64\n")
 LEAKY_LOOP = ("total = 0\nfor x, y in loader:\n    loss = ((model(x) - y) ** 2).mean()\n    loss.backward()\n"
-              "    optimizer.step()\n    optimizer.zero_grad()\n    total += loss\n")  # LL301 (an unsafe fix)
+              "    optimizer.step()\n    optimizer.zero_grad()\n    total += loss\n")  # LL301 (a safe fix: `.detach()`)
 
 
 CHECK_NOTEBOOK = ["check", "--no-cache", "--format", "concise", "nb.ipynb"]
@@ -374,7 +374,7 @@ def _fixed_around_the_surrogate(outcome: Outcome) -> str | None:
     text = outcome.written.get("project/nb.ipynb", b"")
     if not text.isascii() or b"\\ud800" not in text:
         return "the notebook's surrogate escape was not kept as it was"
-    if b"total += loss.item()" not in text:
+    if b"total += loss.detach()" not in text:
         return "the loop's cell was not fixed"
     return None
 

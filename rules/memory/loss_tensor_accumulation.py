@@ -531,7 +531,7 @@ class Trainer:
         what = f"the loss tensor `{code}`" if isinstance(held, cst.Name) else f"the loss tensor returned by `{code}`"
         if framework == "pt":
             converted = code + ".detach()"
-            unsafe = self._differentiated_later(root)
+            unsafe = self._differentiated_later(root, node)
             message = (f"{action} {what} into `{target}` keeps each step's autograd graph and saved activations "
                        f"(batch x widths) alive {life}; use `{converted}`"
                        + (f" (unsafe: `{target}` is differentiated later)" if unsafe else ""))
@@ -572,16 +572,12 @@ class Trainer:
                 return None  # the caller's variable, called from places the file does not pin down
             at, depth = sites[0], depth + 1
 
-    def _differentiated_later(self, name: str) -> bool:
-        """Is the accumulator read into something differentiated (`total.backward()`,
+    def _differentiated_later(self, name: str, at: cst.CSTNode) -> bool:
+        """Does the accumulator's value reach something differentiated (`total.backward()`,
         `torch.stack(losses).var().backward()`)? Then detaching what it holds changes the gradients."""
-        ctx = self.ctx
-        kind = cst.Attribute if "." in name else cst.Name
-        for target, call in ctx.training.differentiated:
-            values = [target, *(b.value for b in ctx.flow.feeding_bindings(target, call) if b.value is not None)]
-            if any(dotted(n) == name for value in values for n in ctx.nodes_within(kind, value)):
-                return True
-        return False
+        binding = self.ctx.flow.last_binding(name, at)
+        held = binding.value if binding is not None and binding.value is not None else None
+        return any(self.ctx.training.is_differentiated(node) for node in (at, *((held,) if held is not None else ())))
 
     def _loss_names(self, region: cst.CSTNode) -> dict[str, str]:
         """Names holding a loss tensor in one step (`region`), with the framework that computed it.
