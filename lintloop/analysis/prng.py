@@ -966,7 +966,7 @@ class Prng(Analysis):
 
 # Calls that compare their arguments (besides `assert*` methods and functions).
 # Calls whose inputs are compiled or timed, not computed with: fake inputs of a benchmark.
-_COMPILE_OR_TIME = frozenset({"block_until_ready", "lower", "make_jaxpr", "eval_shape", "timeit", "repeat"})
+_COMPILE_OR_TIME = frozenset({"block_until_ready", "lower", "make_jaxpr", "eval_shape", "timeit"})
 _COMPARISONS = frozenset({"allclose", "array_equal", "array_equiv", "isclose", "equal", "not_equal"})
 
 
