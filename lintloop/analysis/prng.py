@@ -767,9 +767,9 @@ class Prng(Analysis):
         return found.pop() if len(found) == 1 else None
 
     def _drives_nothing(self, name: str, draw: cst.Call) -> bool:
-        """Is the draw's result only an input to compile or time (`jax.jit(f).lower(x)`,
-        `f(x).block_until_ready()`, `x.shape`), or never read here (a notebook's `%timeit f(x)`): fake
-        inputs, whose numbers nothing depends on?"""
+        """Is the draw's result read, and only as an input to compile or time (`jax.jit(f).lower(x)`,
+        `f(x).block_until_ready()`, `x.shape`): fake inputs, whose numbers nothing depends on? (A result
+        read nowhere here, as under a notebook's `%timeit f(x)`, is not known to be one.)"""
         scope = self.ctx.scope_of(draw)
         after = self.ctx.order[draw]
         if any(n.value == name and self.ctx.scope_of(n) is not scope and _is_read(n, self.ctx.parents.get(n))
@@ -777,6 +777,7 @@ class Prng(Analysis):
             return False  # read by a function nested in the scope: its uses are not followed here
         reads = [n for n in self.ctx.nodes_in_scope(cst.Name, scope).nodes
                  if n.value == name and self.ctx.order[n] > after and _is_read(n, self.ctx.parents.get(n))]
+        fed = False
         for read in reads:
             binding = self.ctx.flow.last_binding(name, read)
             if binding is None or binding.node is not self.ctx.parents.get(draw):
@@ -786,7 +787,8 @@ class Prng(Analysis):
                        and a.value is read for a in self.ctx.ancestors(read)
                        if not isinstance(a, (cst.BaseStatement, cst.BaseSuite))):
                 return False
-        return True
+            fed = True
+        return fed
 
     def _bound_name(self, call: cst.Call) -> str | None:
         """The name a draw's result is assigned to (`a = jax.random.normal(key, ...)`), else None."""

@@ -44,7 +44,7 @@ class PrngKeyReuse(Rule):
                "reused on purpose: draws shown as bare expressions (a notebook demonstrating that one key "
                "gives the same numbers), draws whose results are then compared (`assert (a == b).all()`, "
                "`np.testing.assert_allclose(a, b)`), fake inputs whose numbers nothing depends on (a draw only "
-               "compiled or timed, `jax.jit(f).lower(x)`, `f(x).block_until_ready()`, or not read again); nor flax `apply(rngs=...)` of two different modules "
+               "compiled or timed, `jax.jit(f).lower(x)`, `f(x).block_until_ready()`); nor flax `apply(rngs=...)` of two different modules "
                "(flax folds each module's path into its keys) or an initialising `apply(mutable=[\"params\"])`.")
     why = ("A JAX key is a value, not a stateful generator: a sampler returns the same numbers every time it "
            "is given the same key. Two draws from one key are identical (or, for different distributions, "
