@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import libcst as cst
 
 from lintloop.analysis.base import Analysis, computed
@@ -57,14 +59,15 @@ class Strategies(Analysis):
     def _scoped_functions(self) -> set[cst.FunctionDef]:
         """Functions every same-file call of which happens inside a strategy scope."""
         scoped: set[cst.FunctionDef] = set()
-        sites_of = dict(self.ctx.calls.call_sites)
         # A constructor runs where its class is called: `Trainer(...)` inside the scope builds in it.
+        constructions: dict[cst.FunctionDef, list[cst.Call]] = defaultdict(list)
         for call in self.ctx.nodes(cst.Call):
             cls = self.ctx.definitions.local_class(call.func)
             init = next(iter(self.ctx.definitions.methods_named(cls, "__init__")), None) if cls is not None else None
             if init is not None:
-                sites_of.setdefault(init, [])
-                sites_of[init] = [*sites_of[init], call]
+                constructions[init].append(call)
+        sites_of = {**self.ctx.calls.call_sites,
+                    **{init: [*self.ctx.calls.call_sites.get(init, []), *calls] for init, calls in constructions.items()}}
         changed = True
         while changed:
             changed = False
