@@ -76,7 +76,8 @@ _INT_FIELDS = ("line", "column", "end_line", "end_column")
 _STR_FIELDS = ("code", "name", "message", "kind", "severity")
 # The fields an entry is written with: one with any other field was not written by this version.
 _ENTRY_KEYS = {"format", "key", "sha256", "findings", "depends", "passed_over"}
-_FINDING_KEYS = {"path", *_INT_FIELDS, *_STR_FIELDS, "fix", "probe", "suppression_lines", "cell"}
+_TEXT_FIELDS = ("help", "note")  # null in the JSON where empty
+_FINDING_KEYS = {"path", *_INT_FIELDS, *_STR_FIELDS, *_TEXT_FIELDS, "fix", "probe", "suppression_lines", "cell"}
 _FIX_KEYS = {"applicability", "edits", "description"}
 _EDIT_KEYS = {*_INT_FIELDS, "content", "cell"}
 
@@ -391,6 +392,8 @@ def _finding_from_json(data: object) -> Finding | None:
         return None
     if not all(_is_int(data.get(k)) for k in _INT_FIELDS) or not all(isinstance(data.get(k), str) for k in _STR_FIELDS):
         return None
+    if not all(data.get(k) is None or isinstance(data.get(k), str) for k in _TEXT_FIELDS):
+        return None
     probe = data.get("probe")
     lines = data.get("suppression_lines")
     if not (probe is None or isinstance(probe, dict)):
@@ -420,7 +423,8 @@ def _finding_from_json(data: object) -> Finding | None:
     if not _is_cell(data.get("cell")):
         return None
     return Finding(data["path"], *(data[k] for k in _INT_FIELDS), *(data[k] for k in _STR_FIELDS),
-                   fix=fix, probe=probe, suppression_lines=tuple(lines), cell=data.get("cell"))
+                   fix=fix, probe=probe, suppression_lines=tuple(lines), cell=data.get("cell"),
+                   help=data.get("help") or "", note=data.get("note") or "")
 
 
 def _is_cell(value: object) -> bool:

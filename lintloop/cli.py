@@ -235,11 +235,12 @@ def _rules(args: argparse.Namespace) -> int:
         sys.stdout.write(rules_markdown())
         return EXIT_CLEAN
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("code", "name", "framework", "kind", "default", "fix", "probe"):
-        table.add_column(column, no_wrap=column != "fix")
+    for column in ("code", "name", "framework", "kind", "default", "fix", "description"):
+        table.add_column(column, no_wrap=column != "description")
     for r in ALL_RULES:
         meta = r.metadata()
-        table.add_row(r.code, r.name, ", ".join(r.frameworks) or "—", r.kind, meta["default"], r.fix_kind, r.probe)
+        table.add_row(r.code, r.name, ", ".join(r.frameworks) or "—", r.kind, meta["default"], _fix_word(r.fix_kind),
+                      r.description)
     console = terminal.console(sys.stdout)
     if console.is_terminal:
         console.print(table)  # fitted to the terminal's width
@@ -252,16 +253,22 @@ def _rules(args: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
+def _fix_word(fix_kind: str) -> str:
+    """A rule's fix in one word for the table (`lintloop rule CODE` says when which applies)."""
+    if fix_kind == "—":
+        return "—"
+    safe, unsafe = fix_kind.startswith("safe"), "unsafe" in fix_kind
+    return "safe/unsafe" if safe and unsafe else "safe" if safe else "unsafe"
+
+
 def rules_markdown() -> str:
     """The rule table of the README (kept in sync by a test)."""
     from lintloop.rules import ALL_RULES
 
-    lines = ["| code | name | framework | kind | default | fix | probe | what it flags |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| code | name | framework | default | fix | what it flags |", "|---|---|---|---|---|---|"]
     for r in ALL_RULES:
-        summary = r.summary.replace("|", "\\|")
-        lines.append(f"| {r.code} | {r.name} | {', '.join(r.frameworks) or '—'} | {r.kind} | "
-                     f"{'on' if r.default_on else 'off'} | {r.fix_kind} | {r.probe} | {summary} |")
+        lines.append(f"| {r.code} | {r.name} | {', '.join(r.frameworks) or '—'} | {'on' if r.default_on else 'off'} | "
+                     f"{_fix_word(r.fix_kind)} | {r.description.replace('|', chr(92) + '|')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -404,7 +411,14 @@ def _report(args: argparse.Namespace, results: list[JobResult], findings: list[F
         for message in result.messages:
             _say(message)
     if mode == "diff":
-        write_report(lambda stream: stream.write(terminal.printable_lines("".join(r.diff for r in results))))
+        diff = "".join(r.diff for r in results)
+        write_report(lambda stream: stream.write(terminal.printable_lines(diff)))
+        unsafe = sum(f.fix is not None and f.fix.applicability == "unsafe" for f in findings)
+        if unsafe and not settings.unsafe_fixes:
+            shown = "The diff shows the safe fixes only" if diff else "No safe fix to show"
+            _say(f"{shown}: {unsafe} finding{'s have unsafe fixes' if unsafe != 1 else ' has an unsafe fix'}, "
+                 "which may change what the code does; `lintloop fix --diff --unsafe-fixes` shows "
+                 f"{'them' if unsafe != 1 else 'it'}.")
     elif mode == "fix" and not args.quiet:
         fixed = sum(r.fixed for r in results)
         touched = sum(1 for r in results if r.fixed)

@@ -58,6 +58,9 @@ class Finding:
     suppression_lines: tuple[int, ...] = field(default=(), compare=False)
     # In a notebook: the cell (1-based place among all cells) that `line`..`end_column` are in.
     cell: int | None = None
+    # Under the headline (`message`): the remedy, and why it matters here and how much ("" where none).
+    help: str = ""
+    note: str = ""
 
     def sort_key(self) -> tuple[str, int, int, int, str]:
         return (self.path, self.cell or 0, self.line, self.column, self.code)
@@ -67,6 +70,12 @@ class Finding:
         """`line:column`, or `cell N:line:column` in a notebook."""
         position = f"{self.line}:{self.column}"
         return position if self.cell is None else f"cell {self.cell}:{position}"
+
+    @property
+    def detailed(self) -> str:
+        """The headline, then its note and help on lines of their own (an editor's diagnostic text)."""
+        return "\n".join([self.message, *(f"{label}: {text}" for label, text in (("note", self.note),
+                                                                                  ("help", self.help)) if text)])
 
     def to_json(self) -> dict[str, Any]:
         data = {
@@ -80,6 +89,8 @@ class Finding:
             "message": self.message,
             "kind": self.kind,
             "severity": self.severity,
+            "help": self.help or None,
+            "note": self.note or None,
             "fix": self.fix.to_json() if self.fix else None,
             "probe": self.probe,
         }
@@ -102,7 +113,8 @@ def unique(findings: list[Finding]) -> list[Finding]:
 
 
 def engine_finding(display: str, rule: type[Rule], message: str, line: int = 1, column: int = 1,
-                   end_line: int | None = None, end_column: int | None = None) -> Finding:
+                   end_line: int | None = None, end_column: int | None = None, *, help: str = "",
+                   note: str = "") -> Finding:
     """A finding the engine itself reports (LL0xx): about the input, not about a rule's visit."""
     return Finding(display, line, column, end_line or line, end_column or column, rule.code, rule.name,
-                   message, rule.kind, rule.severity(), suppression_lines=(line,))
+                   message, rule.kind, rule.severity(), suppression_lines=(line,), help=help, note=note)

@@ -489,6 +489,8 @@ def _locate(display: str, text: str, module: cst.Module, tree: ast.Module | None
             display, where.start.line, where.start.column + 1, where.end.line, where.end.column + 1,
             rule.code, rule.name, _with_lines(report.message, ctx, positions, line_label), rule.kind, rule.severity(), fix,
             suppression_lines=tuple(sorted({where.start.line, statement.start.line, header_end})),
+            help=_with_lines(report.help, ctx, positions, line_label),
+            note=_with_lines(report.note, ctx, positions, line_label),
         ))
     return findings
 
@@ -508,12 +510,14 @@ def _suppress(display: str, findings: list[Finding], suppressions: Suppressions,
         unknown = [s for s in entry.selectors if lookup(s) is None]
         if unknown:
             kept.append(engine_finding(
-                display, BY_CODE["LL002"], f"suppression names unknown rule(s): {', '.join(unknown)} "
-                "(see `lintloop rules`)", entry.line, entry.column, entry.line, entry.end_column))
+                display, BY_CODE["LL002"], f"suppression names unknown rule(s): {', '.join(unknown)}",
+                entry.line, entry.column, entry.line, entry.end_column,
+                help="name a rule by its code or name (`lintloop rules` lists them)"))
         elif not entry.used and not entry.from_noqa and "LL003" in ruleset.codes and (
                 not entry.selectors or any(lookup(s).code in ruleset.codes for s in entry.selectors)):
             kept.append(engine_finding(display, BY_CODE["LL003"], "suppression comment suppresses no finding",
-                                       entry.line, entry.column, entry.line, entry.end_column))
+                                       entry.line, entry.column, entry.line, entry.end_column,
+                                       help="remove the comment, or the codes in it that suppress nothing"))
     return kept
 
 

@@ -97,7 +97,8 @@ class ProjectView:
             return None
         # A line of the linted module named in a finding on another module says which file it is in.
         own = line_label if path is None else (lambda n: f"{line_label(n)} of {os.path.basename(display)}")
-        message = _OWN_LINE.sub(lambda m: own(int(m.group(1))), finding.message)
+        message, help, note = (_OWN_LINE.sub(lambda m: own(int(m.group(1))), text)
+                               for text in (finding.message, finding.help, finding.note))
         if path is None:
             fix = finding.fix
             if fix is not None and any(self.origin(e.line)[0] or self.origin(e.end_line)[0] for e in fix.edits):
@@ -105,9 +106,10 @@ class ProjectView:
             elif fix is not None:
                 fix = replace(fix, edits=tuple(replace(e, line=self.origin(e.line)[1], end_line=self.origin(e.end_line)[1])
                                                for e in fix.edits))
-            return replace(finding, line=line, end_line=end_line, message=message, fix=fix, suppression_lines=lines)
+            return replace(finding, line=line, end_line=end_line, message=message, help=help, note=note, fix=fix,
+                           suppression_lines=lines)
         other = os.path.join(os.path.dirname(display), os.path.relpath(path, os.path.dirname(linted_path)))
-        return replace(finding, path=os.path.normpath(other), line=line, end_line=end_line, message=message, fix=None,
+        return replace(finding, path=os.path.normpath(other), line=line, end_line=end_line, message=message, help=help, note=note, fix=None,
                        suppression_lines=lines)
 
     def label(self, line: int) -> str:

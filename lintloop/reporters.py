@@ -51,11 +51,10 @@ def _fixable(finding: Finding, unsafe_fixes: bool) -> bool:
 
 def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str | dict[int, str] | None], quiet: bool,
           unsafe_fixes: bool, is_file: bool, unchecked: int = 0, passed_over: int = 0, root: str | None = None) -> None:
-    from rich.markup import escape
-
-    from lintloop.runtime_probe.verdicts import describe
-
-    console = terminal.console(stream, is_file)
+    """ruff's full format: per file, each finding's headline, its code frame, `note:` and `help:`, and its
+    fix's preview; then a summary of what was found and what `fix` can do."""
+    paint = terminal.painter(stream, is_file)
+    out: list[str] = []
     # `check --probe --report DIR`: each probed file's page, named once under the file's name.
     pages = {f.path: f.probe["evidence"]["report"] for f in findings
              if f.probe and "report" in f.probe.get("evidence", {})}
@@ -64,27 +63,40 @@ def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str | 
     for finding in findings:
         if finding.path != current:
             if current is not None:
-                console.print()
-            console.print(f"[bold]{escape(printable(finding.path))}[/bold]")
+                out.append("")
+            out.append(paint(printable(finding.path), "bold"))
             if finding.path in pages:
-                console.print(f"  report: {printable(pages[finding.path])}", markup=False, highlight=False)
+                out.append(f"  report: {printable(pages[finding.path])}")
             current = finding.path
-        marker = " [cyan][*][/cyan]" if _fixable(finding, unsafe_fixes) else ""
+        marker = " " + paint("[*]", "cyan") if _fixable(finding, unsafe_fixes) else ""
         colour = "red" if finding.severity == "error" else "yellow"
-        console.print(f"  {finding.where}  [{colour} bold]{finding.code}[/]{marker} "
-                      f"{escape(printable(finding.message))} [dim]\\[{finding.name}][/dim]")
-        snippet = _snippet(finding, _lines_of(finding, sources, split))
+        out.append(f"  {finding.where}  {paint(finding.code, colour + ' bold')}{marker} "
+                   f"{printable(finding.message)} {paint(f'[{finding.name}]', 'dim')}")
+        lines = _lines_of(finding, sources, split)
+        snippet = _snippet(finding, lines)
         if snippet:
-            console.print(snippet, markup=False, highlight=False, style="dim" if not is_file else None)
+            out.append(snippet if is_file else paint(snippet, "dim"))
+        for label, text in (("note", finding.note), ("help", finding.help)):
+            if text:
+                out.append(f"    = {label}: {printable(text)}")
+        preview = _fix_preview(finding, lines)
+        if preview:
+            out.append(preview)
         if finding.probe:
-            console.print("    " + printable(describe(finding.probe)), markup=False, highlight=False)
-    if quiet:
-        return
-    if findings:
-        console.print()
+            from lintloop.runtime_probe.verdicts import describe
+
+            out.append("    " + printable(describe(finding.probe)))
+    if not quiet:
+        out += _text_summary(findings, paint, unsafe_fixes, unchecked, passed_over, root)
+    stream.write("".join(line + "\n" for line in out))
+
+
+def _text_summary(findings: list[Finding], paint: Callable[[str, str], str], unsafe_fixes: bool, unchecked: int,
+                  passed_over: int, root: str | None) -> list[str]:
+    out = [""] if findings else []
     grouped = grouped_summary(findings, unsafe_fixes, root)
     if grouped:
-        console.print("\n".join(grouped) + "\n", markup=False, highlight=False)
+        out += [*grouped, ""]
     files = len({f.path for f in findings})
     fixable = sum(_fixable(f, unsafe_fixes) for f in findings)
     hidden_unsafe = sum(f.fix is not None and f.fix.applicability == "unsafe" and not unsafe_fixes for f in findings)
@@ -92,17 +104,17 @@ def _text(findings: list[Finding], stream: IO[str], *, sources: dict[str, str | 
     not_parsed = (f" {passed_over:,} file{'s' if passed_over != 1 else ''} without deep-learning code "
                   f"{'were' if passed_over != 1 else 'was'} not parsed (`--verbose` lists them)." if passed_over else "")
     if not findings:
-        verdict = f"No findings, but {escape(not_checked)}" if unchecked else "[green]All checks passed.[/green]"
-        console.print(verdict + escape(not_parsed))
-        return
+        verdict = f"No findings, but {not_checked}" if unchecked else paint("All checks passed.", "green")
+        return [*out, verdict + not_parsed]
     summary = f"Found {len(findings)} finding{'s' if len(findings) != 1 else ''} in {files} file{'s' if files != 1 else ''}."
     if fixable:
         summary += f" [*] {fixable} fixable with `lintloop fix`."
     if hidden_unsafe:
-        summary += f" {hidden_unsafe} more with `lintloop fix --unsafe-fixes`."
+        summary += (f" {hidden_unsafe} {'has an unsafe fix' if hidden_unsafe == 1 else 'have unsafe fixes'}"
+                    f" (`lintloop fix --unsafe-fixes` applies {'it' if hidden_unsafe == 1 else 'them'}).")
     if unchecked:
         summary += f" {not_checked}"
-    console.print(escape(summary + not_parsed))
+    return [*out, summary + not_parsed]
 
 
 def _lines_of(finding: Finding, sources: dict[str, str | dict[int, str] | None],
@@ -129,6 +141,41 @@ def _snippet(finding: Finding, lines: list[str] | None) -> str | None:
     gutter = str(finding.line)
     caret = " " * len(before) + "^" * max(1, len(marked))
     return f"    {gutter} | {before}{marked}{printable(line[end - 1:])}\n    {' ' * len(gutter)} | {caret}"
+
+
+# A fix preview longer than this many lines on either side is cut (the rest is in `fix --diff`).
+FIX_PREVIEW_LINES = 8
+
+
+def _fix_preview(finding: Finding, lines: list[str] | None) -> str | None:
+    """The lines the finding's fix changes, before (`-`) and after (`+`), under a heading that says
+    whether `lintloop fix` applies it (ruff's full format shows the same)."""
+    fix = finding.fix
+    if fix is None or lines is None or not fix.edits or any(e.cell != finding.cell for e in fix.edits):
+        return None
+    first, last = min(e.line for e in fix.edits), max(e.end_line for e in fix.edits)
+    if not 1 <= first <= last <= len(lines):
+        return None
+    before = "".join(lines[first - 1:last])
+    offsets = [0]
+    for line in lines[first - 1:last]:
+        offsets.append(offsets[-1] + len(line))
+    after = before
+    for edit in sorted(fix.edits, key=lambda e: (e.line, e.column), reverse=True):
+        start = offsets[edit.line - first] + edit.column - 1
+        end = offsets[edit.end_line - first] + edit.end_column - 1
+        after = after[:start] + edit.content + after[end:]
+    heading = ("safe fix, applied by `lintloop fix`:" if fix.applicability == "safe" else
+               "unsafe fix (it may change what the code does: review it), applied by `lintloop fix --unsafe-fixes`:")
+    sides = [(sign, source_lines(text) or [""]) for sign, text in (("-", before), ("+", after))]
+    width = len(str(first + max(len(changed) for _, changed in sides) - 1))
+    rows = [f"    {heading}"]
+    for sign, changed in sides:
+        for number, line in enumerate(changed[:FIX_PREVIEW_LINES], start=first):
+            rows.append(f"    {number:>{width}} {sign} {printable(line.rstrip().expandtabs(4))}")
+        if len(changed) > FIX_PREVIEW_LINES:
+            rows.append(f"    {'':>{width}} {sign} … {len(changed) - FIX_PREVIEW_LINES} more lines")
+    return "\n".join(rows)
 
 
 def _concise(findings: list[Finding], stream: IO[str], **_: object) -> None:
@@ -178,8 +225,8 @@ def _sarif(findings: list[Finding], stream: IO[str], **_: object) -> None:
     rules = [{
         "id": rule.code,
         "name": rule.name,
-        "shortDescription": {"text": rule.summary},
-        "fullDescription": {"text": rule.why or rule.summary},
+        "shortDescription": {"text": rule.description},
+        "fullDescription": {"text": rule.summary},
         "help": {"text": rule.documentation()},
         "defaultConfiguration": {"level": "error" if rule.severity() == "error" else "warning",
                                  "enabled": rule.default_on},

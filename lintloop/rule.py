@@ -33,11 +33,18 @@ class FixSpec:
     description: str = ""
 
 
+# A finding's headline fits one line of a terminal beside its position and code (ruff's are shorter still).
+HEADLINE_LIMIT = 100
+DESCRIPTION_LIMIT = 72
+
+
 @dataclass
 class Report:
     node: cst.CSTNode
     message: str
     fix: FixSpec | None = None
+    help: str = ""
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,8 @@ class Rule:
     # A topic of lintloop.analysis.intent.PROSE_TOPICS: in a notebook, a finding in a cell whose markdown
     # just before speaks of it shows the pitfall on purpose (a guide's demonstration) and is not reported.
     shown_in_prose: ClassVar[str | None] = None
+    # One line for `lintloop rules` and the README's table (at most DESCRIPTION_LIMIT characters).
+    description: ClassVar[str]
     summary: ClassVar[str]
     # Documentation printed by `lintloop rule`: each a paragraph.
     why: ClassVar[str] = ""
@@ -118,6 +127,7 @@ class Rule:
         return {
             "code": cls.code,
             "name": cls.name,
+            "description": cls.description,
             "summary": cls.summary,
             "frameworks": list(cls.frameworks),
             "kind": cls.kind,
@@ -164,8 +174,13 @@ class Rule:
                 visit(node)
         return self.reports
 
-    def report(self, node: cst.CSTNode, message: str, fix: FixSpec | None = None) -> None:
-        self.reports.append(Report(node, message, fix))
+    def report(self, node: cst.CSTNode, message: str, fix: FixSpec | None = None, *, help: str = "",
+               note: str = "") -> None:
+        """Report `node`. `message` is the headline a person reads in one glance (what, and the code it is
+        about; at most HEADLINE_LIMIT characters); `help` the remedy; `note` why it matters here and how
+        much (the magnitude, the call that runs it every step): the full text format shows both under
+        the code frame, JSON carries them, and `lintloop rule CODE` explains the rest."""
+        self.reports.append(Report(node, message, fix, help, note))
 
 
 

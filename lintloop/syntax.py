@@ -626,12 +626,12 @@ class _Defaults(cst.CSTTransformer):
 
 def _too_deep_finding(display: str, deep: TooDeep) -> Finding:
     if deep.too_complex_to_parse:
-        message = (f"syntax error: too complex to parse: CPython's parser would need more than the {PARSER_STACK:,} "
-                   "frames of its stack (\"Parser stack overflowed\" on every version)")
-    else:
-        message = (f"syntax error: nested {deep.depth:,} levels deep, deeper than any Python compiles (CPython "
-                   f"3.10-3.12 stop near 3,000 levels, 3.13 near 10,000)")
-    return engine_finding(display, BY_CODE["LL001"], message, deep.line, deep.column)
+        return engine_finding(display, BY_CODE["LL001"], "syntax error: too complex to parse", deep.line, deep.column,
+                              note=f"CPython's parser would need more than the {PARSER_STACK:,} frames of its stack "
+                                   "(\"Parser stack overflowed\" on every version)")
+    return engine_finding(display, BY_CODE["LL001"], f"syntax error: nested {deep.depth:,} levels deep, deeper than any "
+                          "Python compiles", deep.line, deep.column,
+                          note="CPython 3.10-3.12 stop near 3,000 levels, 3.13 near 10,000")
 
 
 def _surrogate_finding(display: str, lines: list[str]) -> Finding:

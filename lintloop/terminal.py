@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -43,6 +43,23 @@ def color_enabled(stream: IO[str], is_file: bool = False) -> bool:
         return stream.isatty() and os.environ.get("TERM") != "dumb"
     except (AttributeError, ValueError):
         return False
+
+
+# SGR codes of the styles a report uses.
+_SGR = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
+
+
+def painter(stream: IO[str], is_file: bool = False) -> Callable[[str, str], str]:
+    """`paint(text, "bold red")`: `text` in those styles where output to `stream` is coloured, else as it
+    is. The check report is written with it rather than rich (~20 ms to import, more than a cached
+    check of one file takes otherwise)."""
+    if not color_enabled(stream, is_file):
+        return lambda text, style: text
+
+    def paint(text: str, style: str) -> str:
+        return f"\x1b[{';'.join(_SGR[name] for name in style.split())}m{text}\x1b[0m"
+
+    return paint
 
 
 def console(stream: IO[str], is_file: bool = False) -> Console:

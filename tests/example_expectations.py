@@ -40,14 +40,18 @@ def findings(rule: type[Rule], source: str) -> list[Finding]:
 
 
 def rendered(found: list[Finding]) -> str:
-    """The findings as an expectation states them: `line:column-end_line:end_column [safe fix] message`."""
+    """The findings as an expectation states them: `line:column-end_line:end_column [safe fix] headline`,
+    then its `help:` and `note:` lines."""
     lines = []
     for finding in found:
         head = f"{finding.line}:{finding.column}-{finding.end_line}:{finding.end_column}"
         if finding.fix is not None:
             head += f" [{finding.fix.applicability} fix]"
-        lines += textwrap.wrap(f"{head} {finding.message}", WIDTH, subsequent_indent=_CONTINUED,
-                               break_long_words=False, break_on_hyphens=False)
+        for text, indent in ((f"{head} {finding.message}", ""), (finding.help and f"help: {finding.help}", _CONTINUED),
+                             (finding.note and f"note: {finding.note}", _CONTINUED)):
+            if text:
+                lines += textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + _CONTINUED,
+                                       break_long_words=False, break_on_hyphens=False)
     return "\n".join(lines)
 
 

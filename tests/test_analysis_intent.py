@@ -20,7 +20,7 @@ def context(code: str) -> FileContext:
 def findings(code: str, rule_code: str, screen: bool = True) -> list[tuple[int, str]]:
     result = lint_text("m.py", textwrap.dedent(code).lstrip(), RuleSet([BY_CODE[rule_code]], screen=screen))
     assert not result.errors
-    return [(f.line, f.message) for f in result.findings if f.code == rule_code]
+    return [(f.line, f.detailed) for f in result.findings if f.code == rule_code]
 
 
 @pytest.mark.parametrize("text", ["Tracing with", "Traced!", "compiling step", "--- retracing ---", "JIT-compiled",
@@ -335,8 +335,9 @@ def test_a_changing_number_reaching_a_tf_function_through_helpers_names_the_chai
     assert found == findings(code, "LL205", screen=False)
     [(line, message)] = found
     assert line == 6
-    assert message.startswith("the parameter `k` of `inner`, called at line 9 with the parameter `j` of `outer`, "
-                              "called at line 12 with the loop variable `epoch`, is a Python number")
+    assert message.startswith("`k`, a Python number changing every iteration, retraces the tf.function `step`")
+    assert ("it is the parameter `k` of `inner`, called at line 9 with the parameter `j` of `outer`, "
+            "called at line 12 with the loop variable `epoch`") in message
 
 
 def test_a_helper_called_from_a_traced_function_is_left_to_the_outer_call():

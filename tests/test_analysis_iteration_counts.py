@@ -91,12 +91,12 @@ def test_ll703_small_loops_are_reported_only_when_they_keep_outputs(loop, kept):
     found = findings(f"import torch\nnet.eval()\n{loop}\n", "LL703")
     assert bool(found) is kept
     if kept:
-        assert "keeps its output across iterations" in found[0].message
+        assert "keeps its output across iterations" in found[0].detailed
 
 
 def test_ll703_says_a_loop_runs_a_known_number_of_times():
     found = findings("import torch\nnet.eval()\nfor i in range(500):\n    out = net(inputs[i])\n", "LL703")
-    assert len(found) == 1 and ", 500 times:" in found[0].message
+    assert len(found) == 1 and "runs it 500 times:" in found[0].detailed
 
 
 def test_ll703_a_small_loop_around_a_loader_loop_reports_the_loader_loop():
@@ -107,7 +107,7 @@ def test_ll703_a_small_loop_around_a_loader_loop_reports_the_loader_loop():
             for x, y in loaders[split]:
                 out = net(x)
         """, "LL703")
-    assert len(found) == 1 and "once for every item of `loaders[split]`" in found[0].message
+    assert len(found) == 1 and "once for every item of `loaders[split]`" in found[0].detailed
 
 
 def test_ll704_names_the_layer_evaluation_changes():
@@ -123,4 +123,4 @@ def test_ll704_names_the_layer_evaluation_changes():
             net.eval()
         """, "LL704")
     assert len(found) == 1
-    assert "`nn.BatchNorm1d(4)` at line 3 normalises with its running statistics" in found[0].message
+    assert "`nn.BatchNorm1d(4)` at line 3 normalises with its running statistics" in found[0].detailed

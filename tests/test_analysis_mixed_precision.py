@@ -101,7 +101,7 @@ def _ll602(source: str, screen: bool = True) -> list[str]:
 
     rule = lookup("LL602")
     result = lint_text("m.py", textwrap.dedent(source).lstrip(), RuleSet([rule], screen=screen))
-    return [f.message for f in result.findings if f.code == "LL602"]
+    return [f.detailed for f in result.findings if f.code == "LL602"]
 
 
 _TRAIN_STEP_OVERRIDE = """

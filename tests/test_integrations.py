@@ -36,10 +36,13 @@ INTEGRATIONS = CHECKOUT / "integrations"
 
 # --- what lintloop reports on real fixtures, in every machine-read format -----------------------------
 
-# A message with `%` (LL604's "(i + 1) % ACCUMULATION_STEPS") in files whose paths hold a space,
+# A headline with `%` (LL302's "`(loss % 7).item()`") in files whose paths hold a space,
 # and `,` `:` `%` (GitHub escapes those in properties); the suppression names an unknown code (LL002).
 _AWKWARD_FILES = {
     "runs 50%, v1:2/train step.py": (FIXTURES / "LL604_bad.py").read_text(),
+    "runs 50%, v1:2/sync step.py": ("import torch\nfor x, y in loader:\n    optimizer.zero_grad()\n"
+                                    "    loss = criterion(model(x), y)\n    loss.backward()\n    optimizer.step()\n"
+                                    "    print((loss % 7).item())\n"),
     "runs 50%, v1:2/suppressed.py": "import torch\nx = torch.ones(3)  # lintloop: ignore[LL999]\n",
     "broken.py": "def step(:\n",  # LL001 (named on the command line: no deep-learning code)
 }

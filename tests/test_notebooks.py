@@ -236,7 +236,7 @@ def test_lines_named_in_a_message_are_named_by_cell(tmp_path):
                               "@tf.function\ndef train_step(x):\n    log(x)\n    return x"))
     [finding] = [f for f in _lint(path) if f.code == "LL201"]
     assert (finding.cell, finding.line) == (2, 2)
-    assert "at line 3 of cell 3" in finding.message
+    assert "at line 3 of cell 3" in finding.detailed
 
 
 # ----- every output format names the cell ----------------------------------------------------
@@ -555,7 +555,7 @@ def test_lines_named_in_a_written_scripts_messages_are_named_by_cell(tmp_path):
     path = _write(tmp_path, "%%writefile train.py\nimport tensorflow as tf\ndef log(x):\n    print(x)",
                   "%%writefile -a train.py\n@tf.function\ndef train_step(x):\n    log(x)\n    return x")
     [finding] = [f for f in _lint(path) if f.code == "LL201"]
-    assert (finding.cell, finding.line) == (2, 4) and "at line 4 of cell 3" in finding.message
+    assert (finding.cell, finding.line) == (2, 4) and "at line 4 of cell 3" in finding.detailed
 
 
 def test_suppression_comments_work_in_written_cells(tmp_path):

@@ -154,7 +154,7 @@ def test_a_finding_in_another_module_names_the_calling_file_and_carries_no_fix(t
                        path=tmp_path / "train.py")
     [finding] = result.findings
     assert (finding.path, finding.line, finding.fix) == ("src/losses.py", 4, None)
-    assert "at line 6 of train.py" in finding.message  # the call under the tape
+    assert "at line 6 of train.py" in finding.note  # the call under the tape
     assert str(tmp_path / "losses.py") in result.dependencies
 
 

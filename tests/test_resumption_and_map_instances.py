@@ -16,7 +16,7 @@ RULES = {r.code: r for r in ALL_RULES}
 def _found(code: str, source: str) -> list[tuple[int, str]]:
     text = textwrap.dedent(source).lstrip()
     runs = [lint_text("case.py", text, RuleSet([RULES[code]], screen=screen)) for screen in (True, False)]
-    on, off = ([(f.line, f.message) for f in run.findings if f.code == code] for run in runs)
+    on, off = ([(f.line, f.detailed) for f in run.findings if f.code == code] for run in runs)
     assert on == off, "the screen changed the findings"
     return on
 

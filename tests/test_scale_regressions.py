@@ -89,7 +89,7 @@ def test_global_declared_in_a_match_case_is_found_without_crashing(tmp_path: Pat
     result = lint_all(tmp_path, GLOBAL_IN_MATCH_CASE)
     assert result.errors == []
     assert [(f.code, f.line) for f in result.findings] == [("LL902", 11)]
-    assert "global variable `calls`" in result.findings[0].message
+    assert "global variable `calls`" in result.findings[0].detailed
 
 
 def test_local_assigned_in_match_cases_is_not_flagged(tmp_path: Path) -> None:

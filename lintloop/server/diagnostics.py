@@ -26,7 +26,7 @@ def diagnostic(finding: Finding, codec: PositionCodec, lines: Sequence[str], doc
         code=finding.code,
         code_description=types.CodeDescription(href=href) if href is not None else None,
         source=SOURCE,
-        message=f"{finding.message} [{finding.name}]",
+        message=f"{finding.message} [{finding.name}]" + finding.detailed[len(finding.message):],
         data=diagnostic_data(finding, version),
     )
 

@@ -49,6 +49,7 @@ class _Paths:
 class DetachedBeforeLoss(Rule):
     code = "LL105"
     name = "detached-before-loss"
+    description = "the model output detached before it reaches the loss"
     frameworks = ("pt",)
     needs = Needs(file=(("call:detach", "call:detach_", "call:item", "call:numpy", "call:tolist", "name:data",
                          "call:tensor", "call:Tensor", "call:FloatTensor", "call:LongTensor", "call:from_numpy",
@@ -87,10 +88,11 @@ class Trainer:
             loss.backward()
             self.optimizer.step()
 """, expect="""
-10:36-10:58 the model output `self.model(x)` reaches the loss differentiated by `loss.backward()` only
-    through `.detach()`, which drops the autograd graph: no gradient reaches the model's parameters
-    (`backward()` raises `RuntimeError: element 0 of tensors does not require grad and does not have a
-    grad_fn`); compute the loss from the output itself
+10:36-10:58 the model output `self.model(x)` reaches the loss only through `.detach()`
+    help: compute the loss from `self.model(x)` itself, without `.detach()`
+    note: `.detach()` drops the autograd graph, so the loss differentiated by `loss.backward()` sends no
+        gradient to the model's parameters: `backward()` raises `RuntimeError: element 0 of tensors does
+        not require grad and does not have a grad_fn`
 """),
         Example("""
 import torch
@@ -103,10 +105,11 @@ for x, y in loader:
     loss.backward()
     optimizer.step()
 """, expect="""
-5:11-5:28 the model output `model(x)` reaches the loss differentiated by `loss.backward()` only through
-    `.detach()`, which drops the autograd graph: no gradient reaches the model's parameters
-    (`backward()` raises `RuntimeError: element 0 of tensors does not require grad and does not have a
-    grad_fn`); compute the loss from the output itself
+5:11-5:28 the model output `model(x)` reaches the loss only through `.detach()`
+    help: compute the loss from `model(x)` itself, without `.detach()`
+    note: `.detach()` drops the autograd graph, so the loss differentiated by `loss.backward()` sends no
+        gradient to the model's parameters: `backward()` raises `RuntimeError: element 0 of tensors does
+        not require grad and does not have a grad_fn`
 """),
         Example("""
 import torch
@@ -121,10 +124,11 @@ def train_step(net, batch, opt):
     opt.step()
 train_step(Net(), batch, opt)
 """, expect="""
-7:15-7:42 the model output `net(x)` reaches the loss differentiated by `loss.backward()` only through
-    `.item()`, which drops the autograd graph: no gradient reaches the model's parameters (`backward()`
-    runs on a fresh leaf made with `requires_grad=True`, but every parameter's `.grad` stays None and
-    the optimizer changes nothing); compute the loss from the output itself
+7:15-7:42 the model output `net(x)` reaches the loss only through `.item()`
+    help: compute the loss from `net(x)` itself, without `.item()`
+    note: `.item()` drops the autograd graph, so the loss differentiated by `loss.backward()` sends no
+        gradient to the model's parameters: `backward()` runs on a fresh leaf made with
+        `requires_grad=True`, but every parameter's `.grad` stays None and the optimizer changes nothing
 """),
         Example("""
 import numpy as np
@@ -135,10 +139,11 @@ pred = model(x).data
 loss = criterion(pred, y)
 loss.backward()
 """, expect="""
-5:8-5:21 the model output `model(x)` reaches the loss differentiated by `loss.backward()` only through
-    `.data`, which drops the autograd graph: no gradient reaches the model's parameters (`backward()`
-    raises `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`);
-    compute the loss from the output itself
+5:8-5:21 the model output `model(x)` reaches the loss only through `.data`
+    help: compute the loss from `model(x)` itself, without `.data`
+    note: `.data` drops the autograd graph, so the loss differentiated by `loss.backward()` sends no
+        gradient to the model's parameters: `backward()` raises `RuntimeError: element 0 of tensors does
+        not require grad and does not have a grad_fn`
 """),
         Example("""
 import torch
@@ -147,10 +152,11 @@ scores = net(x).detach().cpu().numpy()
 loss = torch.from_numpy(scores).pow(2).mean()
 scaler.scale(loss).backward()
 """, expect="""
-3:10-3:25 the model output `net(x)` reaches the loss differentiated by `scaler.scale(loss).backward()`
-    only through `.detach()`, which drops the autograd graph: no gradient reaches the model's parameters
-    (`backward()` raises `RuntimeError: element 0 of tensors does not require grad and does not have a
-    grad_fn`); compute the loss from the output itself
+3:10-3:25 the model output `net(x)` reaches the loss only through `.detach()`
+    help: compute the loss from `net(x)` itself, without `.detach()`
+    note: `.detach()` drops the autograd graph, so the loss differentiated by
+        `scaler.scale(loss).backward()` sends no gradient to the model's parameters: `backward()` raises
+        `RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn`
 """),
     )
     not_flagged = (
@@ -221,10 +227,12 @@ loss.backward()
         else:
             consequence = ("`backward()` raises `RuntimeError: element 0 of tensors does not require grad and does "
                            "not have a grad_fn`")
-        self.report(cutter, f"the model output `{self.ctx.snippet(output, 40)}` reaches the loss differentiated by "
-                            f"`{self.ctx.snippet(node, 40)}` only through `{self._op(cutter)}`, which drops the "
-                            f"autograd graph: no gradient reaches the model's parameters ({consequence}); compute "
-                            f"the loss from the output itself")
+        op = self._op(cutter)
+        self.report(cutter, f"the model output `{self.ctx.snippet(output, 30)}` reaches the loss only through "
+                            f"`{op}`",
+                    help=f"compute the loss from `{self.ctx.snippet(output, 40)}` itself, without `{op}`",
+                    note=f"`{op}` drops the autograd graph, so the loss differentiated by "
+                         f"`{self.ctx.snippet(node, 40)}` sends no gradient to the model's parameters: {consequence}")
 
     def _differentiated(self, call: cst.Call) -> cst.BaseExpression | None:
         """The tensor a `backward` / `autograd.grad` call differentiates."""

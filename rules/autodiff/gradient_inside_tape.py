@@ -13,6 +13,7 @@ from lintloop.screen import Needs
 class GradientInsideTape(Rule):
     code = "LL104"
     name = "gradient-inside-tape"
+    description = "a gradient taken inside a persistent tape's `with` block"
     frameworks = ("tf",)
     kind = "perf"
     needs = Needs(file=(("text:GradientTape",),), statement=(("call:gradient",),))
@@ -52,9 +53,10 @@ def train_step(model, optimizer, x, y):
         grads = tape.gradient(loss, model.trainable_variables)
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
 """, expect="""
-5:17-5:63 `tape.gradient(...)` inside the `with` block of the persistent tape `tape` records the
-    gradient computation on the tape (TensorFlow warns: more CPU and memory) and no higher-order
-    gradient is taken of it; call it after the block, or under `with tape.stop_recording():`
+5:17-5:63 `tape.gradient(...)` runs inside the `with` block of persistent tape `tape`, which records it
+    help: call it after the `with` block, or under `with tape.stop_recording():`
+    note: the tape records the whole gradient computation (TensorFlow warns: more CPU and memory), and
+        no higher-order gradient is taken of it
 """),
         Example("""
 import tensorflow as tf
@@ -72,9 +74,10 @@ def train_step(images):
     generator_optimizer.apply_gradients(zip(gradients_of_generator, generator.trainable_variables))
     discriminator_optimizer.apply_gradients(zip(gradients_of_discriminator, discriminator.trainable_variables))
 """, expect="""
-11:34-11:92 `gen_tape.gradient(...)` runs while tape `disc_tape` (opened at line 5) is still recording:
-    `disc_tape` records the whole gradient computation and keeps its tensors alive, and no higher-order
-    gradient is taken of it; call it after the `with` block
+11:34-11:92 `gen_tape.gradient(...)` runs while tape `disc_tape` (opened at line 5) is still recording
+    help: call it after the `with` block
+    note: `disc_tape` records the whole gradient computation and keeps its tensors alive, and no
+        higher-order gradient is taken of it
 """),
         Example("""
 from tensorflow import GradientTape
@@ -90,12 +93,14 @@ class Trainer:
         self.actor_opt.apply_gradients(zip(actor_grads, self.actor.trainable_variables))
         self.critic_opt.apply_gradients(zip(critic_grads, self.critic.trainable_variables))
 """, expect="""
-8:27-8:84 `tape.gradient(...)` inside the `with` block of the persistent tape `tape` records the
-    gradient computation on the tape (TensorFlow warns: more CPU and memory) and no higher-order
-    gradient is taken of it; call it after the block, or under `with tape.stop_recording():`
-9:28-9:87 `tape.gradient(...)` inside the `with` block of the persistent tape `tape` records the
-    gradient computation on the tape (TensorFlow warns: more CPU and memory) and no higher-order
-    gradient is taken of it; call it after the block, or under `with tape.stop_recording():`
+8:27-8:84 `tape.gradient(...)` runs inside the `with` block of persistent tape `tape`, which records it
+    help: call it after the `with` block, or under `with tape.stop_recording():`
+    note: the tape records the whole gradient computation (TensorFlow warns: more CPU and memory), and
+        no higher-order gradient is taken of it
+9:28-9:87 `tape.gradient(...)` runs inside the `with` block of persistent tape `tape`, which records it
+    help: call it after the `with` block, or under `with tape.stop_recording():`
+    note: the tape records the whole gradient computation (TensorFlow warns: more CPU and memory), and
+        no higher-order gradient is taken of it
 """),
         Example("""
 import tensorflow as tf
@@ -107,9 +112,10 @@ with tf.GradientTape() as outer:
     aux_loss = regularizer(model)
 outer_grads = outer.gradient(aux_loss, model.trainable_variables)
 """, expect="""
-6:13-6:60 `inner.gradient(...)` runs while tape `outer` (opened at line 2) is still recording: `outer`
-    records the whole gradient computation and keeps its tensors alive, and no higher-order gradient is
-    taken of it; call it after the `with` block
+6:13-6:60 `inner.gradient(...)` runs while tape `outer` (opened at line 2) is still recording
+    help: call it after the `with` block
+    note: `outer` records the whole gradient computation and keeps its tensors alive, and no
+        higher-order gradient is taken of it
 """),
     )
     not_flagged = (
@@ -211,17 +217,19 @@ grads_b = tape.gradient(loss_b, model.trainable_variables)
         if not recording or self.ctx.training.is_differentiated(node) or self.ctx.tf.differentiated_again(node):
             return
         if recording[0] is tape:
-            self.report(node, f"`{tape.alias}.gradient(...)` inside the `with` block of the persistent tape "
-                              f"`{tape.alias}` records the gradient computation on the tape (TensorFlow warns: "
-                              "more CPU and memory) and no higher-order gradient is taken of it; call it after "
-                              f"the block, or under `with {tape.alias}.stop_recording():`")
+            self.report(node, f"`{tape.alias}.gradient(...)` runs inside the `with` block of persistent tape "
+                              f"`{tape.alias}`, which records it",
+                        help=f"call it after the `with` block, or under `with {tape.alias}.stop_recording():`",
+                        note="the tape records the whole gradient computation (TensorFlow warns: more CPU and "
+                             "memory), and no higher-order gradient is taken of it")
             return
         other = recording[0]
         label = f"`{other.alias}`" if other.alias else "another tape"
         self.report(node, f"`{tape.alias}.gradient(...)` runs while tape {label} (opened at line "
-                          f"{self.ctx.line_of(other.block)}) is still recording: {label} records the whole "
-                          "gradient computation and keeps its tensors alive, and no higher-order gradient is "
-                          "taken of it; call it after the `with` block")
+                          f"{self.ctx.line_of(other.block)}) is still recording",
+                    help="call it after the `with` block",
+                    note=f"{label} records the whole gradient computation and keeps its tensors alive, and no "
+                         "higher-order gradient is taken of it")
 
     def _persistent(self, tape: WithContext) -> bool:
         manager = tape.item.item

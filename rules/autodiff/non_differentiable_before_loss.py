@@ -50,6 +50,7 @@ _INDEX_PAIRS = {"sort", "topk", "kthvalue"}
 class NonDifferentiableBeforeLoss(Rule):
     code = "LL102"
     name = "non-differentiable-before-loss"
+    description = "a non-differentiable op (argmax, round, int cast) before the loss"
     frameworks = ("tf", "pt")
     # A loss computed in a helper is differentiated by its caller, which the screen selects with it.
     needs = Needs(file=(("text:loss", "text:Loss", "text:entropy", "text:kl_div"),),
@@ -83,9 +84,9 @@ with tf.GradientTape() as tape:
     loss = loss_fn(y, pred)
 grads = tape.gradient(loss, model.trainable_variables)
 """, expect="""
-5:23-5:27 the prediction passed to this loss comes from `tf.argmax`, which has no gradient, so this loss
-    trains nothing (`tape.gradient` returns None when it is the only term); pass the logits or
-    probabilities instead
+5:23-5:27 this loss's prediction comes from `tf.argmax` and has no gradient
+    help: pass the logits or probabilities to the loss instead
+    note: this loss trains nothing: `tape.gradient` returns None when it is the only term
 """),
         Example("""
 import torch.nn.functional as F
@@ -93,10 +94,11 @@ out = model(x)
 loss = F.mse_loss(out.argmax(dim=1).float(), y)
 loss.backward()
 """, expect="""
-3:19-3:44 the prediction passed to this loss comes from `.argmax()`, whose result does not require grad:
-    `backward()` raises `RuntimeError: element 0 of tensors does not require grad and does not have a
-    grad_fn` when this is the only term, and this term trains nothing otherwise; pass the logits or
-    probabilities instead
+3:19-3:44 this loss's prediction comes from `.argmax()` and has no gradient
+    help: pass the logits or probabilities to the loss instead
+    note: its result does not require grad: `backward()` raises `RuntimeError: element 0 of tensors does
+        not require grad and does not have a grad_fn` when this is the only term, and this term trains
+        nothing otherwise
 """),
         Example("""
 import torch
@@ -107,9 +109,11 @@ def train_step(x, y):
     loss = criterion(pred, y)
     loss.backward()
 """, expect="""
-6:22-6:26 the prediction passed to this loss comes from `torch.round`, whose gradient is zero
-    everywhere: `backward()` runs, but nothing upstream of it gets a gradient from this loss, so
-    training silently stalls; pass the continuous output (or use a straight-through estimator) instead
+6:22-6:26 this loss's prediction comes from `torch.round` and has a zero gradient everywhere
+    help: pass the continuous output instead, or use a straight-through estimator (`hard - soft.detach()
+        + soft`)
+    note: `backward()` runs, but nothing upstream of it gets a gradient from this loss, so training
+        silently stalls
 """),
         Example("""
 import torch
@@ -127,10 +131,11 @@ class Trainer:
         loss.backward()
         self.optimizer.step()
 """, expect="""
-12:31-12:48 the prediction passed to this loss comes from the indices of `torch.max(outputs, 1)`, whose
-    result does not require grad: `backward()` raises `RuntimeError: element 0 of tensors does not
-    require grad and does not have a grad_fn` when this is the only term, and this term trains nothing
-    otherwise; pass the logits or probabilities instead
+12:31-12:48 this loss's prediction comes from the indices of `torch.max(outputs, 1)` and has no gradient
+    help: pass the logits or probabilities to the loss instead
+    note: its result does not require grad: `backward()` raises `RuntimeError: element 0 of tensors does
+        not require grad and does not have a grad_fn` when this is the only term, and this term trains
+        nothing otherwise
 """),
         Example("""
 import torch
@@ -141,10 +146,11 @@ for x, y in loader:
     loss.backward()
     opt.step()
 """, expect="""
-4:53-4:90 the prediction passed to this loss comes from a comparison, whose result does not require
-    grad: `backward()` raises `RuntimeError: element 0 of tensors does not require grad and does not
-    have a grad_fn` when this is the only term, and this term trains nothing otherwise; pass the logits
-    or probabilities instead
+4:53-4:90 this loss's prediction comes from a comparison and has no gradient
+    help: pass the logits or probabilities to the loss instead
+    note: its result does not require grad: `backward()` raises `RuntimeError: element 0 of tensors does
+        not require grad and does not have a grad_fn` when this is the only term, and this term trains
+        nothing otherwise
 """),
         Example("""
 import torch
@@ -154,13 +160,16 @@ for x, y in loader:
     loss = criterion(out.to(torch.long).float(), y) + criterion(out.floor(), y)
     loss.backward()
 """, expect="""
-5:22-5:48 the prediction passed to this loss comes from a cast to an integer type, whose result does not
-    require grad: `backward()` raises `RuntimeError: element 0 of tensors does not require grad and does
-    not have a grad_fn` when this is the only term, and this term trains nothing otherwise; pass the
-    logits or probabilities instead
-5:65-5:76 the prediction passed to this loss comes from `.floor()`, whose gradient is zero everywhere:
-    `backward()` runs, but nothing upstream of it gets a gradient from this loss, so training silently
-    stalls; pass the continuous output (or use a straight-through estimator) instead
+5:22-5:48 this loss's prediction comes from a cast to an integer type and has no gradient
+    help: pass the logits or probabilities to the loss instead
+    note: its result does not require grad: `backward()` raises `RuntimeError: element 0 of tensors does
+        not require grad and does not have a grad_fn` when this is the only term, and this term trains
+        nothing otherwise
+5:65-5:76 this loss's prediction comes from `.floor()` and has a zero gradient everywhere
+    help: pass the continuous output instead, or use a straight-through estimator (`hard - soft.detach()
+        + soft`)
+    note: `backward()` runs, but nothing upstream of it gets a gradient from this loss, so training
+        silently stalls
 """),
     )
     not_flagged = (
@@ -217,21 +226,23 @@ for x, y in loader:
         op = self._non_differentiable(prediction, node, depth=0)
         if op is None or not self.ctx.training.is_differentiated(node):
             return
+        headline = f"this loss's prediction comes from {op}"
         if framework == "tf":
-            self.report(prediction, f"the prediction passed to this loss comes from {op}, which has no "
-                                    f"gradient, so this loss trains nothing (`tape.gradient` returns None when it "
-                                    f"is the only term); pass the logits or probabilities instead")
+            self.report(prediction, f"{headline} and has no gradient",
+                        help="pass the logits or probabilities to the loss instead",
+                        note="this loss trains nothing: `tape.gradient` returns None when it is the only term")
         elif self._zero_gradient(op):
-            self.report(prediction, f"the prediction passed to this loss comes from {op}, whose gradient is zero "
-                                    f"everywhere: `backward()` runs, but nothing upstream of it gets a gradient "
-                                    f"from this loss, so training silently stalls; pass the continuous output "
-                                    f"(or use a straight-through estimator) instead")
+            self.report(prediction, f"{headline} and has a zero gradient everywhere",
+                        help="pass the continuous output instead, or use a straight-through estimator "
+                             "(`hard - soft.detach() + soft`)",
+                        note="`backward()` runs, but nothing upstream of it gets a gradient from this loss, so "
+                             "training silently stalls")
         else:
-            self.report(prediction, f"the prediction passed to this loss comes from {op}, whose result does not "
-                                    f"require grad: `backward()` raises `RuntimeError: element 0 of tensors does "
-                                    f"not require grad and does not have a grad_fn` when this is the only term, "
-                                    f"and this term trains nothing otherwise; pass the logits or probabilities "
-                                    f"instead")
+            self.report(prediction, f"{headline} and has no gradient",
+                        help="pass the logits or probabilities to the loss instead",
+                        note="its result does not require grad: `backward()` raises `RuntimeError: element 0 of "
+                             "tensors does not require grad and does not have a grad_fn` when this is the only "
+                             "term, and this term trains nothing otherwise")
 
     @staticmethod
     def _zero_gradient(op: str) -> bool:
@@ -250,9 +261,9 @@ for x, y in loader:
                 return self._unpacked_indices(binding.node, expr.value)
             return self._non_differentiable(binding.value, binding.node, depth + 1)
         if isinstance(expr, cst.Subscript) and _literal_index(expr) == 1 and self._index_pair(expr.value):
-            return f"the indices of `{self.ctx.snippet(expr.value)}`"
+            return f"the indices of `{self.ctx.snippet(expr.value, 25)}`"
         if isinstance(expr, cst.Attribute) and expr.attr.value == "indices" and self._index_pair(expr.value):
-            return f"the indices of `{self.ctx.snippet(expr.value)}`"
+            return f"the indices of `{self.ctx.snippet(expr.value, 25)}`"
         if not isinstance(expr, cst.Call):
             return None
         name = self.ctx.names.callee(expr)
@@ -298,7 +309,7 @@ for x, y in loader:
         for target in node.targets:
             elements = target.target.elements if isinstance(target.target, (cst.Tuple, cst.List)) else ()
             if len(elements) == 2 and isinstance(elements[1].value, cst.Name) and elements[1].value.value == name:
-                return f"the indices of `{self.ctx.snippet(node.value)}`"
+                return f"the indices of `{self.ctx.snippet(node.value, 25)}`"
         return None
 
     def _integer_dtype(self, expr: cst.BaseExpression | None) -> bool:

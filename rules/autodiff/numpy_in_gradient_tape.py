@@ -45,6 +45,7 @@ def _shape_only(expr: cst.BaseExpression, ctx) -> bool:
 class NumpyInGradientTape(Rule):
     code = "LL101"
     name = "numpy-in-gradient-tape"
+    description = "`.numpy()` or NumPy math on a value a GradientTape differentiates"
     frameworks = ("tf",)
     # The unit with the tape needs only its `gradient` call: the conversion may be in a helper it
     # calls (selected with it), or in another module of the project (no token of it in this file).
@@ -76,8 +77,11 @@ with tf.GradientTape() as tape:
     loss = loss_fn(y, pred.numpy())
 grads = tape.gradient(loss, model.trainable_variables)
 """, expect="""
-5:23-5:35 `.numpy()` inside `GradientTape` `tape` turns a tensor into a NumPy/Python value that reaches
-    `tape.gradient(...)`: the tape cannot differentiate through it, so the gradients are None
+5:23-5:35 `.numpy()` inside `GradientTape` `tape` turns a tensor into a NumPy/Python value
+    help: keep the computation in TensorFlow ops (`tf.math.*`, `tf.reduce_mean`) instead of `.numpy()`;
+        convert after the `with` block, for logging only
+    note: the value reaches `tape.gradient(...)`, and the tape cannot differentiate through it, so the
+        gradients are None
 """),
         Example("""
 import tensorflow as tf
@@ -89,8 +93,11 @@ def step(x, y):
         loss = tf.reduce_mean((probs - y) ** 2)
     return t.gradient(loss, model.trainable_variables)
 """, expect="""
-6:17-6:32 `onp.exp(...)` inside `GradientTape` `t` turns a tensor into a NumPy/Python value that reaches
-    `t.gradient(...)`: the tape cannot differentiate through it, so the gradients are None
+6:17-6:32 `onp.exp(...)` inside `GradientTape` `t` turns a tensor into a NumPy/Python value
+    help: keep the computation in TensorFlow ops (`tf.math.*`, `tf.reduce_mean`) instead of
+        `onp.exp(...)`; convert after the `with` block, for logging only
+    note: the value reaches `t.gradient(...)`, and the tape cannot differentiate through it, so the
+        gradients are None
 """),
         Example("""
 import tensorflow as tf
@@ -102,9 +109,11 @@ with gen_tape, tf.GradientTape() as disc_tape:
 g_grads = gen_tape.gradient(g_loss, generator.trainable_variables)
 d_grads = disc_tape.gradient(d_loss, discriminator.trainable_variables)
 """, expect="""
-5:38-5:58 `.numpy()` inside `GradientTape` `gen_tape` turns a tensor into a NumPy/Python value that
-    reaches `gen_tape.gradient(...)`: the tape cannot differentiate through it, so the gradients are
-    None
+5:38-5:58 `.numpy()` inside `GradientTape` `gen_tape` turns a tensor into a NumPy/Python value
+    help: keep the computation in TensorFlow ops (`tf.math.*`, `tf.reduce_mean`) instead of `.numpy()`;
+        convert after the `with` block, for logging only
+    note: the value reaches `gen_tape.gradient(...)`, and the tape cannot differentiate through it, so
+        the gradients are None
 """),
         Example("""
 import tensorflow as tf
@@ -114,8 +123,11 @@ with GradientTape() as tape:
     loss = tf.square(float(tf.reduce_mean(out)) - 1.0)
 grads = tape.gradient(loss, model.trainable_variables)
 """, expect="""
-5:22-5:48 `float(...)` inside `GradientTape` `tape` turns a tensor into a NumPy/Python value that
-    reaches `tape.gradient(...)`: the tape cannot differentiate through it, so the gradients are None
+5:22-5:48 `float(...)` inside `GradientTape` `tape` turns a tensor into a NumPy/Python value
+    help: keep the computation in TensorFlow ops (`tf.math.*`, `tf.reduce_mean`) instead of
+        `float(...)`; convert after the `with` block, for logging only
+    note: the value reaches `tape.gradient(...)`, and the tape cannot differentiate through it, so the
+        gradients are None
 """),
         Example("""
 import tensorflow as tf
@@ -131,9 +143,12 @@ def train_step(model, optimizer, x, y):
     grads = tape.gradient(loss, model.trainable_variables)
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
 """, expect="""
-4:19-4:33 `.numpy()` in `to_probabilities` turns a tensor into a NumPy/Python value that it returns,
-    called from `compute_loss` at line 6, called from inside `GradientTape` `tape` at line 10, where it
-    reaches `tape.gradient(...)`: the tape cannot differentiate through it, so the gradients are None
+4:19-4:33 `.numpy()` in `to_probabilities` turns a tensor into a NumPy/Python value that it returns
+    help: keep `to_probabilities` in TensorFlow ops (`tf.math.*`, `tf.reduce_mean`) instead of
+        `.numpy()`
+    note: `to_probabilities` is called from `compute_loss` at line 6, called from inside `GradientTape`
+        `tape` at line 10; its result reaches `tape.gradient(...)`, and the tape cannot differentiate
+        through it, so the gradients are None
 """),
         Example("""
 import tensorflow as tf
@@ -145,9 +160,10 @@ class Trainer:
             loss = self._loss(y, self.model(x))
         return tape.gradient(loss, self.model.trainable_variables)
 """, expect="""
-4:50-4:84 `float(...)` in `_loss` turns a tensor into a NumPy/Python value that it returns, called from
-    inside `GradientTape` `tape` at line 7, where it reaches `tape.gradient(...)`: the tape cannot
-    differentiate through it, so the gradients are None
+4:50-4:84 `float(...)` in `_loss` turns a tensor into a NumPy/Python value that it returns
+    help: keep `_loss` in TensorFlow ops (`tf.math.*`, `tf.reduce_mean`) instead of `float(...)`
+    note: `_loss` is called from inside `GradientTape` `tape` at line 7; its result reaches
+        `tape.gradient(...)`, and the tape cannot differentiate through it, so the gradients are None
 """),
     )
     not_flagged = (
@@ -252,8 +268,11 @@ grads = tape.gradient(loss, params)
             if gradient is not None:
                 what = self._describe(node)
                 self.report(node, f"{what} inside `GradientTape` `{gradient.alias}` turns a tensor into a "
-                                  f"NumPy/Python value that reaches `{gradient.alias}.gradient(...)`: the tape "
-                                  "cannot differentiate through it, so the gradients are None")
+                                  "NumPy/Python value",
+                            help="keep the computation in TensorFlow ops (`tf.math.*`, `tf.reduce_mean`) instead "
+                                 f"of {what}; convert after the `with` block, for logging only",
+                            note=f"the value reaches `{gradient.alias}.gradient(...)`, and the tape cannot "
+                                 "differentiate through it, so the gradients are None")
             return
         self._through_helper(node, tapes)
 
@@ -286,10 +305,14 @@ grads = tape.gradient(loss, params)
             if tape is not None:
                 conversion, holder = remote
                 where = f"{holder.module.path.rsplit('/', 1)[-1]}:{conversion.lineno}"
-                self.report(call, f"`{imported.name}` ({imported.where}) returns a value that went through "
-                                  f"`{conversion.as_string()[:50]}` at {where}; called inside `GradientTape` "
-                                  f"`{tape.alias}`, its result reaches `{tape.alias}.gradient(...)`: the tape "
-                                  "cannot differentiate through it, so the gradients are None")
+                converted = conversion.as_string()[:50]
+                self.report(call, f"`{imported.name}` turns a tensor into a NumPy/Python value that it returns",
+                            help=f"keep `{imported.name}` in TensorFlow ops (`tf.math.*`, `tf.reduce_mean`) "
+                                 f"instead of `{converted}`",
+                            note=f"`{imported.name}` ({imported.where}) returns a value that went through "
+                                 f"`{converted}` at {where}; called inside `GradientTape` "
+                                 f"`{tape.alias}`, its result reaches `{tape.alias}.gradient(...)`, and the tape "
+                                 "cannot differentiate through it, so the gradients are None")
             return
         if found is None:
             return
@@ -298,10 +321,14 @@ grads = tape.gradient(loss, params)
         if tape is not None and not any(r.node is conversion for r in self.reports):  # one report per helper
             function = next(a for a in self.ctx.ancestors(conversion) if isinstance(a, cst.FunctionDef))
             described = self.ctx.calls.describe_chain(chain, f"inside `GradientTape` `{tape.alias}`")
-            self.report(conversion, f"{self._describe(conversion)} in `{function.name.value}` turns a tensor into "
-                                    f"a NumPy/Python value that it returns{described}, where it reaches "
-                                    f"`{tape.alias}.gradient(...)`: the tape cannot differentiate through it, "
-                                    "so the gradients are None")
+            what = self._describe(conversion)
+            self.report(conversion, f"{what} in `{function.name.value}` turns a tensor into a NumPy/Python value "
+                                    "that it returns",
+                        help=f"keep `{function.name.value}` in TensorFlow ops (`tf.math.*`, `tf.reduce_mean`) "
+                             f"instead of {what}",
+                        note=f"`{function.name.value}` is {described.removeprefix(', ')}; its result reaches "
+                             f"`{tape.alias}.gradient(...)`, and the tape cannot differentiate through it, so the "
+                             "gradients are None")
 
     def _numpy_into_return(self, function: cst.FunctionDef, parameters: set[str], chain: tuple[cst.Call, ...],
                            depth: int) -> tuple[cst.Call, tuple[cst.Call, ...]] | None:

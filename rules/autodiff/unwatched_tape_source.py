@@ -36,6 +36,7 @@ def _tensor_op(name: str) -> bool:
 class UnwatchedTapeSource(Rule):
     code = "LL103"
     name = "unwatched-tape-source"
+    description = "a tape gradient taken of a tensor the tape never watched"
     frameworks = ("tf",)
     needs = Needs(file=(("text:GradientTape",),), statement=(("call:gradient",),))
     probe = "grad"
@@ -59,8 +60,10 @@ with tf.GradientTape() as tape:
     y = x * x
 dy_dx = tape.gradient(y, x)
 """, expect="""
-5:26-5:27 `x` is a tensor made by `tf.constant`, not a variable, and is never `tape.watch()`ed inside
-    the tape: `tape.gradient` returns None for it
+5:26-5:27 `x` is never `tape.watch()`ed, so `tape.gradient` returns None for it
+    help: call `tape.watch(x)` inside the `with` block, before `x` is used
+    note: `x` is a tensor made by `tf.constant`, not a variable: the tape records operations on it only
+        when it is watched
 """),
         Example("""
 import tensorflow as tf
@@ -69,8 +72,10 @@ with tf.GradientTape() as g:
     loss = tf.reduce_sum(scale * w)
 grads = g.gradient(loss, [w, scale])
 """, expect="""
-5:30-5:35 `scale` is a non-trainable `tf.Variable`, and is never `g.watch()`ed inside the tape:
-    `g.gradient` returns None for it
+5:30-5:35 `scale` is never `g.watch()`ed, so `g.gradient` returns None for it
+    help: call `g.watch(scale)` inside the `with` block, before `scale` is used
+    note: `scale` is a non-trainable `tf.Variable`: the tape records operations on it only when it is
+        watched
 """),
         Example("""
 import tensorflow as tf
@@ -79,8 +84,10 @@ with tf.GradientTape() as tape:
     loss = loss_fn(labels, model(images))
 saliency = tape.gradient(loss, images)
 """, expect="""
-5:32-5:38 `images` is a tensor made by `tf.convert_to_tensor`, not a variable, and is never
-    `tape.watch()`ed inside the tape: `tape.gradient` returns None for it
+5:32-5:38 `images` is never `tape.watch()`ed, so `tape.gradient` returns None for it
+    help: call `tape.watch(images)` inside the `with` block, before `images` is used
+    note: `images` is a tensor made by `tf.convert_to_tensor`, not a variable: the tape records
+        operations on it only when it is watched
 """),
     )
     not_flagged = (
@@ -126,8 +133,11 @@ grads = tape.gradient(loss, variables)
         for source in elements:
             reason = self._why_unwatched(source, tape, node, watches_all)
             if reason and not self._watched(source, tape):
-                self.report(source, f"`{dotted(source)}` is {reason}, and is never `{tape.alias}.watch()`ed "
-                                    f"inside the tape: `{tape.alias}.gradient` returns None for it")
+                name = self.ctx.snippet(source, 30)
+                self.report(source, f"`{name}` is never `{tape.alias}.watch()`ed, so `{tape.alias}.gradient` returns "
+                                    "None for it",
+                            help=f"call `{tape.alias}.watch({name})` inside the `with` block, before `{name}` is used",
+                            note=f"`{name}` is {reason}: the tape records operations on it only when it is watched")
 
     def _why_unwatched(self, source: cst.BaseExpression, tape: WithContext, at: cst.CSTNode,
                        watches_all: bool) -> str | None:

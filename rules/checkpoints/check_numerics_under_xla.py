@@ -23,6 +23,7 @@ _CONTROL_DEPENDENCIES = {"tensorflow.control_dependencies", "tensorflow.compat.v
 class CheckNumericsUnderXla(Rule):
     code = "LL803"
     name = "check-numerics-under-xla"
+    description = "`check_numerics` in code compiled with XLA"
     frameworks = ("tf",)
     # `call:compile` / sessions: the units that say `jit_compile=True` or run a TF1 graph.
     needs = Needs(file=(("call:check_numerics", "call:assert_all_finite", "call:verify_tensor_all_finite"),),
@@ -62,9 +63,11 @@ def train_step(x, y):
     optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
     return loss
 """, expect="""
-6:12-6:53 `tf.debugging.check_numerics` inside the XLA-compiled tf.function `train_step` does nothing:
-    XLA compiles the check away, so a NaN/Inf passes silently; check the result outside the XLA-compiled
-    function (in the eager caller or a plain tf.function)
+6:12-6:53 `tf.debugging.check_numerics` does nothing under XLA in `train_step`
+    help: check the result outside the XLA-compiled `train_step` (in the eager caller or a plain
+        tf.function)
+    note: it runs inside the XLA-compiled tf.function `train_step`: XLA compiles the check away, so a
+        NaN/Inf passes silently
 """),
         Example("""
 import tensorflow as tf
@@ -79,10 +82,11 @@ class Net(tf.keras.Model):
 model = Net()
 model.compile(optimizer="adam", loss="mse", jit_compile=True)
 """, expect="""
-7:9-7:50 `tf.debugging.check_numerics` inside the Keras `train_step` (compiled with XLA by `fit`:
-    `compile(jit_compile=True)`) does nothing: XLA compiles the check away, so a NaN/Inf passes
-    silently; check the result outside the XLA-compiled function (in the eager caller or a plain
-    tf.function)
+7:9-7:50 `tf.debugging.check_numerics` does nothing under XLA in `train_step`
+    help: check the result outside the XLA-compiled `train_step` (in the eager caller or a plain
+        tf.function)
+    note: it runs inside the Keras `train_step` (compiled with XLA by `fit`:
+        `compile(jit_compile=True)`): XLA compiles the check away, so a NaN/Inf passes silently
 """),
         Example("""
 import functools
@@ -94,9 +98,11 @@ def finite(t):
 def forward(x):
     return finite(model(x))
 """, expect="""
-5:12-5:71 `tf.debugging.assert_all_finite` inside `finite`, called from the XLA-compiled tf.function
-    `forward` at line 8 does nothing: XLA compiles the check away, so a NaN/Inf passes silently; check
-    the result outside the XLA-compiled function (in the eager caller or a plain tf.function)
+5:12-5:71 `tf.debugging.assert_all_finite` does nothing under XLA in `finite`
+    help: check the result outside the XLA-compiled `forward` (in the eager caller or a plain
+        tf.function)
+    note: it runs inside `finite`, called from the XLA-compiled tf.function `forward` at line 8: XLA
+        compiles the check away, so a NaN/Inf passes silently
 """),
         Example("""
 import tensorflow as tf
@@ -107,9 +113,9 @@ tf.compat.v1.check_numerics(y, "log")
 with tf.compat.v1.Session() as sess:
     sess.run(y, feed_dict={x: [0.0]})
 """, expect="""
-5:1-5:38 the result of `tf.compat.v1.check_numerics` is discarded in graph code run through a `Session`:
-    nothing fetches the check, so `Session.run` prunes it and it never runs; use its result, or wrap the
-    computation in `tf.control_dependencies([check])`
+5:1-5:38 the result of `tf.compat.v1.check_numerics` is discarded in `Session` graph code
+    help: use its result, or wrap the computation in `tf.control_dependencies([check])`
+    note: nothing fetches the check, so `Session.run` prunes it and it never runs
 """),
     )
     not_flagged = (
@@ -155,15 +161,19 @@ with tf.compat.v1.Session() as sess:
             return
         tf = self.ctx.tf
         traced = tf.traced_chain(node, xla=True)
+        check = self.ctx.snippet(node.func, 40)
         if traced is not None:
-            self.report(node, f"`{self.ctx.snippet(node.func)}` inside {tf.where(node, traced)} does nothing: "
-                              "XLA compiles the check away, so a NaN/Inf passes silently; check the result "
-                              "outside the XLA-compiled function (in the eager caller or a plain tf.function)")
+            _, compiled = traced
+            inside = next((a for a in self.ctx.ancestors(node) if isinstance(a, cst.FunctionDef)), compiled)
+            self.report(node, f"`{check}` does nothing under XLA in `{inside.name.value}`",
+                        help=f"check the result outside the XLA-compiled `{compiled.name.value}` (in the eager "
+                             "caller or a plain tf.function)",
+                        note=f"it runs inside {tf.where(node, traced)}: XLA compiles the check away, so a NaN/Inf "
+                             "passes silently")
         elif self._pruned_in_session(node):
-            self.report(node, f"the result of `{self.ctx.snippet(node.func)}` is discarded in graph code run "
-                              "through a `Session`: nothing fetches the check, so `Session.run` prunes it and "
-                              "it never runs; use its result, or wrap the computation in "
-                              "`tf.control_dependencies([check])`")
+            self.report(node, f"the result of `{check}` is discarded in `Session` graph code",
+                        help="use its result, or wrap the computation in `tf.control_dependencies([check])`",
+                        note="nothing fetches the check, so `Session.run` prunes it and it never runs")
 
     def _pruned_in_session(self, node: cst.Call) -> bool:
         ctx = self.ctx

@@ -72,6 +72,7 @@ def _is_auxiliary(expr: cst.BaseExpression | None) -> bool:
 class CheckpointWithoutOptimizer(Rule):
     code = "LL801"
     name = "checkpoint-without-optimizer"
+    description = "a checkpoint that saves the model but not the optimizer"
     # PyTorch: `torch.save` of state dicts; TensorFlow: `tf.train.Checkpoint(...)`, both from `visit_Call`.
     frameworks = ("pt", "tf")
     # Every unit that may save an optimizer's state is selected too: one anywhere in the file clears every finding.
@@ -142,10 +143,11 @@ for epoch in range(epochs):
         optimizer.step()
     torch.save(model.state_dict(), f"ckpt_{epoch}.pt")
 """, expect="""
-7:5-7:55 this checkpoint, written in a training loop, saves `model.state_dict()` but not the optimizer's
-    state, and nothing in this file saves it: a run resumed from it restarts the optimizer's state (Adam
-    moments, momentum buffers, step counts) from zero, so its loss jumps; save `optimizer.state_dict()`
-    with it (or, for a weights-only export, save after training)
+7:5-7:55 this checkpoint saves `model.state_dict()` but not the optimizer's state
+    help: save `optimizer.state_dict()` with it (or, for a weights-only export, save after training)
+    note: it is written in a training loop and nothing in this file saves the optimizer's state: a run
+        resumed from it restarts the optimizer's state (Adam moments, momentum buffers, step counts)
+        from zero, so its loss jumps
 """),
         Example("""
 import torch
@@ -160,10 +162,11 @@ def train(model, opt, loader, epochs):
             opt.zero_grad()
         save_checkpoint(model, epoch, "last.pt")
 """, expect="""
-3:5-3:79 this checkpoint, written in a training loop, saves `model.state_dict()` but not the optimizer's
-    state, and nothing in this file saves it: a run resumed from it restarts the optimizer's state (Adam
-    moments, momentum buffers, step counts) from zero, so its loss jumps; save `optimizer.state_dict()`
-    with it (or, for a weights-only export, save after training)
+3:5-3:79 this checkpoint saves `model.state_dict()` but not the optimizer's state
+    help: save `optimizer.state_dict()` with it (or, for a weights-only export, save after training)
+    note: it is written in a training loop and nothing in this file saves the optimizer's state: a run
+        resumed from it restarts the optimizer's state (Adam moments, momentum buffers, step counts)
+        from zero, so its loss jumps
 """),
         Example("""
 import torch as th
@@ -178,10 +181,11 @@ class Trainer:
                 state = {"model": self.model.module.state_dict(), "scheduler": self.scheduler.state_dict()}
                 save(state, self.ckpt_path)
 """, expect="""
-11:17-11:44 this checkpoint, written in a training loop, saves `self.model.module.state_dict()` but not
-    the optimizer's state, and nothing in this file saves it: a run resumed from it restarts the
-    optimizer's state (Adam moments, momentum buffers, step counts) from zero, so its loss jumps; save
-    `optimizer.state_dict()` with it (or, for a weights-only export, save after training)
+11:17-11:44 this checkpoint saves `self.model.module.state_dict()` but not the optimizer's state
+    help: save `optimizer.state_dict()` with it (or, for a weights-only export, save after training)
+    note: it is written in a training loop and nothing in this file saves the optimizer's state: a run
+        resumed from it restarts the optimizer's state (Adam moments, momentum buffers, step counts)
+        from zero, so its loss jumps
 """),
         Example("""
 import argparse
@@ -200,11 +204,12 @@ for epoch in range(20):
         opt.step()
     torch.save(encoder.state_dict(), f"encoder_{epoch}.pt")
 """, expect="""
-15:5-15:60 this checkpoint, written in a training loop, saves `encoder.state_dict()` but not the
-    optimizer's state, and nothing in this file saves it; this file offers to resume training (line 8
-    loads `encoder`'s weights before training it), and a resumed run restarts the optimizer's state
-    (Adam moments, momentum buffers, step counts) from zero; save `optimizer.state_dict()` with it and
-    load it when resuming
+15:5-15:60 this checkpoint saves `encoder.state_dict()` but not the optimizer's state
+    help: save `optimizer.state_dict()` with it and load it when resuming
+    note: it is written in a training loop and nothing in this file saves the optimizer's state; this
+        file offers to resume training (line 8 loads `encoder`'s weights before training it), and a
+        resumed run restarts the optimizer's state (Adam moments, momentum buffers, step counts) from
+        zero
 """),
         Example("""
 import torch
@@ -228,11 +233,11 @@ def run(net, opt, start_from=None):
             torch.save(net.state_dict(), "best.pt")
     return evaluate_best(net, "best.pt")
 """, expect="""
-19:13-19:52 this checkpoint, written in a training loop, saves `net.state_dict()` but not the
-    optimizer's state, and nothing in this file saves it; this file offers to resume training (line 3
-    loads `net`'s weights before training it), and a resumed run restarts the optimizer's state (Adam
-    moments, momentum buffers, step counts) from zero; save `optimizer.state_dict()` with it and load it
-    when resuming
+19:13-19:52 this checkpoint saves `net.state_dict()` but not the optimizer's state
+    help: save `optimizer.state_dict()` with it and load it when resuming
+    note: it is written in a training loop and nothing in this file saves the optimizer's state; this
+        file offers to resume training (line 3 loads `net`'s weights before training it), and a resumed
+        run restarts the optimizer's state (Adam moments, momentum buffers, step counts) from zero
 """),
         Example("""
 import torch
@@ -249,11 +254,12 @@ def pretrain(model, optimizer, batches, every):
     except KeyboardInterrupt:
         torch.save(model.state_dict(), f"step_{step}_interrupted.pth")
 """, expect="""
-11:17-11:67 this checkpoint, written in a training loop, saves `model.state_dict()` but not the
-    optimizer's state, and nothing in this file saves it; this file offers to resume training (line 12
-    saves a checkpoint when training is interrupted), and a resumed run restarts the optimizer's state
-    (Adam moments, momentum buffers, step counts) from zero; save `optimizer.state_dict()` with it and
-    load it when resuming
+11:17-11:67 this checkpoint saves `model.state_dict()` but not the optimizer's state
+    help: save `optimizer.state_dict()` with it and load it when resuming
+    note: it is written in a training loop and nothing in this file saves the optimizer's state; this
+        file offers to resume training (line 12 saves a checkpoint when training is interrupted), and a
+        resumed run restarts the optimizer's state (Adam moments, momentum buffers, step counts) from
+        zero
 """),
         Example("""
 import os
@@ -273,11 +279,12 @@ class Runner:
                 self.opt.step()
             torch.save(self.model.state_dict(), self.snapshot)
 """, expect="""
-16:13-16:63 this checkpoint, written in a training loop, saves `self.model.state_dict()` but not the
-    optimizer's state, and nothing in this file saves it; this file offers to resume training (line 9
-    loads `self.model`'s weights before training it), and a resumed run restarts the optimizer's state
-    (Adam moments, momentum buffers, step counts) from zero; save `optimizer.state_dict()` with it and
-    load it when resuming
+16:13-16:63 this checkpoint saves `self.model.state_dict()` but not the optimizer's state
+    help: save `optimizer.state_dict()` with it and load it when resuming
+    note: it is written in a training loop and nothing in this file saves the optimizer's state; this
+        file offers to resume training (line 9 loads `self.model`'s weights before training it), and a
+        resumed run restarts the optimizer's state (Adam moments, momentum buffers, step counts) from
+        zero
 """),
         Example("""
 import tensorflow as tf
@@ -294,10 +301,11 @@ for x, y in dataset:
     if int(checkpoint.step) % 100 == 0:
         manager.save()
 """, expect="""
-4:14-4:67 this checkpoint, saved in this file, does not hold `optimizer` (`apply_gradients` at line 10),
-    which the code around it trains with, and no other `tf.train.Checkpoint` here does: a run restored
-    from it restarts that optimizer's state (Adam moments, `iterations`) from zero; add it, e.g.
-    `optimizer=optimizer` (one entry per optimizer)
+4:14-4:67 this `tf.train.Checkpoint` does not hold the optimizer `optimizer`
+    help: add it to the checkpoint: `optimizer=optimizer`
+    note: it is saved in this file, the code around it trains with `optimizer` (`apply_gradients` at
+        line 10), and no other `tf.train.Checkpoint` here holds it: a run restored from it restarts that
+        optimizer's state (Adam moments, `iterations`) from zero
 """),
         Example("""
 import tensorflow as tf
@@ -319,11 +327,11 @@ def train(dataset, epochs):
             train_step(image_batch)
         checkpoint.save(file_prefix=checkpoint_prefix)
 """, expect="""
-4:14-5:83 this checkpoint, saved in this file, does not hold `discriminator_optimizer`
-    (`apply_gradients` at line 12), which the code around it trains with, and no other
-    `tf.train.Checkpoint` here does: a run restored from it restarts that optimizer's state (Adam
-    moments, `iterations`) from zero; add it, e.g. `discriminator_optimizer=discriminator_optimizer`
-    (one entry per optimizer)
+4:14-5:83 this `tf.train.Checkpoint` does not hold the optimizer `discriminator_optimizer`
+    help: add it to the checkpoint: `discriminator_optimizer=discriminator_optimizer`
+    note: it is saved in this file, the code around it trains with `discriminator_optimizer`
+        (`apply_gradients` at line 12), and no other `tf.train.Checkpoint` here holds it: a run restored
+        from it restarts that optimizer's state (Adam moments, `iterations`) from zero
 """),
         Example("""
 import tensorflow as tf
@@ -341,10 +349,11 @@ class Trainer:
     def save(self, path):
         self.ckpt.write(path)
 """, expect="""
-7:21-7:58 this checkpoint, saved in this file, does not hold `self.opt` (`apply_gradients` at line 12),
-    which the code around it trains with, and no other `tf.train.Checkpoint` here does: a run restored
-    from it restarts that optimizer's state (Adam moments, `iterations`) from zero; add it, e.g.
-    `opt=self.opt` (one entry per optimizer)
+7:21-7:58 this `tf.train.Checkpoint` does not hold the optimizer `self.opt`
+    help: add it to the checkpoint: `opt=self.opt`
+    note: it is saved in this file, the code around it trains with `self.opt` (`apply_gradients` at line
+        12), and no other `tf.train.Checkpoint` here holds it: a run restored from it restarts that
+        optimizer's state (Adam moments, `iterations`) from zero
 """),
         Example("""
 import tensorflow as tf
@@ -358,10 +367,11 @@ def run_customized_training_loop(strategy, model, optimizer, train_iterator, ste
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
     _save_checkpoint(strategy, checkpoint, model_dir, "ctl_step_{}.ckpt".format(steps))
 """, expect="""
-5:18-5:84 this checkpoint, saved in this file, does not hold `optimizer` (`apply_gradients` at line 9),
-    which the code around it trains with, and no other `tf.train.Checkpoint` here does: a run restored
-    from it restarts that optimizer's state (Adam moments, `iterations`) from zero; add it, e.g.
-    `optimizer=optimizer` (one entry per optimizer)
+5:18-5:84 this `tf.train.Checkpoint` does not hold the optimizer `optimizer`
+    help: add it to the checkpoint: `optimizer=optimizer`
+    note: it is saved in this file, the code around it trains with `optimizer` (`apply_gradients` at
+        line 9), and no other `tf.train.Checkpoint` here holds it: a run restored from it restarts that
+        optimizer's state (Adam moments, `iterations`) from zero
 """),
     )
     not_flagged = (
@@ -633,12 +643,21 @@ class OptimizerTest(tf.test.TestCase):
             return
         names = ", ".join(f"`{dotted(receiver(step))}` (`{call_name(step)}` at line {self.ctx.line_of(step)})"
                           for step in missing)
-        self.report(checkpoint, f"this checkpoint, saved in this file, does not hold {names}, which the code "
-                                "around it trains with, and no other `tf.train.Checkpoint` here does: a run "
-                                "restored from it restarts that optimizer's state (Adam moments, `iterations`) "
-                                "from zero; add it, e.g. "
-                                f"`{last_name(receiver(missing[0]))}={dotted(receiver(missing[0]))}` (one entry "
-                                "per optimizer)")
+        optimizers = list(dict.fromkeys(dotted(receiver(step)) for step in missing))
+        one = len(optimizers) == 1
+        label = ", ".join(f"`{name}`" for name in optimizers)
+        if len(label) > 44:  # the headline within 100 characters
+            label = f"{'an optimizer' if one else f'{len(optimizers)} optimizers'} the code around it trains with"
+        else:
+            label = f"the optimizer {label}" if one else f"the optimizers {label}"
+        entries = ", ".join(f"`{last_name(receiver(step))}={dotted(receiver(step))}`"
+                            for step in {dotted(receiver(step)): step for step in missing}.values())
+        self.report(checkpoint, f"this `tf.train.Checkpoint` does not hold {label}",
+                    help=f"add {'it' if one else 'them'} to the checkpoint: {entries}",
+                    note=f"it is saved in this file, the code around it trains with {names}, and no other "
+                         f"`tf.train.Checkpoint` here holds {'it' if one else 'them'}: a run restored from it "
+                         f"restarts {'that optimizer' if one else 'each optimizer'}'s state (Adam moments, "
+                         "`iterations`) from zero")
 
     # ----- PyTorch ------------------------------------------------------------------------------
 
@@ -660,17 +679,20 @@ class OptimizerTest(tf.test.TestCase):
         if not resumptions and (self._loads_only_for_inference or all(map(self._best_guarded, chains))):
             return  # weights exported for evaluation or inference, or a best-validation snapshot: nothing resumes
         model = _model_label(receiver(model_states[0]))
-        saves = (f"this checkpoint, written in a training loop, saves `{self.ctx.snippet(model_states[0])}` but not "
-                 "the optimizer's state, and nothing in this file saves it")
+        headline = f"this checkpoint saves `{self.ctx.snippet(model_states[0], 35)}` but not the optimizer's state"
+        written = "it is written in a training loop and nothing in this file saves the optimizer's state"
         loses = "restarts the optimizer's state (Adam moments, momentum buffers, step counts) from zero"
         if resumptions:
             # The evidence about this model first: its own load before training.
             _, how = next((r for r in resumptions if _names_any(r[0], {model})), resumptions[0])
-            self.report(call, f"{saves}; this file offers to resume training ({how}), and a resumed run {loses}; "
-                              "save `optimizer.state_dict()` with it and load it when resuming")
+            self.report(call, headline,
+                        help="save `optimizer.state_dict()` with it and load it when resuming",
+                        note=f"{written}; this file offers to resume training ({how}), and a resumed run {loses}")
         else:
-            self.report(call, f"{saves}: a run resumed from it {loses}, so its loss jumps; save "
-                              "`optimizer.state_dict()` with it (or, for a weights-only export, save after training)")
+            self.report(call, headline,
+                        help="save `optimizer.state_dict()` with it (or, for a weights-only export, save after "
+                             "training)",
+                        note=f"{written}: a run resumed from it {loses}, so its loss jumps")
 
     def _best_guarded(self, chain: tuple[cst.CSTNode, ...]) -> bool:
         """The save, or a call on its way from the training loop, runs only under a comparison with a best

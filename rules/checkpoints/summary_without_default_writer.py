@@ -28,6 +28,7 @@ _TF1_ONLY = {"tensorflow.summary.merge_all", "tensorflow.summary.merge", "tensor
 class SummaryWithoutDefaultWriter(Rule):
     code = "LL802"
     name = "summary-without-default-writer"
+    description = "a tf.summary call without a default writer (records nothing)"
     frameworks = ("tf",)
     probe = "effect"
     # A finding is a call of one of `_SUMMARY_OPS`.
@@ -65,9 +66,10 @@ for step, (x, y) in enumerate(dataset):
     loss = train_step(x, y)
     tf.summary.scalar("loss", loss, step=step)
 """, expect="""
-5:5-5:47 `tf.summary.scalar(...)` runs with no default summary writer (no `with writer.as_default():`
-    around it or its calls, no `set_as_default()`): it writes nothing and returns False; wrap the
-    logging in `with writer.as_default():`
+5:5-5:47 `tf.summary.scalar(...)` runs with no default summary writer
+    help: wrap the logging (or the loop that calls it) in `with writer.as_default():`
+    note: no `with writer.as_default():` around it and no `set_as_default()` in the file: it writes
+        nothing and returns False
 """),
         Example("""
 import tensorflow as tf
@@ -81,10 +83,11 @@ def train(model, dataset, epochs):
         log_metrics(metrics, epoch)
 train(model, dataset, 10)
 """, expect="""
-4:9-4:50 `tf.summary.scalar(...)` in `log_metrics`, called from `train` at line 9, called from module
-    code at line 10, runs with no default summary writer (no `with writer.as_default():` around it or
-    its calls, no `set_as_default()`): it writes nothing and returns False; wrap the logging in `with
-    writer.as_default():`
+4:9-4:50 `tf.summary.scalar(...)` in `log_metrics` runs with no default summary writer
+    help: wrap the logging (or the loop that calls it) in `with writer.as_default():`
+    note: `log_metrics` is called from `train` at line 9, called from module code at line 10; no `with
+        writer.as_default():` is around it or these calls and no `set_as_default()` in the file: it
+        writes nothing and returns False
 """),
         Example("""
 import tensorflow.compat.v2 as tf
@@ -97,12 +100,14 @@ def train(steps):
 if __name__ == "__main__":
     train(1000)
 """, expect="""
-6:9-6:67 `summary.image(...)` in `train`, called from module code at line 9, runs with no default
-    summary writer (no `with writer.as_default():` around it or its calls, no `set_as_default()`): it
-    writes nothing and returns False; wrap the logging in `with writer.as_default():`
-7:9-7:54 `tf.summary.histogram(...)` in `train`, called from module code at line 9, runs with no default
-    summary writer (no `with writer.as_default():` around it or its calls, no `set_as_default()`): it
-    writes nothing and returns False; wrap the logging in `with writer.as_default():`
+6:9-6:67 `summary.image(...)` in `train` runs with no default summary writer
+    help: wrap the logging (or the loop that calls it) in `with writer.as_default():`
+    note: `train` is called from module code at line 9; no `with writer.as_default():` is around it or
+        these calls and no `set_as_default()` in the file: it writes nothing and returns False
+7:9-7:54 `tf.summary.histogram(...)` in `train` runs with no default summary writer
+    help: wrap the logging (or the loop that calls it) in `with writer.as_default():`
+    note: `train` is called from module code at line 9; no `with writer.as_default():` is around it or
+        these calls and no `set_as_default()` in the file: it writes nothing and returns False
 """),
         Example("""
 import tensorflow as tf
@@ -114,9 +119,10 @@ with tf.compat.v1.Session() as sess:
     writer = tf.compat.v1.summary.FileWriter("logs")
     writer.add_summary(sess.run(merged, {x: 1.0}), 0)
 """, expect="""
-4:1-4:37 `tf.summary.scalar(...)` runs with no default summary writer (no `with writer.as_default():`
-    around it or its calls, no `set_as_default()`): it writes nothing and returns False; wrap the
-    logging in `with writer.as_default():`
+4:1-4:37 `tf.summary.scalar(...)` runs with no default summary writer
+    help: wrap the logging (or the loop that calls it) in `with writer.as_default():`
+    note: no `with writer.as_default():` around it and no `set_as_default()` in the file: it writes
+        nothing and returns False
 """),
     )
     not_flagged = (
@@ -200,12 +206,18 @@ with tf.Session() as sess:
         if calls.through_callers(node, self._writer_or_unseen_caller, every=False) is not None:
             return  # some path runs it under a writer, or reaches code whose callers are not in this file
         chain = calls.through_callers(node, lambda n: self._function_of(n) is None, every=False)
-        where = ""
+        op = f"`{self.ctx.snippet(node.func, 30)}(...)`"
+        wrap = "wrap the logging (or the loop that calls it) in `with writer.as_default():`"
         if chain:
-            where = f" in `{self._function_of(node).name.value}`{calls.describe_chain(chain, 'module code')},"
-        self.report(node, f"`{self.ctx.snippet(node.func)}(...)`{where} runs with no default summary writer "
-                          "(no `with writer.as_default():` around it or its calls, no `set_as_default()`): "
-                          "it writes nothing and returns False; wrap the logging in `with writer.as_default():`")
+            function = self._function_of(node).name.value
+            self.report(node, f"{op} in `{function}` runs with no default summary writer", help=wrap,
+                        note=f"`{function}` is {calls.describe_chain(chain, 'module code').removeprefix(', ')}; "
+                             "no `with writer.as_default():` is around it or these calls and no `set_as_default()` "
+                             "in the file: it writes nothing and returns False")
+            return
+        self.report(node, f"{op} runs with no default summary writer", help=wrap,
+                    note="no `with writer.as_default():` around it and no `set_as_default()` in the file: it writes "
+                         "nothing and returns False")
 
     def _function_of(self, node: cst.CSTNode) -> cst.FunctionDef | None:
         return next((a for a in self.ctx.ancestors(node) if isinstance(a, cst.FunctionDef)), None)

@@ -19,6 +19,7 @@ _LITERALS = (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float)
 class PrintInJit(Rule):
     code = "LL206"
     name = "print-in-jit"
+    description = "builtin `print` in code JAX traces (runs at trace time only)"
     shown_in_prose = "tracing"
     frameworks = ("jax",)
     # A JAX import, and something that traces: a compile or a traced control-flow body.
@@ -70,9 +71,10 @@ def train_step(params, x, y):
     print("loss", loss)
     return jax.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads), loss
 """, expect="""
-6:5-6:24 [safe fix] builtin `print` inside the jitted `train_step` runs only while JAX traces it (first
-    call and each retrace) and any traced value it prints shows as a tracer, not a value; use
-    `jax.debug.print` with `{}` placeholders to print at every call
+6:5-6:24 [safe fix] builtin `print` in the jitted `train_step` runs only at trace time
+    help: use `jax.debug.print("loss {}", loss)`, which prints at every call
+    note: it runs on the first call and each retrace; any traced value it prints shows as a tracer, not
+        a value
 """, fix_diff="""
 @@ -6 +6 @@
 -    print("loss", loss)
@@ -86,9 +88,11 @@ def apply_model(state, batch, train):
     print(f"apply_model train={train} images={batch['image'].shape}")
     return state.apply_fn({"params": state.params}, batch["image"])
 """, expect="""
-5:5-5:70 builtin `print` inside the jitted `apply_model` runs only while JAX traces it (first call and
-    each retrace) and any traced value it prints shows as a tracer, not a value; use `jax.debug.print`
-    with `{}` placeholders to print at every call
+5:5-5:70 builtin `print` in the jitted `apply_model` runs only at trace time
+    help: use `jax.debug.print` with `{}` placeholders and the values as arguments, which prints at
+        every call
+    note: it runs on the first call and each retrace; any traced value it prints shows as a tracer, not
+        a value
 """),
         Example("""
 import jax
@@ -100,9 +104,11 @@ def update(params, grads):
     return new
 fast_update = jax.jit(update)
 """, expect="""
-3:5-3:30 [safe fix] builtin `print` inside `log_metrics`, called from the jitted `update` at line 6,
-    runs only while JAX traces it (first call and each retrace) and any traced value it prints shows as
-    a tracer, not a value; use `jax.debug.print` with `{}` placeholders to print at every call
+3:5-3:30 [safe fix] builtin `print` in `log_metrics`, called from the jitted `update`, runs only at
+    trace time
+    help: use `jax.debug.print("metrics {}", metrics)`, which prints at every call
+    note: `log_metrics` is called from the jitted `update` at line 6; it runs on the first call and each
+        retrace; any traced value it prints shows as a tracer, not a value
 """, fix_diff="""
 @@ -3 +3 @@
 -    print("metrics", metrics)
@@ -117,9 +123,11 @@ def body(carry, x):
 def rnn(xs):
     return lax.scan(body, 0.0, xs)
 """, expect="""
-4:5-4:22 builtin `print` inside the `scan` body `body` runs only while JAX traces it (once per trace of
-    the `scan`, not on every iteration or call) and any traced value it prints shows as a tracer, not a
-    value; use `jax.debug.print` with `{}` placeholders to print at every call
+4:5-4:22 builtin `print` in the `scan` body `body` runs only at trace time
+    help: use `jax.debug.print` with `{}` placeholders and the values as arguments, which prints at
+        every call
+    note: it runs once per trace of the `scan`, not on every iteration or call; any traced value it
+        prints shows as a tracer, not a value
 """),
         Example("""
 import jax
@@ -129,9 +137,9 @@ def train_step(state, batch):
     jax.debug.print(f"loss {loss}")
     return state, loss
 """, expect="""
-5:5-5:36 `jax.debug.print` inside the jitted `train_step` gets a string formatted in Python at trace
-    time: it prints the tracer's repr at every call, not the value; pass the values as arguments for
-    `{}` placeholders
+5:5-5:36 `jax.debug.print` in the jitted `train_step` gets a string formatted in Python at trace time
+    help: pass the values as arguments for `{}` placeholders instead of formatting the string in Python
+    note: it prints the tracer's repr at every call, not the value
 """),
         Example("""
 import jax
@@ -142,9 +150,11 @@ def update(params, grads):
     print("gradient means: {}".format(grad_means(grads)))
     return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads)
 """, expect="""
-6:5-6:58 builtin `print` inside the jitted `update` runs only while JAX traces it (first call and each
-    retrace) and any traced value it prints shows as a tracer, not a value; use `jax.debug.print` with
-    `{}` placeholders to print at every call
+6:5-6:58 builtin `print` in the jitted `update` runs only at trace time
+    help: use `jax.debug.print` with `{}` placeholders and the values as arguments, which prints at
+        every call
+    note: it runs on the first call and each retrace; any traced value it prints shows as a tracer, not
+        a value
 """),
         Example("""
 from flax import nnx
@@ -156,9 +166,11 @@ def train_step(model, optimizer, batch):
     optimizer.update(model, grads)
     return loss
 """, expect="""
-6:5-6:16 builtin `print` inside the `nnx.jit`-compiled `train_step` runs only while JAX traces it (first
-    call and each retrace) and any traced value it prints shows as a tracer, not a value; use
-    `jax.debug.print` with `{}` placeholders to print at every call
+6:5-6:16 builtin `print` in the `nnx.jit`-compiled `train_step` runs only at trace time
+    help: use `jax.debug.print` with `{}` placeholders and the values as arguments, which prints at
+        every call
+    note: it runs on the first call and each retrace; any traced value it prints shows as a tracer, not
+        a value
 """),
     )
     not_flagged = (
@@ -299,23 +311,44 @@ def cumulative(xs):
             traced = jax_code.traced_chain(node)
             if traced is None:
                 return
-            where = jax_code.where(node, traced) + ("," if traced[0] else "")
             transform = jax_code.compiled_functions.get(traced[1]) or jax_code.traced_bodies.get(traced[1])
-            when = ("first call and each retrace" if transform is None or transform.compiles
+            when = ("on the first call and each retrace" if transform is None or transform.compiles
                     else f"once per trace of the `{transform.kind}`, not on every iteration or call")
             tracers = ("" if all(isinstance(p, _LITERALS) for p in printed)
-                       else " and any traced value it prints shows as a tracer, not a value")
-            self.report(node, f"builtin `print` inside {where} runs only while JAX traces it ({when}){tracers}; "
-                              "use `jax.debug.print` with `{}` placeholders to print at every call",
-                        fix=self._fix(node))
+                       else "; any traced value it prints shows as a tracer, not a value")
+            fix = self._fix(node)
+            replacement = fix.replacements[0].code if fix is not None else ""  # `jax.debug.print("loss {}", loss)`
+            shown = 0 < len(replacement) <= 80 and "\n" not in replacement
+            headline, where = self._where(node, traced, "builtin `print`", "runs only at trace time")
+            self.report(node, headline, fix,
+                        help=f"use `{replacement}`, which prints at every call" if shown
+                        else "use `jax.debug.print` with `{}` placeholders and the values as arguments, which "
+                             "prints at every call",
+                        note=f"{where}it runs {when}{tracers}")
         elif names.callee(node) == "jax.debug.print" and node.args and formatted_in_python(node.args[0].value):
             traced = self.ctx.jax.traced_chain(node)
             if traced is None or not self._formats_traced_values(node.args[0].value, traced[1]):
                 return
-            where = self.ctx.jax.where(node, traced) + ("," if traced[0] else "")
-            self.report(node, f"`jax.debug.print` inside {where} gets a string formatted in Python at trace time: it "
-                              "prints the tracer's repr at every call, not the value; pass the values as arguments "
-                              "for `{}` placeholders")
+            headline, where = self._where(node, traced, "`jax.debug.print`",
+                                          "gets a string formatted in Python at trace time")
+            self.report(node, headline,
+                        help="pass the values as arguments for `{}` placeholders instead of formatting the string "
+                             "in Python",
+                        note=f"{where}it prints the tracer's repr at every call, not the value")
+
+    def _where(self, node: cst.Call, traced: tuple, what: str, tail: str) -> tuple[str, str]:
+        """The headline ("builtin `print` in the jitted `step` runs ...", for a helper the traced function
+        calls "... in `log`, called from the jitted `step`, runs ...") and the note's start, for a helper
+        ("`log` is called from the jitted `step` at line 12; ")."""
+        chain, fn = traced
+        label = self.ctx.jax.describe(fn)
+        if not chain:
+            return f"{what} in {label} {tail}", ""
+        helper = next(a for a in self.ctx.ancestors(node) if isinstance(a, cst.FunctionDef)).name.value
+        headline = f"{what} in `{helper}`, called from {label}, {tail}"
+        if len(headline) > 100:
+            headline = f"{what} in `{helper}` {tail}"
+        return headline, f"`{helper}` is {self.ctx.calls.describe_chain(chain, label).removeprefix(', ')}; "
 
     def _formats_traced_values(self, text: cst.BaseExpression, traced: cst.CSTNode) -> bool:
         """Does the formatted string interpolate a value of the traced function (a parameter that is not

@@ -16,6 +16,7 @@ _TF_PRINT_KEYWORDS = {"sep", "end"}
 class PrintInTfFunction(Rule):
     code = "LL201"
     name = "print-in-tf-function"
+    description = "builtin `print` in a tf.function (runs at trace time only)"
     shown_in_prose = "tracing"
     frameworks = ("tf",)
     # `call:compile`: the unit that compiles a Keras model may say `run_eagerly=True` (no trace).
@@ -59,9 +60,9 @@ def decode_step(tokens, state):
 for _ in range(max_length):
     tokens, state = decode_step(tokens, state)
 """, expect="""
-5:5-5:30 [safe fix] builtin `print` inside the tf.function `decode_step` runs only while TensorFlow
-    traces it (first call and each retrace) and prints symbolic tensors; use `tf.print` to print on
-    every call
+5:5-5:30 [safe fix] builtin `print` in the tf.function `decode_step` runs only at trace time
+    help: use `tf.print(...)`, a graph op that prints on every call
+    note: it runs on the first call and each retrace, and prints symbolic tensors, not values
 """, fix_diff="""
 @@ -5 +5 @@
 -    print("decoding", tokens)
@@ -75,9 +76,9 @@ def train_step(x, y):
     print("loss", loss)
     return loss
 """, expect="""
-5:5-5:24 [safe fix] builtin `print` inside the tf.function `train_step` runs only while TensorFlow
-    traces it (first call and each retrace) and prints symbolic tensors; use `tf.print` to print on
-    every call
+5:5-5:24 [safe fix] builtin `print` in the tf.function `train_step` runs only at trace time
+    help: use `tf.print(...)`, a graph op that prints on every call
+    note: it runs on the first call and each retrace, and prints symbolic tensors, not values
 """, fix_diff="""
 @@ -5 +5 @@
 -    print("loss", loss)
@@ -91,9 +92,9 @@ def step(x):
     print(x)
     return x * 2
 """, expect="""
-5:5-5:13 [safe fix] builtin `print` inside the XLA-compiled tf.function `step` runs only while
-    TensorFlow traces it (first call and each retrace) and prints symbolic tensors; use `tf.print` to
-    print on every call
+5:5-5:13 [safe fix] builtin `print` in the XLA-compiled tf.function `step` runs only at trace time
+    help: use `tf.print(...)`, a graph op that prints on every call
+    note: it runs on the first call and each retrace, and prints symbolic tensors, not values
 """, fix_diff="""
 @@ -5 +5 @@
 -    print(x)
@@ -106,8 +107,9 @@ def step(x):
     return x + 1
 fast_step = tf.function(step)
 """, expect="""
-3:5-3:27 [safe fix] builtin `print` inside the tf.function `step` runs only while TensorFlow traces it
-    (first call and each retrace) and prints symbolic tensors; use `tf.print` to print on every call
+3:5-3:27 [safe fix] builtin `print` in the tf.function `step` runs only at trace time
+    help: use `tf.print(...)`, a graph op that prints on every call
+    note: it runs on the first call and each retrace, and prints symbolic tensors, not values
 """, fix_diff="""
 @@ -3 +3 @@
 -    print("step input", x)
@@ -123,9 +125,11 @@ def train_step(model, x, y):
     log_metrics(loss)
     return loss
 """, expect="""
-3:5-3:24 [safe fix] builtin `print` inside `log_metrics`, called from the tf.function `train_step` at
-    line 7, runs only while TensorFlow traces it (first call and each retrace) and prints symbolic
-    tensors; use `tf.print` to print on every call
+3:5-3:24 [safe fix] builtin `print` in `log_metrics`, called from the tf.function `train_step`, runs
+    only at trace time
+    help: use `tf.print(...)`, a graph op that prints on every call
+    note: `log_metrics` is called from the tf.function `train_step` at line 7; it runs on the first call
+        and each retrace, and prints symbolic tensors, not values
 """, fix_diff="""
 @@ -3 +3 @@
 -    print("loss", loss)
@@ -139,9 +143,10 @@ class GAN(tf.keras.Model):
         print("batch", real.shape)
         return {}
 """, expect="""
-5:9-5:35 [safe fix] builtin `print` inside the Keras `train_step` (traced by `fit`/`evaluate`/`predict`)
-    runs only while TensorFlow traces it (first call and each retrace) and prints symbolic tensors; use
-    `tf.print` to print on every call
+5:9-5:35 [safe fix] builtin `print` in the Keras `train_step` runs only at trace time
+    help: use `tf.print(...)`, a graph op that prints on every call
+    note: traced by `fit`/`evaluate`/`predict`; it runs on the first call and each retrace, and prints
+        symbolic tensors, not values
 """, fix_diff="""
 @@ -5 +5 @@
 -        print("batch", real.shape)
@@ -155,9 +160,9 @@ def train_step(x, y):
     print("loss is a tracer or a value?", loss)
     return loss
 """, expect="""
-5:5-5:48 [safe fix] builtin `print` inside the tf.function `train_step` runs only while TensorFlow
-    traces it (first call and each retrace) and prints symbolic tensors; use `tf.print` to print on
-    every call
+5:5-5:48 [safe fix] builtin `print` in the tf.function `train_step` runs only at trace time
+    help: use `tf.print(...)`, a graph op that prints on every call
+    note: it runs on the first call and each retrace, and prints symbolic tensors, not values
 """, fix_diff="""
 @@ -5 +5 @@
 -    print("loss is a tracer or a value?", loss)
@@ -172,8 +177,9 @@ def collect(env_step):
     print("collecting", env_step)
     return env_step
 """, expect="""
-6:5-6:34 [safe fix] builtin `print` inside the tf.function `collect` runs only while TensorFlow traces
-    it (first call and each retrace) and prints symbolic tensors; use `tf.print` to print on every call
+6:5-6:34 [safe fix] builtin `print` in the tf.function `collect` runs only at trace time
+    help: use `tf.print(...)`, a graph op that prints on every call
+    note: it runs on the first call and each retrace, and prints symbolic tensors, not values
 """, fix_diff="""
 @@ -6 +6 @@
 -    print("collecting", env_step)
@@ -278,10 +284,22 @@ for x in batches:
         traced = self.ctx.tf.traced_chain(node)
         if traced is None:
             return
-        where = self.ctx.tf.where(node, traced) + ("," if traced[0] else "")
-        self.report(node, f"builtin `print` inside {where} runs only while TensorFlow traces it (first call "
-                          "and each retrace) and prints symbolic tensors; use `tf.print` to print on every "
-                          "call", fix=self._fix(node))
+        chain, fn = traced
+        tf = self.ctx.tf
+        label, _, aside = tf.describe(fn).partition(" (")  # "the Keras `train_step`", "traced by `fit`..."
+        how = f"{aside.rstrip(')')}; " if aside else ""
+        if chain:
+            helper = next(a for a in self.ctx.ancestors(node) if isinstance(a, cst.FunctionDef)).name.value
+            headline = f"builtin `print` in `{helper}`, called from {label}, runs only at trace time"
+            if len(headline) > 100:
+                headline = f"builtin `print` in `{helper}` runs only at trace time"
+            how = f"`{helper}` is {self.ctx.calls.describe_chain(chain, label).removeprefix(', ')}; {how}"
+        else:
+            headline = f"builtin `print` in {label} runs only at trace time"
+        self.report(node, headline, fix=self._fix(node),
+                    help="use `tf.print(...)`, a graph op that prints on every call",
+                    note=f"{how}it runs on the first call and each retrace, and prints symbolic tensors, not "
+                         "values")
 
     def _fix(self, node: cst.Call) -> FixSpec | None:
         alias = self.ctx.names.alias_of("tensorflow")

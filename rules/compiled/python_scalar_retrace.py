@@ -14,6 +14,7 @@ _HELPER_DEPTH = 3
 class PythonScalarRetrace(Rule):
     code = "LL205"
     name = "python-scalar-retrace"
+    description = "a Python scalar argument that retraces a tf.function"
     shown_in_prose = "tracing"
     frameworks = ("tf",)
     kind = "perf"
@@ -47,9 +48,10 @@ def train_step(x, y, step):
 for step, (x, y) in enumerate(dataset):
     train_step(x, y, step)
 """, expect="""
-7:22-7:26 the loop variable `step` is a Python number that changes every iteration, passed to the
-    tf.function `train_step`: each new value traces it again (one graph per value); pass
-    `tf.constant(...)` or give it an `input_signature`
+7:22-7:26 `step`, a Python number changing every iteration, retraces the tf.function `train_step`
+    help: pass `tf.constant(step)` or give `train_step` an `input_signature`
+    note: it is the loop variable `step`: each new value traces `train_step` again, one graph per value,
+        each costing a trace and memory
 """),
         Example("""
 import tensorflow as tf
@@ -59,9 +61,10 @@ collect = tf.function(run_episode)
 for episode in range(1000):
     collect(env, episode=episode)
 """, expect="""
-6:18-6:33 the loop variable `episode` is a Python number that changes every iteration, passed to the
-    tf.function `run_episode`: each new value traces it again (one graph per value); pass
-    `tf.constant(...)` or give it an `input_signature`
+6:18-6:33 `episode`, a Python number changing every iteration, retraces the tf.function `run_episode`
+    help: pass `tf.constant(episode)` or give `run_episode` an `input_signature`
+    note: it is the loop variable `episode`: each new value traces `run_episode` again, one graph per
+        value, each costing a trace and memory
 """),
         Example("""
 import tensorflow as tf
@@ -76,9 +79,11 @@ class Trainer:
             global_step += 1
             self.train_step(batch, global_step)
 """, expect="""
-11:36-11:47 the counter `global_step`, incremented in the loop is a Python number that changes every
-    iteration, passed to the tf.function `_train_step`: each new value traces it again (one graph per
-    value); pass `tf.constant(...)` or give it an `input_signature`
+11:36-11:47 `global_step`, a Python number changing every iteration, retraces the tf.function
+    `_train_step`
+    help: pass `tf.constant(global_step)` or give `_train_step` an `input_signature`
+    note: it is the counter `global_step`, incremented in the loop: each new value traces `_train_step`
+        again, one graph per value, each costing a trace and memory
 """),
         Example("""
 import tensorflow as tf
@@ -90,9 +95,10 @@ def prepare(images, seed):
 for epoch in range(100):
     batch = prepare(images, epoch)
 """, expect="""
-6:28-6:32 the parameter `seed` of `prepare`, called at line 8 with the loop variable `epoch`, is a
-    Python number that changes every iteration, passed to the tf.function `augment`: each new value
-    traces it again (one graph per value); pass `tf.constant(...)` or give it an `input_signature`
+6:28-6:32 `seed`, a Python number changing every iteration, retraces the tf.function `augment`
+    help: pass `tf.constant(seed)` or give `augment` an `input_signature`
+    note: it is the parameter `seed` of `prepare`, called at line 8 with the loop variable `epoch`: each
+        new value traces `augment` again, one graph per value, each costing a trace and memory
 """),
         Example("""
 import tensorflow as tf
@@ -110,10 +116,11 @@ class Collector:
             episode += 1
             state = self.collect(state, episode)
 """, expect="""
-8:42-8:49 the parameter `episode` of `collect`, called at line 14 with the counter `episode`,
-    incremented in the loop, is a Python number that changes every iteration, passed to the tf.function
-    `_rollout`: each new value traces it again (one graph per value); pass `tf.constant(...)` or give it
-    an `input_signature`
+8:42-8:49 `episode`, a Python number changing every iteration, retraces the tf.function `_rollout`
+    help: pass `tf.constant(episode)` or give `_rollout` an `input_signature`
+    note: it is the parameter `episode` of `collect`, called at line 14 with the counter `episode`,
+        incremented in the loop: each new value traces `_rollout` again, one graph per value, each
+        costing a trace and memory
 """),
     )
     not_flagged = (
@@ -199,10 +206,17 @@ for i in range(100):
                 continue
             changing = ctx.loop_values.changing_number(arg.value, node) if in_loop else None
             if changing is None:
-                chain = ctx.loop_values.changing_through_callers(arg.value, node, _HELPER_DEPTH)
-                changing = f"{chain}," if chain is not None else None
+                changing = ctx.loop_values.changing_through_callers(arg.value, node, _HELPER_DEPTH)
             if changing is not None:
-                self.report(arg, f"{changing} is a Python number that changes every iteration, passed to "
-                                 f"the tf.function `{callee[0].name.value}`: each new value traces it again "
-                                 "(one graph per value); pass `tf.constant(...)` or give it an `input_signature`")
+                function = callee[0].name.value
+                headline = (f"`{ctx.snippet(arg.value, 30)}`, a Python number changing every iteration, retraces "
+                            f"the tf.function `{function}`")
+                if len(headline) > 100:
+                    headline = (f"`{ctx.snippet(arg.value, 20)}`, a changing Python number, retraces the tf.function "
+                                f"`{function}`")
+                self.report(arg, headline,
+                            help=f"pass `tf.constant({ctx.snippet(arg.value, 40)})` or give `{function}` an "
+                                 "`input_signature`",
+                            note=f"it is {changing}: each new value traces `{function}` again, one graph per value, "
+                                 "each costing a trace and memory")
                 return

@@ -5,13 +5,14 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis.intent import TRACE_READ_TOKENS
-from lintloop.rule import Example, Rule
+from lintloop.rule import HEADLINE_LIMIT, Example, Rule
 from lintloop.screen import Needs
 
 
 class PythonSideEffectInTfFunction(Rule):
     code = "LL202"
     name = "python-side-effect-in-tf-function"
+    description = "a Python side effect in a tf.function (runs at trace time only)"
     shown_in_prose = "tracing"
     frameworks = ("tf",)
     # `call:compile`: the unit that compiles a Keras model may say `run_eagerly=True` (no trace).
@@ -57,10 +58,11 @@ def make_train_step(history):
     return train_step
 train_step = make_train_step(history)
 """, expect="""
-7:9-7:29 `history.append(...)` inside the tf.function `train_step` changes `history`, a list defined
-    outside the function: it runs only while TensorFlow traces the function (first call and each
-    retrace), not on every call; return the value to the eager caller, or keep the state in a
-    `tf.Variable` / `tf.TensorArray` / Keras metric
+7:9-7:29 `history.append(...)` in the tf.function `train_step` runs only at trace time
+    help: return the value to the eager caller and update `history` there, or keep the state in a
+        `tf.Variable` / `tf.TensorArray` / Keras metric
+    note: it changes `history`, a list defined outside the function, once per trace (first call and each
+        retrace), not on every call
 """),
         Example("""
 import tensorflow as tf
@@ -71,10 +73,11 @@ def train_step(x, y):
     history.append(loss)
     return loss
 """, expect="""
-6:5-6:25 `history.append(...)` inside the tf.function `train_step` changes `history`, a list defined
-    outside the function: it runs only while TensorFlow traces the function (first call and each
-    retrace), not on every call; return the value to the eager caller, or keep the state in a
-    `tf.Variable` / `tf.TensorArray` / Keras metric
+6:5-6:25 `history.append(...)` in the tf.function `train_step` runs only at trace time
+    help: return the value to the eager caller and update `history` there, or keep the state in a
+        `tf.Variable` / `tf.TensorArray` / Keras metric
+    note: it changes `history`, a list defined outside the function, once per trace (first call and each
+        retrace), not on every call
 """),
         Example("""
 import tensorflow as tf
@@ -85,10 +88,11 @@ def train_step(x):
     step_count += 1
     return x * 2
 """, expect="""
-6:5-6:20 `step_count += ...` inside the XLA-compiled tf.function `train_step` changes the global
-    variable `step_count`: it runs only while TensorFlow traces the function (first call and each
-    retrace), not on every call; return the value to the eager caller, or keep the state in a
-    `tf.Variable` / `tf.TensorArray` / Keras metric
+6:5-6:20 `step_count += ...` in the XLA-compiled tf.function `train_step` runs only at trace time
+    help: return the value to the eager caller and update `step_count` there, or keep the state in a
+        `tf.Variable` / `tf.TensorArray` / Keras metric
+    note: it changes the global variable `step_count`, once per trace (first call and each retrace), not
+        on every call
 """),
         Example("""
 import tensorflow as tf
@@ -102,11 +106,11 @@ class Trainer(tf.keras.Model):
         self.batch_losses.append(loss)
         return {"loss": loss}
 """, expect="""
-9:9-9:39 `self.batch_losses.append(...)` inside the Keras `train_step` (traced by
-    `fit`/`evaluate`/`predict`) changes `self.batch_losses`, a list attribute set outside the function:
-    it runs only while TensorFlow traces the function (first call and each retrace), not on every call;
-    return the value to the eager caller, or keep the state in a `tf.Variable` / `tf.TensorArray` /
-    Keras metric
+9:9-9:39 `self.batch_losses.append(...)` in the Keras `train_step` runs only at trace time
+    help: return the value to the eager caller and update `self.batch_losses` there, or keep the state
+        in a `tf.Variable` / `tf.TensorArray` / Keras metric
+    note: traced by `fit`/`evaluate`/`predict`; it changes `self.batch_losses`, a list attribute set
+        outside the function, once per trace (first call and each retrace), not on every call
 """),
         Example("""
 import tensorflow as tf
@@ -121,10 +125,11 @@ def make_step(model):
         return out
     return step, seen
 """, expect="""
-5:9-5:23 `seen.append(...)` inside `record`, called from the tf.function `step` at line 9 changes
-    `seen`, a list defined outside the function: it runs only while TensorFlow traces the function
-    (first call and each retrace), not on every call; return the value to the eager caller, or keep the
-    state in a `tf.Variable` / `tf.TensorArray` / Keras metric
+5:9-5:23 `seen.append(...)` in `record`, called from the tf.function `step`, runs only at trace time
+    help: return the value to the eager caller and update `seen` there, or keep the state in a
+        `tf.Variable` / `tf.TensorArray` / Keras metric
+    note: `record` is called from the tf.function `step` at line 9; it changes `seen`, a list defined
+        outside the function, once per trace (first call and each retrace), not on every call
 """),
         Example("""
 import tensorflow as tf
@@ -140,10 +145,11 @@ for x, y in dataset:
         optimizer.learning_rate = 1e-4
 print("steps:", global_step)
 """, expect="""
-6:5-6:21 `global_step += ...` inside the tf.function `train_step` changes the global variable
-    `global_step`: it runs only while TensorFlow traces the function (first call and each retrace), not
-    on every call; return the value to the eager caller, or keep the state in a `tf.Variable` /
-    `tf.TensorArray` / Keras metric
+6:5-6:21 `global_step += ...` in the tf.function `train_step` runs only at trace time
+    help: return the value to the eager caller and update `global_step` there, or keep the state in a
+        `tf.Variable` / `tf.TensorArray` / Keras metric
+    note: it changes the global variable `global_step`, once per trace (first call and each retrace),
+        not on every call
 """),
         Example("""
 import tensorflow as tf
@@ -157,10 +163,11 @@ for x, y in val_data:
     eval_step(x, y)
 print("eval batches:", len(losses), "mean loss:", sum(losses) / len(losses))
 """, expect="""
-6:5-6:24 `losses.append(...)` inside the tf.function `eval_step` changes `losses`, a list defined
-    outside the function: it runs only while TensorFlow traces the function (first call and each
-    retrace), not on every call; return the value to the eager caller, or keep the state in a
-    `tf.Variable` / `tf.TensorArray` / Keras metric
+6:5-6:24 `losses.append(...)` in the tf.function `eval_step` runs only at trace time
+    help: return the value to the eager caller and update `losses` there, or keep the state in a
+        `tf.Variable` / `tf.TensorArray` / Keras metric
+    note: it changes `losses`, a list defined outside the function, once per trace (first call and each
+        retrace), not on every call
 """),
     )
     not_flagged = (
@@ -291,7 +298,7 @@ def step(x):
         mutation = ctx.outer_state.mutation(node)
         if mutation is None:
             return
-        target, action = mutation
+        target, _ = mutation
         outside = ctx.outer_state.defined_outside(target, node)
         if outside is None:
             return
@@ -300,7 +307,23 @@ def step(x):
         if traced is None or ctx.outer_state.local_to_trace(target, node, traced[1]) \
                 or ctx.intent.counts_traces(node, target, traced[1]):
             return  # a variable of the trace itself; a trace counter read to count traces counts them on purpose
-        self.report(node, f"{action} inside {tf.where(node, traced)} changes {outside}: it runs only while "
-                          "TensorFlow traces the function (first call and each retrace), not on every call; return the "
-                          "value to the eager caller, or keep the state in a `tf.Variable` / `tf.TensorArray` "
-                          "/ Keras metric")
+        chain, fn = traced
+        label, _, aside = tf.describe(fn).partition(" (")  # "the Keras `train_step`", "traced by `fit`..."
+        how = f"{aside.rstrip(')')}; " if aside else ""
+        where = [label]
+        if chain:
+            helper = next(a for a in ctx.ancestors(node) if isinstance(a, cst.FunctionDef)).name.value
+            where = [f"`{helper}`, called from {label},", f"`{helper}`"]
+            how = f"`{helper}` is {ctx.calls.describe_chain(chain, label).removeprefix(', ')}; {how}"
+        # The changing code (`history.append(...)`, `step_count += ...`) shortened so that the headline fits.
+        headlines = []
+        for limit in (40, 20):
+            action = (f"`{ctx.snippet(node.func, limit)}(...)`" if isinstance(node, cst.Call)
+                      else f"`{ctx.snippet(node.target, limit)} += ...`")
+            headlines += [f"{action} in {place} runs only at trace time" for place in where]
+        headline = next((h for h in headlines if len(h) <= HEADLINE_LIMIT), headlines[-1])
+        self.report(node, headline,
+                    help=f"return the value to the eager caller and update `{ctx.snippet(target, 40)}` there, or "
+                         "keep the state in a `tf.Variable` / `tf.TensorArray` / Keras metric",
+                    note=f"{how}it changes {outside}, once per trace (first call and each retrace), not on "
+                         "every call")

@@ -7,13 +7,14 @@ import libcst as cst
 from lintloop.analysis.iteration import loop_header
 from lintloop.analysis.loop_values import IterationUnit
 from lintloop.analysis.nodes import argument, call_name, names_in, parameter_names
-from lintloop.rule import Example, Rule
+from lintloop.rule import HEADLINE_LIMIT, Example, Rule
 from lintloop.screen import Needs
 
 
 class TfFunctionInLoop(Rule):
     code = "LL204"
     name = "tf-function-in-loop"
+    description = "tf.function created inside a loop (retraces every iteration)"
     shown_in_prose = "tracing"
     frameworks = ("tf",)
     kind = "perf"
@@ -52,9 +53,10 @@ def serve_batch(x):
 for x in batches:
     outputs.append(serve_batch(x))
 """, expect="""
-5:16-5:36 `tf.function(...)`, in `serve_batch`, which `for x in batches` calls on every iteration,
-    builds a new tf.function each iteration, called in that iteration: every call traces (and compiles)
-    again; create it once before the loop and pass what changes per iteration as an argument
+5:16-5:36 `tf.function(...)` in `serve_batch` is rebuilt and retraced on every loop iteration
+    help: create it once, before the loop, and pass what changes per iteration as an argument
+    note: `serve_batch` runs on every iteration of `for x in batches` and calls the new tf.function:
+        every call traces (and compiles) again
 """),
         Example("""
 import tensorflow as tf
@@ -64,9 +66,10 @@ for x, y in dataset:
     step = tf.function(train_step)
     step(x, y)
 """, expect="""
-5:12-5:35 `tf.function(...)`, inside a loop, builds a new tf.function each iteration, called in that
-    iteration: every call traces (and compiles) again; create it once before the loop and pass what
-    changes per iteration as an argument
+5:12-5:35 `tf.function(...)` is rebuilt and retraced on every loop iteration
+    help: create it once, before the loop, and pass what changes per iteration as an argument
+    note: a new tf.function is built and called in every iteration of `for x, y in dataset`: every call
+        traces (and compiles) again
 """),
         Example("""
 import tensorflow as tf
@@ -80,9 +83,10 @@ for epoch in range(epochs):
             return loss
         train_step(x, y)
 """, expect="""
-5:9-9:24 `@tf.function` def `train_step`, inside a loop, builds a new tf.function each iteration, called
-    in that iteration: every call traces (and compiles) again; create it once before the loop and pass
-    what changes per iteration as an argument
+5:9-9:24 `@tf.function` def `train_step` is rebuilt and retraced on every loop iteration
+    help: create it once, before the loop, and pass what changes per iteration as an argument
+    note: a new tf.function is built and called in every iteration of `for x, y in dataset`: every call
+        traces (and compiles) again
 """),
         Example("""
 import tensorflow as tf
@@ -95,9 +99,10 @@ for i, text in enumerate(input_generator()):
     text = strategy.run(text_as_per_replica)
     outputs.append(predict_step(text))
 """, expect="""
-5:5-7:50 `@tf.function` def `text_as_per_replica`, inside a loop, builds a new tf.function each
-    iteration, called in that iteration: every call traces (and compiles) again; create it once before
-    the loop and pass what changes per iteration as an argument
+5:5-7:50 `@tf.function` def `text_as_per_replica` is rebuilt and retraced on every loop iteration
+    help: create it once, before the loop, and pass what changes per iteration as an argument
+    note: a new tf.function is built and called in every iteration of `for i, text in
+        enumerate(input_generator())`: every call traces (and compiles) again
 """),
         Example("""
 import tensorflow as tf
@@ -105,9 +110,10 @@ def evaluate(model, batches):
     for x in batches:
         yield tf.function(model.call, jit_compile=True)(x)
 """, expect="""
-4:15-4:56 `tf.function(...)`, inside a loop, builds a new tf.function each iteration, called in that
-    iteration: every call traces (and compiles) again; create it once before the loop and pass what
-    changes per iteration as an argument
+4:15-4:56 `tf.function(...)` is rebuilt and retraced on every loop iteration
+    help: create it once, before the loop, and pass what changes per iteration as an argument
+    note: a new tf.function is built and called in every iteration of `for x in batches`: every call
+        traces (and compiles) again
 """),
         Example("""
 import tensorflow as tf
@@ -122,10 +128,11 @@ for epoch in range(epochs):
     for x, y in train_ds:
         step(x, y)
 """, expect="""
-9:12-9:35 `tf.function(...)` is rebuilt on every iteration of `for epoch in range(epochs)` though it is
-    the same function each time, and run in `for x, y in train_ds`: it traces (and compiles) again once
-    per iteration of the outer loop — the cost of a trace, seconds for a large model, times the epochs;
-    create it once before the loop
+9:12-9:35 `tf.function(...)` is rebuilt and retraced on every iteration of `for epoch in range(epochs)`
+    help: create it once, before `for epoch in range(epochs)`
+    note: it is the same function each time, run in `for x, y in train_ds`: it traces (and compiles)
+        again once per iteration of `for epoch in range(epochs)` — seconds for a large model, times the
+        epochs
 """),
         Example("""
 import tensorflow as tf
@@ -136,10 +143,11 @@ for epoch in range(num_epochs):
     for batch in dist_dataset:
         distributed_step(batch)
 """, expect="""
-4:5-5:57 `@tf.function(jit_compile=True)` def `distributed_step` is rebuilt on every iteration of `for
-    epoch in range(num_epochs)` though it is the same function each time, and run in `for batch in
-    dist_dataset`: it traces (and compiles) again once per iteration of the outer loop — the cost of a
-    trace, seconds for a large model, times the epochs; create it once before the loop
+4:5-5:57 the tf.function `distributed_step` is rebuilt and retraced on every outer-loop iteration
+    help: create it once, before `for epoch in range(num_epochs)`
+    note: it is the same function each time, run in `for batch in dist_dataset`: it traces (and
+        compiles) again once per iteration of `for epoch in range(num_epochs)` — seconds for a large
+        model, times the epochs
 """),
     )
     not_flagged = (
@@ -225,22 +233,34 @@ for name, fn in registry.items():
             return
         if isinstance(node, cst.FunctionDef):
             decorator = next(d.decorator for d in node.decorators if ctx.tf.function_wrapper(d.decorator) is not None)
-            what = f"`@{ctx.snippet(decorator)}` def `{name}`"
+            what, short = f"`@{ctx.snippet(decorator, 40)}` def `{name}`", f"the tf.function `{name}`"
         else:
-            what = f"`{ctx.snippet(node.func)}(...)`"
+            what = short = f"`{ctx.snippet(node.func, 40)}(...)`"
         runs = [c for c in ctx.definitions.calls_in(unit) if ctx.order[c] > ctx.order[node] and self._runs_through(c, name)]
         if called_at_once or any(ctx.loop_values.iteration_unit(c) is unit for c in runs):
-            self.report(node, f"{what}, {ctx.loop_values.inside(unit)}, builds a new tf.function each iteration, "
-                              "called in that iteration: every call traces (and compiles) again; create it once "
-                              "before the loop and pass what changes per iteration as an argument")
+            loop = ctx.loop_values.calling_loop(unit)
+            header = f"`{loop_header(ctx, loop)}`" if loop is not None else "the loop"
+            rebuilt = "is rebuilt and retraced on every loop iteration"
+            if isinstance(unit, cst.FunctionDef):
+                headline = _fitting(f"{what} in `{unit.name.value}` {rebuilt}", f"{what} {rebuilt}", f"{short} {rebuilt}")
+                where = f"`{unit.name.value}` runs on every iteration of {header} and calls the new tf.function"
+            else:
+                headline = _fitting(f"{what} {rebuilt}", f"{short} {rebuilt}")
+                where = f"a new tf.function is built and called in every iteration of {header}"
+            self.report(node, headline,
+                        help="create it once, before the loop, and pass what changes per iteration as an argument",
+                        note=f"{where}: every call traces (and compiles) again")
             return
         inner = next((ctx.innermost_loop(c) for c in runs if ctx.innermost_loop(c) is not None), None)
         if inner is not None and not self._varies_with(node, unit):
-            loop = ctx.loop_values.calling_loop(unit)
-            self.report(node, f"{what} is rebuilt on every iteration of `{loop_header(ctx, loop)}` though it is the "
-                              f"same function each time, and run in `{loop_header(ctx, inner)}`: it traces (and "
-                              "compiles) again once per iteration of the outer loop — the cost of a trace, seconds "
-                              "for a large model, times the epochs; create it once before the loop")
+            outer = loop_header(ctx, ctx.loop_values.calling_loop(unit))
+            headline = _fitting(*(f"{subject} is rebuilt and retraced on every {iteration}"
+                                  for iteration in (f"iteration of `{outer}`", "outer-loop iteration")
+                                  for subject in (what, short)))
+            self.report(node, headline, help=f"create it once, before `{outer}`",
+                        note=f"it is the same function each time, run in `{loop_header(ctx, inner)}`: it traces (and "
+                             f"compiles) again once per iteration of `{outer}` — seconds for a large model, times "
+                             "the epochs")
 
     def _varies_with(self, node: cst.CSTNode, unit: IterationUnit) -> bool:
         """Is the function built at `node` a different one on each iteration of `unit`: it reads a name the
@@ -285,3 +305,8 @@ for name, fn in registry.items():
             return call.func.value == name
         first = call.args[0].value if call.args and call.args[0].keyword is None else None
         return call_name(call) == "run" and isinstance(first, cst.Name) and first.value == name
+
+
+def _fitting(*headlines: str) -> str:
+    """The first headline that fits on a line (the last one where none does)."""
+    return next((h for h in headlines if len(h) <= HEADLINE_LIMIT), headlines[-1])

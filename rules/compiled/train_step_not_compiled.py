@@ -23,6 +23,7 @@ _UNSAFE_STATEMENTS = (cst.Global, cst.Nonlocal, cst.Try, cst.Raise, cst.Del, cst
 class TrainStepNotCompiled(Rule):
     code = "LL203"
     name = "train-step-not-compiled"
+    description = "a custom train step that is not compiled with tf.function"
     frameworks = ("tf",)
     kind = "perf"
     default_on = False
@@ -61,8 +62,10 @@ def run_batch(x, y):
 for x, y in dataset:
     history.append(run_batch(x, y))
 """, expect="""
-2:5-2:15 the training step `train_step` computes gradients and applies them, is called in a loop, and
-    runs eagerly op by op; decorate it with `@tf.function`
+2:5-2:15 training step `train_step` is called in a loop but runs eagerly, op by op
+    help: decorate it with `@tf.function`
+    note: it computes and applies gradients on every call, each op dispatched from Python; as a
+        tf.function it runs as one traced graph, typically several times faster
 """),
         Example("""
 import tensorflow as tf
@@ -75,8 +78,10 @@ def train_step(x, y):
 for x, y in dataset:
     train_step(x, y)
 """, expect="""
-2:5-2:15 the training step `train_step` computes gradients and applies them, is called in a loop, and
-    runs eagerly op by op; decorate it with `@tf.function`
+2:5-2:15 training step `train_step` is called in a loop but runs eagerly, op by op
+    help: decorate it with `@tf.function`
+    note: it computes and applies gradients on every call, each op dispatched from Python; as a
+        tf.function it runs as one traced graph, typically several times faster
 """),
         Example("""
 import numpy as np
@@ -91,8 +96,10 @@ losses = [train_step(x, y) for x, y in dataset]
 for epoch in range(3):
     losses.append(train_step(x0, y0))
 """, expect="""
-3:5-3:15 the training step `train_step` computes gradients and applies them, is called in a loop, and
-    runs eagerly op by op; decorate it with `@tf.function`
+3:5-3:15 training step `train_step` is called in a loop but runs eagerly, op by op
+    help: decorate it with `@tf.function`
+    note: it computes and applies gradients on every call, each op dispatched from Python; as a
+        tf.function it runs as one traced graph, typically several times faster
 """),
         Example("""
 import tensorflow as tf
@@ -106,8 +113,10 @@ class Agent:
         for _ in range(steps):
             self.update(buffer.sample())
 """, expect="""
-3:9-3:15 the training step `update` computes gradients and applies them, is called in a loop, and runs
-    eagerly op by op; decorate it with `@tf.function`
+3:9-3:15 training step `update` is called in a loop but runs eagerly, op by op
+    help: decorate it with `@tf.function`
+    note: it computes and applies gradients on every call, each op dispatched from Python; as a
+        tf.function it runs as one traced graph, typically several times faster
 """),
     )
     not_flagged = (
@@ -183,9 +192,14 @@ train_step(x0, y0)
             return
         if any(tf.traced_chain(s) is not None for s in sites):
             return  # called from a traced function: it is compiled there
-        self.report(node.name, f"the training step `{node.name.value}` computes gradients and applies them, "
-                               "is called in a loop, and runs eagerly op by op; decorate it with `@tf.function`",
-                    fix=self._fix(node, sites))
+        alias = ctx.names.alias_of("tensorflow") or "tf"
+        headline = f"training step `{node.name.value}` is called in a loop but runs eagerly, op by op"
+        if len(headline) > 100:
+            headline = f"training step `{node.name.value}` runs eagerly, op by op, in a loop"
+        self.report(node.name, headline,
+                    fix=self._fix(node, sites), help=f"decorate it with `@{alias}.function`",
+                    note="it computes and applies gradients on every call, each op dispatched from Python; as a "
+                         "tf.function it runs as one traced graph, typically several times faster")
 
     def _fix(self, node: cst.FunctionDef, sites: list[cst.Call]) -> FixSpec | None:
         ctx = self.ctx

@@ -11,6 +11,7 @@ from lintloop.screen import Needs
 class DdpModuleForward(Rule):
     code = "LL404"
     name = "ddp-module-forward"
+    description = "a forward pass through `ddp_model.module` (skips DDP's sync)"
     frameworks = ("pt",)
     fix_kind = "unsafe"
     probe = "effect"
@@ -44,8 +45,10 @@ for x, y in loader:
     optimizer.step()
 """, expect="""
 6:22-6:37 [unsafe fix] `model.module(...)` runs the forward pass past the DistributedDataParallel
-    wrapper `model`: its gradients are not all-reduced, so each process trains its own copy and the
-    replicas diverge; call `model(...)`
+    wrapper
+    help: call the wrapper: `model(...)`
+    note: its gradients are not all-reduced, so each process trains its own copy and the replicas
+        diverge
 """, fix_diff="""
 @@ -6 +6 @@
 -    loss = criterion(model.module(x), y)
@@ -64,8 +67,10 @@ for batch in loader:
     train_step(ddp, batch, opt)
 """, expect="""
 4:11-4:43 [unsafe fix] `model.module.forward(...)` runs the forward pass past the
-    DistributedDataParallel wrapper `model`: its gradients are not all-reduced, so each process trains
-    its own copy and the replicas diverge; call `model(...)`
+    DistributedDataParallel wrapper
+    help: call the wrapper: `model(...)`
+    note: its gradients are not all-reduced, so each process trains its own copy and the replicas
+        diverge
 """, fix_diff="""
 @@ -4 +4 @@
 -    out = model.module.forward(batch["x"])
@@ -84,8 +89,9 @@ while step < 100:
     step += 1
 """, expect="""
 6:15-6:33 [unsafe fix] `net.module(...)` runs the forward pass past the DistributedDataParallel wrapper
-    `net`: its gradients are not all-reduced, so each process trains its own copy and the replicas
-    diverge; call `net(...)`
+    help: call the wrapper: `net(...)`
+    note: its gradients are not all-reduced, so each process trains its own copy and the replicas
+        diverge
 """, fix_diff="""
 @@ -6 +6 @@
 -    outputs = net.module(inputs)
@@ -145,9 +151,11 @@ for x, y in loader:
         if wrapper is None or not self._in_training(node):
             return
         code = self.ctx.snippet(wrapper)
-        self.report(node, f"`{self.ctx.snippet(node.func)}(...)` runs the forward pass past the "
-                          f"DistributedDataParallel wrapper `{code}`: its gradients are not all-reduced, so "
-                          f"each process trains its own copy and the replicas diverge; call `{code}(...)`",
+        self.report(node, f"`{self.ctx.snippet(node.func, 30)}(...)` runs the forward pass past the "
+                          "DistributedDataParallel wrapper",
+                    help=f"call the wrapper: `{code}(...)`",
+                    note="its gradients are not all-reduced, so each process trains its own copy and the replicas "
+                         "diverge",
                     fix=FixSpec("unsafe", [Replacement(node.func, self.ctx.module.code_for_node(wrapper))],
                                 f"call `{code}(...)`"))
 

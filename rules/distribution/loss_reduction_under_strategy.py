@@ -49,9 +49,14 @@ def _mentions_replicas(expr: cst.CSTNode) -> bool:
 
 
 
+# The remedy for a loss object whose reduction does not work under a strategy.
+_PER_EXAMPLE_REMEDY = "use reduction `none` + `tf.nn.compute_average_loss`"
+
+
 class LossReductionUnderStrategy(Rule):
     code = "LL402"
     name = "loss-reduction-under-strategy"
+    description = "a per-replica mean loss under a distribution strategy"
     frameworks = ("tf",)
     # The step functions, and what they use, are selected with the `strategy.run` call.
     needs = Needs(file=(("text:Strategy",),), statement=(("call:run",),))
@@ -98,9 +103,9 @@ with strategy.scope():
     optimizer = tf.keras.optimizers.Adam()
 fit(strategy, model, optimizer, train_ds, 5)
 """, expect="""
-5:16-5:113 per-replica mean of per-example losses inside `strategy.run`: the strategy sums the replicas'
-    gradients, so they come out N times too large (N = replicas); use
-    `tf.nn.compute_average_loss(per_example_loss, global_batch_size=...)`
+5:16-5:113 per-replica mean of per-example losses inside `strategy.run`
+    help: use `tf.nn.compute_average_loss(per_example_loss, global_batch_size=...)`
+    note: the strategy sums the replicas' gradients, so they come out N times too large (N = replicas)
 """),
         Example("""
 import tensorflow as tf
@@ -115,9 +120,9 @@ def step(x, y):
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
 strategy.run(step, args=(x, y))
 """, expect="""
-8:16-8:43 per-replica mean of per-example losses inside `strategy.run`: the strategy sums the replicas'
-    gradients, so they come out N times too large (N = replicas); use
-    `tf.nn.compute_average_loss(per_example_loss, global_batch_size=...)`
+8:16-8:43 per-replica mean of per-example losses inside `strategy.run`
+    help: use `tf.nn.compute_average_loss(per_example_loss, global_batch_size=...)`
+    note: the strategy sums the replicas' gradients, so they come out N times too large (N = replicas)
 """),
         Example("""
 import tensorflow as tf
@@ -130,9 +135,9 @@ def step(x, y):
     grads = tape.gradient(loss, model.trainable_variables)
 strategy.run(step, args=(x, y))
 """, expect="""
-4:12-4:56 per-replica mean of per-example losses inside `strategy.run`: the strategy sums the replicas'
-    gradients, so they come out N times too large (N = replicas); use
-    `tf.nn.compute_average_loss(per_example_loss, global_batch_size=...)`
+4:12-4:56 per-replica mean of per-example losses inside `strategy.run`
+    help: use `tf.nn.compute_average_loss(per_example_loss, global_batch_size=...)`
+    note: the strategy sums the replicas' gradients, so they come out N times too large (N = replicas)
 """),
         Example("""
 import tensorflow as tf
@@ -144,8 +149,10 @@ def step(x, y):
     return tape.gradient(loss, model.trainable_variables)
 strategy.run(step, args=(x, y))
 """, expect="""
-6:16-6:36 loss object with reduction `sum` inside `strategy.run` whose result is not divided by the
-    global batch size: gradients are batch-size times too large
+6:16-6:36 loss object with reduction `sum` inside `strategy.run`, not divided by the global batch size
+    help: divide the result by the global batch size, or use reduction `none` +
+        `tf.nn.compute_average_loss`
+    note: gradients are batch-size times too large
 """),
         Example("""
 import os
@@ -157,9 +164,9 @@ def step(x, y):
     return loss_fn(y, model(x))
 strategy.run(step, args=(x, y))
 """, expect="""
-7:12-7:32 Keras 2 loss object with the default (`SUM_OVER_BATCH_SIZE`) reduction called inside
-    `strategy.run`: Keras 2 raises 'Please use Reduction.SUM or Reduction.NONE' under a strategy; use
-    reduction `none` + `tf.nn.compute_average_loss`
+7:12-7:32 Keras 2 loss object with the default (`SUM_OVER_BATCH_SIZE`) reduction inside `strategy.run`
+    help: use reduction `none` + `tf.nn.compute_average_loss`
+    note: Keras 2 raises 'Please use Reduction.SUM or Reduction.NONE' under a strategy
 """),
     )
     not_flagged = (
@@ -228,27 +235,29 @@ strategy.run(step, args=(x, y))
             averaged = argument(node, 0, "input_tensor") if name else receiver(node)
             if (averaged is not None and self._per_example(averaged, node) and self.ctx.training.is_differentiated(node)
                     and not any(_mentions_replicas(d) for d in self._divisors(node))):
-                self.report(node, "per-replica mean of per-example losses inside `strategy.run`: the strategy "
-                                  "sums the replicas' gradients, so they come out N times too large (N = "
-                                  "replicas); use `tf.nn.compute_average_loss(per_example_loss, "
-                                  "global_batch_size=...)`")
+                self.report(node, "per-replica mean of per-example losses inside `strategy.run`",
+                            help="use `tf.nn.compute_average_loss(per_example_loss, global_batch_size=...)`",
+                            note="the strategy sums the replicas' gradients, so they come out N times too large "
+                                 "(N = replicas)")
             return
         made = self.ctx.losses.loss_object(node.func, node)
         if made is None or not made[1].startswith("keras."):
             return
         reduction = _reduction(made[0])
         if reduction == "auto":
-            self.report(node, "loss object with an explicit `AUTO` reduction called inside `strategy.run`: "
-                              "Keras 2 raises under a strategy and Keras 3 rejects the value; use reduction "
-                              "`none` + `tf.nn.compute_average_loss`")
+            self.report(node, "loss object with an explicit `AUTO` reduction called inside `strategy.run`",
+                        help=_PER_EXAMPLE_REMEDY,
+                        note="Keras 2 raises under a strategy and Keras 3 rejects the value")
         elif reduction == "sum" and self.ctx.training.is_differentiated(node) and not self._divisors(node):
-            self.report(node, "loss object with reduction `sum` inside `strategy.run` whose result is not "
-                              "divided by the global batch size: gradients are batch-size times too large")
+            self.report(node, "loss object with reduction `sum` inside `strategy.run`, not divided by the global "
+                              "batch size",
+                        help="divide the result by the global batch size, or " + _PER_EXAMPLE_REMEDY,
+                        note="gradients are batch-size times too large")
         elif reduction in ("default", "sum_over_batch_size") and self._keras_major(made[0]) == 2:
-            self.report(node, "Keras 2 loss object with the default (`SUM_OVER_BATCH_SIZE`) reduction called "
-                              "inside `strategy.run`: Keras 2 raises 'Please use Reduction.SUM or "
-                              "Reduction.NONE' under a strategy; use reduction `none` + "
-                              "`tf.nn.compute_average_loss`")
+            self.report(node, "Keras 2 loss object with the default (`SUM_OVER_BATCH_SIZE`) reduction inside "
+                              "`strategy.run`",
+                        help=_PER_EXAMPLE_REMEDY,
+                        note="Keras 2 raises 'Please use Reduction.SUM or Reduction.NONE' under a strategy")
 
     def _keras_major(self, constructor: cst.Call) -> int:
         return self.settings["keras"] or self.ctx.tf.keras_major(constructor)

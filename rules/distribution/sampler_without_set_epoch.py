@@ -19,6 +19,7 @@ _LOADERS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoad
 class SamplerWithoutSetEpoch(Rule):
     code = "LL403"
     name = "sampler-without-set-epoch"
+    description = "a DistributedSampler without `set_epoch` each epoch"
     frameworks = ("pt",)
     needs = Needs(file=(("name:DistributedSampler",), ("loop",)), statement=(("name:DistributedSampler",),))
     probe = "effect"
@@ -41,9 +42,10 @@ for epoch in range(epochs):
     for x, y in loader:
         train_step(x, y)
 """, expect="""
-3:11-3:38 `DistributedSampler(dataset)` shuffles `loader`, which `for epoch in range(epochs)` iterates
-    every epoch, but the loop never calls `set_epoch(epoch)` on it: every epoch sees the samples in the
-    same order; call `sampler.set_epoch(epoch)` at the start of each epoch
+3:11-3:38 `DistributedSampler(dataset)` never gets `set_epoch(epoch)` in the epoch loop
+    help: call `sampler.set_epoch(epoch)` at the start of each epoch
+    note: `for epoch in range(epochs)` iterates `loader` each epoch without it, so every epoch sees the
+        samples in the same order
 """),
         Example("""
 import torch
@@ -61,10 +63,10 @@ def train_one_epoch(model, loader, optimizer):
         model(x).sum().backward()
         optimizer.step()
 """, expect="""
-4:21-4:81 `DistributedSampler(train_set, num_replicas=world, rank=rank)` shuffles `train_loader`, which
-    `for epoch in range(args.epochs)` iterates every epoch, but the loop never calls `set_epoch(epoch)`
-    on it: every epoch sees the samples in the same order; call `sampler.set_epoch(epoch)` at the start
-    of each epoch
+4:21-4:81 `DistributedSampler(train_set, num_repli…` never gets `set_epoch(epoch)` in the epoch loop
+    help: call `train_sampler.set_epoch(epoch)` at the start of each epoch
+    note: `for epoch in range(args.epochs)` iterates `train_loader` each epoch without it, so every
+        epoch sees the samples in the same order
 """),
         Example("""
 import torch
@@ -75,9 +77,10 @@ for epoch in range(10):
     for batch in loader:
         step(batch)
 """, expect="""
-3:38-3:91 `data.distributed.DistributedSampler(ds, shuffle=True)` shuffles `loader`, which `for epoch in
-    range(10)` iterates every epoch, but the loop never calls `set_epoch(epoch)` on it: every epoch sees
-    the samples in the same order; call `sampler.set_epoch(epoch)` at the start of each epoch
+3:38-3:91 `data.distributed.DistributedSampler(ds,…` never gets `set_epoch(epoch)` in the epoch loop
+    help: call `sampler.set_epoch(epoch)` at the start of each epoch
+    note: `for epoch in range(10)` iterates `loader` each epoch without it, so every epoch sees the
+        samples in the same order
 """),
     )
     not_flagged = (
@@ -136,10 +139,14 @@ for x, y in loader:
             for epoch_loop in self._epoch_loops(loader):
                 events = self.ctx.iteration.of(epoch_loop).events
                 if not any(self._sets_epoch(e, others) for e in events):
-                    self.report(node, f"`{self.ctx.snippet(node)}` shuffles `{loader}`, which "
-                                      f"`{loop_header(self.ctx, epoch_loop)}` iterates every epoch, but the loop "
-                                      "never calls `set_epoch(epoch)` on it: every epoch sees the samples in the "
-                                      "same order; call `sampler.set_epoch(epoch)` at the start of each epoch")
+                    sampler = next(iter(names)) if len(names) == 1 else "sampler"
+                    epoch = epoch_loop.target.value if isinstance(epoch_loop, cst.For) \
+                        and isinstance(epoch_loop.target, cst.Name) else "epoch"
+                    self.report(node, f"`{self.ctx.snippet(node, 40)}` never gets `set_epoch(epoch)` in the "
+                                      "epoch loop",
+                                help=f"call `{sampler}.set_epoch({epoch})` at the start of each epoch",
+                                note=f"`{loop_header(self.ctx, epoch_loop)}` iterates `{loader}` each epoch "
+                                     "without it, so every epoch sees the samples in the same order")
                     return
 
     def _names_of(self, call: cst.Call) -> set[str]:

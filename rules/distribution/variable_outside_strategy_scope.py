@@ -27,6 +27,7 @@ HELPER_DEPTH = 2
 class VariableOutsideStrategyScope(Rule):
     code = "LL401"
     name = "variable-outside-strategy-scope"
+    description = "a model, optimizer or variable built outside `strategy.scope()`"
     frameworks = ("tf",)
     # The step functions, the objects they use and where those are built are selected with the calls
     # that use the strategy.
@@ -81,12 +82,14 @@ iterator = iter(strategy.experimental_distribute_dataset(train_ds))
 for step in range(train_steps):
     train_step(iterator)
 """, expect="""
-4:13-4:55 Keras optimizer `SGD` built outside `strategy.scope()` but used in the distributed step
-    `step_fn`: its variables are not mirrored across replicas (Keras 3 fails at the first step); build
-    it inside `with strategy.scope():`
-5:14-5:37 Keras metric `Mean` built outside `strategy.scope()` but used in the distributed step
-    `step_fn`: its variables are not mirrored across replicas (Keras 3 fails at the first step); build
-    it inside `with strategy.scope():`
+4:13-4:55 Keras optimizer `SGD` built outside `strategy.scope()`
+    help: build it inside `with strategy.scope():`
+    note: used in the distributed step `step_fn`: its variables are not mirrored across replicas (Keras
+        3 fails at the first step)
+5:14-5:37 Keras metric `Mean` built outside `strategy.scope()`
+    help: build it inside `with strategy.scope():`
+    note: used in the distributed step `step_fn`: its variables are not mirrored across replicas (Keras
+        3 fails at the first step)
 """),
         Example("""
 import tensorflow as tf
@@ -97,9 +100,10 @@ with strategy.scope():
     model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy")
 model.fit(strategy.experimental_distribute_dataset(train_ds), epochs=5)
 """, expect="""
-3:13-3:57 Keras optimizer `Adam` built outside `strategy.scope()` but compiled into a model inside it
-    (line 6): Keras 3 fails at the first step of `fit` (`RuntimeError: Mixing different
-    tf.distribute.Strategy objects`); build it inside `with strategy.scope():`
+3:13-3:57 Keras optimizer `Adam` built outside `strategy.scope()` but compiled inside it
+    help: build it inside `with strategy.scope():`
+    note: compiled into a model inside the scope (line 6): Keras 3 fails at the first step of `fit`
+        (`RuntimeError: Mixing different tf.distribute.Strategy objects`)
 """),
         Example("""
 import tensorflow as tf
@@ -122,12 +126,14 @@ trainer = Trainer(0.01)
 for features, targets in strategy.experimental_distribute_dataset(train_ds):
     trainer.distributed_step(strategy, features, targets)
 """, expect="""
-4:22-4:115 Keras model built outside `strategy.scope()` but used in the distributed step `replica_step`:
-    its variables are not mirrored across replicas (Keras 3 fails at the first step); build it inside
-    `with strategy.scope():`
-5:26-5:64 Keras optimizer `SGD` built outside `strategy.scope()` but used in the distributed step
-    `replica_step`: its variables are not mirrored across replicas (Keras 3 fails at the first step);
-    build it inside `with strategy.scope():`
+4:22-4:115 Keras model built outside `strategy.scope()`
+    help: build it inside `with strategy.scope():`
+    note: used in the distributed step `replica_step`: its variables are not mirrored across replicas
+        (Keras 3 fails at the first step)
+5:26-5:64 Keras optimizer `SGD` built outside `strategy.scope()`
+    help: build it inside `with strategy.scope():`
+    note: used in the distributed step `replica_step`: its variables are not mirrored across replicas
+        (Keras 3 fails at the first step)
 """),
         Example("""
 import tensorflow as tf
@@ -142,9 +148,10 @@ def step(x):
 for x in strategy.experimental_distribute_dataset(ds):
     strategy.run(step, args=(x,))
 """, expect="""
-3:9-3:56 Keras model built outside `strategy.scope()` but used in the distributed step `step`: its
-    variables are not mirrored across replicas (Keras 3 fails at the first step); build it inside `with
-    strategy.scope():`
+3:9-3:56 Keras model built outside `strategy.scope()`
+    help: build it inside `with strategy.scope():`
+    note: used in the distributed step `step`: its variables are not mirrored across replicas (Keras 3
+        fails at the first step)
 """),
         Example("""
 import tensorflow as tf
@@ -159,12 +166,14 @@ def train_step(x):
     acc.update_state(model(x))
 strategy.run(train_step, args=(x,))
 """, expect="""
-6:7-6:30 Keras optimizer `Adam` built outside `strategy.scope()` but used in the distributed step
-    `train_step`: its variables are not mirrored across replicas (Keras 3 fails at the first step);
-    build it inside `with strategy.scope():`
-7:7-7:27 Keras metric `Mean` built outside `strategy.scope()` but used in the distributed step
-    `train_step`: its variables are not mirrored across replicas (Keras 3 fails at the first step);
-    build it inside `with strategy.scope():`
+6:7-6:30 Keras optimizer `Adam` built outside `strategy.scope()`
+    help: build it inside `with strategy.scope():`
+    note: used in the distributed step `train_step`: its variables are not mirrored across replicas
+        (Keras 3 fails at the first step)
+7:7-7:27 Keras metric `Mean` built outside `strategy.scope()`
+    help: build it inside `with strategy.scope():`
+    note: used in the distributed step `train_step`: its variables are not mirrored across replicas
+        (Keras 3 fails at the first step)
 """),
         Example("""
 import tensorflow as tf
@@ -177,9 +186,10 @@ def step(x):
     return net(x)
 strategy.run(step, args=(1,))
 """, expect="""
-6:7-6:12 Keras model `Net` built outside `strategy.scope()` but used in the distributed step `step`: its
-    variables are not mirrored across replicas (Keras 3 fails at the first step); build it inside `with
-    strategy.scope():`
+6:7-6:12 Keras model `Net` built outside `strategy.scope()`
+    help: build it inside `with strategy.scope():`
+    note: used in the distributed step `step`: its variables are not mirrored across replicas (Keras 3
+        fails at the first step)
 """),
         Example("""
 import tensorflow as tf
@@ -192,9 +202,10 @@ class Runner:
             return self.model(x)
         self.strategy.run(step, args=batch)
 """, expect="""
-5:22-5:69 Keras model built outside `strategy.scope()` but used in the distributed step `step`: its
-    variables are not mirrored across replicas (Keras 3 fails at the first step); build it inside `with
-    strategy.scope():`
+5:22-5:69 Keras model built outside `strategy.scope()`
+    help: build it inside `with strategy.scope():`
+    note: used in the distributed step `step`: its variables are not mirrored across replicas (Keras 3
+        fails at the first step)
 """),
         Example("""
 import tensorflow as tf
@@ -204,9 +215,10 @@ def step(x):
     counter.assign_add(1)
 strategy.run(step, args=(1,))
 """, expect="""
-3:11-3:25 `tf.Variable` built outside `strategy.scope()` but used in the distributed step `step`: its
-    variables are not mirrored across replicas (Keras 3 fails at the first step); build it inside `with
-    strategy.scope():`
+3:11-3:25 `tf.Variable` built outside `strategy.scope()`
+    help: build it inside `with strategy.scope():`
+    note: used in the distributed step `step`: its variables are not mirrored across replicas (Keras 3
+        fails at the first step)
 """),
         Example("""
 import tensorflow as tf
@@ -227,9 +239,10 @@ def step_fn(x):
 def train_step(iterator):
     strategy.run(step_fn, args=(next(iterator),))
 """, expect="""
-8:9-8:20 Keras model from `create_model` (line 4) built outside `strategy.scope()` but used in the
-    distributed step `step_fn`: its variables are not mirrored across replicas (Keras 3 fails at the
-    first step); build it inside `with strategy.scope():`
+8:9-8:20 Keras model built outside `strategy.scope()`
+    help: call `create_model` inside `with strategy.scope():`
+    note: built by `create_model` (line 4) and used in the distributed step `step_fn`: its variables are
+        not mirrored across replicas (Keras 3 fails at the first step)
 """),
         Example("""
 import tensorflow as tf
@@ -247,9 +260,10 @@ def main(dataset):
     for batch in strategy.experimental_distribute_dataset(dataset):
         strategy.run(replica_step, args=(model, optimizer, batch))
 """, expect="""
-10:13-10:28 Keras model from `build_network` (line 4) built outside `strategy.scope()` but used in the
-    distributed step `replica_step`: its variables are not mirrored across replicas (Keras 3 fails at
-    the first step); build it inside `with strategy.scope():`
+10:13-10:28 Keras model built outside `strategy.scope()`
+    help: call `build_network` inside `with strategy.scope():`
+    note: built by `build_network` (line 4) and used in the distributed step `replica_step`: its
+        variables are not mirrored across replicas (Keras 3 fails at the first step)
 """),
         Example("""
 import tensorflow as tf
@@ -263,9 +277,10 @@ strategy.run(replica_fn, args=(x, y))
 with strategy.scope():
     acc = tf.keras.metrics.Accuracy()
 """, expect="""
-5:7-5:34 Keras metric `Accuracy` built outside `strategy.scope()` but used in the distributed step
-    `replica_fn`: its variables are not mirrored across replicas (Keras 3 fails at the first step);
-    build it inside `with strategy.scope():`
+5:7-5:34 Keras metric `Accuracy` built outside `strategy.scope()`
+    help: build it inside `with strategy.scope():`
+    note: used in the distributed step `replica_fn`: its variables are not mirrored across replicas
+        (Keras 3 fails at the first step)
 """),
         Example("""
 import tensorflow as tf
@@ -280,9 +295,10 @@ def replica_fn(x, y):
     acc.update_state(y, model(x))
 strategy.run(replica_fn, args=(x, y))
 """, expect="""
-5:7-5:34 Keras metric `Accuracy` built outside `strategy.scope()` but used in the distributed step
-    `replica_fn`: its variables are not mirrored across replicas (Keras 3 fails at the first step);
-    build it inside `with strategy.scope():`
+5:7-5:34 Keras metric `Accuracy` built outside `strategy.scope()`
+    help: build it inside `with strategy.scope():`
+    note: used in the distributed step `replica_fn`: its variables are not mirrored across replicas
+        (Keras 3 fails at the first step)
 """),
         Example("""
 import tensorflow as tf
@@ -299,9 +315,10 @@ class Evaluator:
         self.acc.update_state(y, self.model(x))
 Evaluator(x, y)
 """, expect="""
-7:20-7:47 Keras metric `Accuracy` built outside `strategy.scope()` but used in the distributed step
-    `replica_fn`: its variables are not mirrored across replicas (Keras 3 fails at the first step);
-    build it inside `with strategy.scope():`
+7:20-7:47 Keras metric `Accuracy` built outside `strategy.scope()`
+    help: build it inside `with strategy.scope():`
+    note: used in the distributed step `replica_fn`: its variables are not mirrored across replicas
+        (Keras 3 fails at the first step)
 """),
     )
     not_flagged = (
@@ -457,17 +474,25 @@ evaluator.distributed_pass(x, y)
         users = [fn.name.value for fn in steps.reading(holders) if self._seen_at(holders, node, fn) & steps.read[fn]]
         users += [dotted(run.args[0].value) or "step" for run in runs.reading(holders)  # `args=(model, ...)`
                   if self._seen_at(holders, node, run) & runs.read[run]]
+        # A helper's object: the headline names what it is, the note where the helper builds it.
+        kind, _, helper = what.partition(" from `")
+        helper_name, _, place = helper.partition("` ")
+        origin = f"built by `{helper_name}` {place} and " if helper else ""
+        remedy = (f"call `{helper_name}` inside `with strategy.scope():`" if helper
+                  else "build it inside `with strategy.scope():`")
         if users:
-            self.report(node, f"{what} built outside `strategy.scope()` but used in the distributed step "
-                              f"`{users[0]}`: its variables are not mirrored across replicas (Keras 3 fails at "
-                              "the first step); build it inside `with strategy.scope():`")
+            self.report(node, f"{kind} built outside `strategy.scope()`",
+                        help=remedy,
+                        note=f"{origin}used in the distributed step `{users[0]}`: its variables are not mirrored "
+                             "across replicas (Keras 3 fails at the first step)")
         elif what.startswith("Keras optimizer"):
             compiled = [c for c, read in self._compiles_in_scope if self._seen_at(holders, node, c) & read]
             if compiled:
-                self.report(node, f"{what} built outside `strategy.scope()` but compiled into a model inside it "
-                                  f"(line {self.ctx.line_of(compiled[0])}): Keras 3 fails at the first step of `fit` "
-                                  "(`RuntimeError: Mixing different tf.distribute.Strategy objects`); build it inside "
-                                  "`with strategy.scope():`")
+                self.report(node, f"{kind} built outside `strategy.scope()` but compiled inside it",
+                            help=remedy,
+                            note=f"{origin}compiled into a model inside the scope (line "
+                                 f"{self.ctx.line_of(compiled[0])}): Keras 3 fails at the first step of `fit` "
+                                 "(`RuntimeError: Mixing different tf.distribute.Strategy objects`)")
 
     @cached_property
     def _compiles_in_scope(self) -> list[tuple[cst.Call, set[str]]]:

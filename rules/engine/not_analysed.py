@@ -8,6 +8,7 @@ from lintloop.rule import Rule
 class NotAnalysedRule(Rule):
     code = "LL004"
     name = "not-analysed"
+    description = "a file whose analysis ran out of time or memory, or crashed"
     kind = "bug"
     summary = ("The file's analysis was stopped or crashed (over the `file-timeout` or `file-memory-limit`, or a "
                "crash of the parser on a pathological input): no rule checked it; the other files are unaffected.")

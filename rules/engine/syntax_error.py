@@ -8,6 +8,7 @@ from lintloop.rule import Rule
 class SyntaxErrorRule(Rule):
     code = "LL001"
     name = "syntax-error"
+    description = "a file no supported Python can read or compile"
     kind = "bug"
     summary = ("The file could not be read, or no CPython 3.10-3.13 compiles it (syntax or compile-time error, "
                "undecodable bytes, binary file); other files are still linted.")

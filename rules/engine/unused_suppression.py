@@ -8,6 +8,7 @@ from lintloop.rule import Rule
 class UnusedSuppressionRule(Rule):
     code = "LL003"
     name = "unused-suppression"
+    description = "a suppression comment that suppresses nothing"
     kind = "hygiene"
     default_on = False
     summary = "(opt-in) A `# lintloop: ignore` comment that suppressed no finding."

@@ -20,6 +20,7 @@ _EQUALITY_METHODS = {"__eq__", "__hash__"}
 class ChangingStaticArgument(Rule):
     code = "LL904"
     name = "changing-static-argument"
+    description = "a changing static argument of a jitted function (recompiles)"
     shown_in_prose = "tracing"
     frameworks = ("jax",)
     kind = "perf"
@@ -68,10 +69,11 @@ def train_step(params, grads, epoch):
 for epoch in range(epochs):
     params = train_step(params, grads_fn(params), epoch)
 """, expect="""
-7:39-7:41 the static argument `lr` of the jitted `update` is given `lr`, computed each iteration from
-    the parameter `epoch` of `train_step`, called at line 9 with the loop variable `epoch`: a new value
-    every iteration, so JAX compiles the function again each time (measured: 60 compiles in 60 steps);
-    pass it as a traced argument (drop it from the static arguments)
+7:39-7:41 static argument `lr` of the jitted `update` changes every iteration
+    help: pass `lr` as a traced argument (drop it from `static_argnames`)
+    note: it is given `lr`, computed each iteration from the parameter `epoch` of `train_step`, called
+        at line 9 with the loop variable `epoch`, so JAX compiles the function again for each new value
+        (measured: 60 compiles in 60 steps)
 """),
         Example("""
 from functools import partial
@@ -82,9 +84,10 @@ def train_step(params, batch, step):
 for step in range(num_steps):
     params = train_step(params, next(batches), step)
 """, expect="""
-7:48-7:52 the static argument `step` of the jitted `train_step` is given the loop variable `step`: a new
-    value every iteration, so JAX compiles the function again each time (measured: 60 compiles in 60
-    steps); pass it as a traced argument (drop it from the static arguments)
+7:48-7:52 static argument `step` of the jitted `train_step` changes every iteration
+    help: pass `step` as a traced argument (drop it from `static_argnums`)
+    note: it is given the loop variable `step`, so JAX compiles the function again for each new value
+        (measured: 60 compiles in 60 steps)
 """),
         Example("""
 import jax
@@ -95,10 +98,10 @@ for epoch in range(epochs):
     lr = 0.1 * 0.95 ** epoch
     params = fast_update(params, grads, lr)
 """, expect="""
-7:41-7:43 the static argument `lr` of the jitted `update` is given `lr`, computed each iteration from
-    the loop variable `epoch`: a new value every iteration, so JAX compiles the function again each time
-    (measured: 60 compiles in 60 steps); pass it as a traced argument (drop it from the static
-    arguments)
+7:41-7:43 static argument `lr` of the jitted `update` changes every iteration
+    help: pass `lr` as a traced argument (drop it from `static_argnames`)
+    note: it is given `lr`, computed each iteration from the loop variable `epoch`, so JAX compiles the
+        function again for each new value (measured: 60 compiles in 60 steps)
 """),
         Example("""
 import jax
@@ -110,10 +113,11 @@ for batch in loader:
     tx = optax.adam(1e-3)
     updates, opt_state = step_fn(grads, opt_state, tx)
 """, expect="""
-8:52-8:54 the static argument `tx` of the jitted `apply_tx` is given `tx` (= `optax.adam(1e-3)`), built
-    each iteration: static arguments are cache keys and this object hashes by identity, so every
-    iteration compiles again (measured: 40 compiles in 40 calls for a new `optax.adam(...)` per call);
-    build it once, before the loop
+8:52-8:54 static argument `tx` of the jitted `apply_tx` is a new object every iteration
+    help: build `tx` once, before the loop, and pass the same object every iteration
+    note: it is given `tx` (= `optax.adam(1e-3)`), built each iteration: static arguments are cache keys
+        and this object hashes by identity, so every iteration compiles again (measured: 40 compiles in
+        40 calls for a new `optax.adam(...)` per call)
 """),
         Example("""
 import jax
@@ -125,9 +129,10 @@ while i < max_len:
     tokens = decode_step(params, tokens, position=i)
     i += 1
 """, expect="""
-7:42-7:52 the static argument `position` of the jitted `decode` is given the counter `i`, incremented in
-    the loop: a new value every iteration, so JAX compiles the function again each time (measured: 60
-    compiles in 60 steps); pass it as a traced argument (drop it from the static arguments)
+7:42-7:52 static argument `position` of the jitted `decode` changes every iteration
+    help: pass `position` as a traced argument (drop it from `static_argnums`)
+    note: it is given the counter `i`, incremented in the loop, so JAX compiles the function again for
+        each new value (measured: 60 compiles in 60 steps)
 """),
     )
     not_flagged = (
@@ -203,25 +208,30 @@ for step in range(num_steps):
         if not transform.static_argnums and not transform.static_argnames:
             return
         for arg, parameter in self._static_args(node, fn, transform):
+            static = "`static_argnames`" if parameter in transform.static_argnames else "`static_argnums`"
             why = ctx.loop_values.per_iteration_number(arg.value, node)
             if why is not None:
-                self.report(arg, f"the static argument `{parameter}` of {self._describe(node, fn)} is given {why}: "
-                                 "a new value every iteration, so JAX compiles the function again each time "
-                                 "(measured: 60 compiles in 60 steps); pass it as a traced argument (drop it "
-                                 "from the static arguments)")
+                self.report(arg, f"static argument `{parameter}` of {self._describe(node, fn)} changes every "
+                                 "iteration",
+                            help=f"pass `{parameter}` as a traced argument (drop it from {static})",
+                            note=f"it is given {why}, so JAX compiles the function again for each new value "
+                                 "(measured: 60 compiles in 60 steps)")
                 return
             built = self._new_object(arg.value, node)
             if built is not None:
-                self.report(arg, f"the static argument `{parameter}` of {self._describe(node, fn)} is given "
-                                 f"{built}, built each iteration: static arguments are cache keys and this object "
-                                 "hashes by identity, so every iteration compiles again (measured: 40 compiles in "
-                                 "40 calls for a new `optax.adam(...)` per call); build it once, before the loop")
+                self.report(arg, f"static argument `{parameter}` of {self._describe(node, fn)} is a new object every "
+                                 "iteration",
+                            help=f"build `{ctx.snippet(arg.value, 40)}` once, before the loop, and pass the same "
+                                 "object every iteration",
+                            note=f"it is given {built}, built each iteration: static arguments are cache keys and "
+                                 "this object hashes by identity, so every iteration compiles again (measured: 40 "
+                                 "compiles in 40 calls for a new `optax.adam(...)` per call)")
                 return
 
     def _describe(self, call: cst.Call, fn: cst.FunctionDef | cst.Lambda | None) -> str:
         if isinstance(fn, cst.FunctionDef):
             return self.ctx.jax.describe(fn)
-        return f"the jitted `{self.ctx.snippet(call.func, 40)}`"
+        return f"the jitted `{self.ctx.snippet(call.func, 30)}`"
 
     # ----- which arguments are static ------------------------------------------------------------
     def _static_args(self, call: cst.Call, fn: cst.FunctionDef | cst.Lambda | None,

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 import libcst as cst
 
 from lintloop.analysis.iteration import loop_header
+from lintloop.analysis.nodes import argument
 from lintloop.analysis.optimizer_state import LostResult
-from lintloop.rule import Example, Rule
+from lintloop.rule import HEADLINE_LIMIT, Example, Rule
 from lintloop.screen import CallShape, Needs
 
 
@@ -27,6 +29,7 @@ FLAX_APPLY = CallShape("flax_apply", "apply_gradients", lambda call: not _positi
 class DiscardedOptimizerState(Rule):
     code = "LL905"
     name = "discarded-optimizer-state"
+    description = "optax optimizer state discarded (every update is the first)"
     frameworks = ("jax",)
     kind = "bug"
     needs = Needs(file=(("name:optax", "name:flax", "name:jax"),),
@@ -74,11 +77,12 @@ for batch in batches:
     updates, _ = tx.update(grads, opt_state, params)
     params = optax.apply_updates(params, updates)
 """, expect="""
-8:18-8:53 the new optimizer state returned by `tx.update(...)` (optax.adam) is discarded (`_`) in the
-    loop `for batch in batches` at line 6 — the step count stays 0, so every step is the first: bias
-    correction makes each update `lr·sign(g)`, with no averaging of past gradients; bind it back to the
-    state the next update reads (`updates, opt_state = tx.update(grads, opt_state, params)`, returned
-    from the step function and re-bound by its caller)
+8:18-8:53 new optimizer state from `tx.update(...)` is discarded (`_`)
+    help: bind it back to the state the next update reads: `updates, opt_state = tx.update(grads,
+        opt_state, params)`
+    note: `tx.update(...)` (optax.adam) runs in the loop `for batch in batches` at line 6: every update
+        starts from the same state — the step count stays 0, so every step is the first: bias correction
+        makes each update `lr·sign(g)`, with no averaging of past gradients
 """),
         Example("""
 import jax
@@ -98,11 +102,11 @@ def train(params, data):
         params, _, loss = train_step(params, opt_state, x, y)
     return params
 """, expect="""
-9:30-9:64 `optimizer.update(...)` (optax.sgd (momentum)) returns the new optimizer state, but
-    `opt_state` is never re-bound by the loop that repeats it in `train_step`, called from the loop `for
-    x, y in data` at line 15: every update starts from the same state — momentum is silently off: each
-    step is plain SGD; bind it back to the state the next update reads (`updates, opt_state =
-    tx.update(grads, opt_state, params)`, returned from the step function and re-bound by its caller)
+9:30-9:64 `opt_state` is never re-bound by the loop that repeats `optimizer.update(...)`
+    help: return the new state from `train_step` and re-bind it in the loop that calls it
+    note: `optimizer.update(...)` (optax.sgd (momentum)) runs in `train_step`, called from the loop `for
+        x, y in data` at line 15: every update starts from the same state — momentum is silently off:
+        each step is plain SGD
 """),
         Example("""
 import jax
@@ -117,11 +121,12 @@ def fit(params, tx, data, epochs):
             params = optax.apply_updates(params, updates)
     return params
 """, expect="""
-9:23-9:58 the new optimizer state returned by `tx.update(...)` is discarded (only `[0]`, the updates, is
-    kept) in the loop `for x, y in data` at line 7 — its state (moment estimates, step count, schedule
-    position) restarts from its initial value every step; bind it back to the state the next update
-    reads (`updates, opt_state = tx.update(grads, opt_state, params)`, returned from the step function
-    and re-bound by its caller)
+9:23-9:58 new optimizer state from `tx.update(...)` is discarded (only `[0]`, the updates, is kept)
+    help: bind it back to the state the next update reads: `updates, opt_state = tx.update(grads,
+        opt_state, params)`
+    note: `tx.update(...)` runs in the loop `for x, y in data` at line 7: every update starts from the
+        same state — its state (moment estimates, step count, schedule position) restarts from its
+        initial value every step
 """),
         Example("""
 import jax
@@ -134,9 +139,10 @@ def train_epoch(state, batches):
         state.apply_gradients(grads=grads)
     return state
 """, expect="""
-8:9-8:43 the new TrainState returned by `state.apply_gradients(...)` is dropped (the call's result is
-    never bound) in the loop `for batch in batches` at line 6: the parameters never change; re-bind the
-    result: `state = state.apply_gradients(grads=grads)`
+8:9-8:43 new TrainState from `state.apply_gradients(...)` is dropped (the call's result is never bound)
+    help: re-bind the result: `state = state.apply_gradients(grads=grads)`
+    note: `state.apply_gradients(...)` runs in the loop `for batch in batches` at line 6: the parameters
+        never change
 """),
         Example("""
 import jax
@@ -153,12 +159,14 @@ def body(carry, batch):
 
 params, opt_state = jax.lax.scan(body, (params, opt_state), batches)[0]
 """, expect="""
-10:18-10:53 the new optimizer state returned by `tx.update(...)` (optax.chain(...)) is discarded (`_`)
-    (a body repeated by `jax.lax.scan` at line 13) — the step count stays 0, so every step is the first:
-    bias correction makes each update `lr·sign(g)`, with no averaging of past gradients; the
-    learning-rate schedule is frozen at its step-0 value (a warm-up from 0 stays 0: the parameters never
-    move); bind it back to the state the next update reads (`updates, opt_state = tx.update(grads,
-    opt_state, params)`, returned from the step function and re-bound by its caller)
+10:18-10:53 new optimizer state from `tx.update(...)` is discarded (`_`)
+    help: bind it back (`updates, opt_state = tx.update(grads, opt_state, params)`) and return it in the
+        carry
+    note: `tx.update(...)` (optax.chain(...)) runs in the body repeated by `jax.lax.scan` at line 13:
+        every update starts from the same state — the step count stays 0, so every step is the first:
+        bias correction makes each update `lr·sign(g)`, with no averaging of past gradients; the
+        learning-rate schedule is frozen at its step-0 value (a warm-up from 0 stays 0: the parameters
+        never move)
 """),
     )
     not_flagged = (
@@ -275,9 +283,18 @@ for name, opt in optimizers.items():
             label = f"`{ctx.snippet(loop.func)}`"
         if not lost.chain:
             return f" in {label} at line {ctx.line_of(loop)}" if isinstance(loop, (cst.For, cst.While)) \
-                else f" (a body repeated by {label} at line {ctx.line_of(loop)})"
+                else f" in the body repeated by {label} at line {ctx.line_of(loop)}"
         function = next(a for a in ctx.ancestors(lost.call) if isinstance(a, cst.FunctionDef))
         return f" in `{function.name.value}`{ctx.calls.describe_chain(lost.chain, label)}"
+
+    def _headline(self, lost: LostResult, make: Callable[[str], str]) -> str:
+        """`make(call)` with the call as `tx.update(...)`, its receiver shortened where the headline would not fit."""
+        text = ""
+        for limit in (40, 24, 12):
+            text = make(f"`{self.ctx.snippet(lost.call.func, limit)}(...)`")
+            if len(text) <= HEADLINE_LIMIT:
+                break
+        return text
 
     def _report_state(self, lost: LostResult) -> None:
         ctx = self.ctx
@@ -285,13 +302,23 @@ for name, opt in optimizers.items():
         call = f"`{ctx.snippet(lost.call.func)}(...)`"
         which = f" ({optimizer.label})" if optimizer.known else ""
         if lost.certain:
-            head = f"the new optimizer state returned by {call}{which} is {lost.how}{self._where(lost)}"
+            headline = self._headline(lost, lambda call: f"new optimizer state from {call} is {lost.how}")
         else:
-            head = (f"{call}{which} returns the new optimizer state, but {lost.how} by the loop that repeats it"
-                    f"{self._where(lost)}: every update starts from the same state")
-        self.report(lost.call, f"{head} — {optimizer.cost}; bind it back to the state the next update reads "
-                               "(`updates, opt_state = tx.update(grads, opt_state, params)`, returned from the "
-                               "step function and re-bound by its caller)")
+            headline = self._headline(lost, lambda call: f"{lost.how} by the loop that repeats {call}")
+        note = f"{call}{which} runs{self._where(lost)}: every update starts from the same state — {optimizer.cost}"
+        state = argument(lost.call, 1, "state")
+        update = (f"`updates, {state.value} = {ctx.snippet(lost.call, 60)}`" if isinstance(state, cst.Name)
+                  else "`updates, opt_state = tx.update(grads, opt_state, params)`")
+        if lost.chain:  # a step function: the state goes back through its return value
+            function = next(a for a in ctx.ancestors(lost.call) if isinstance(a, cst.FunctionDef)).name.value
+            help_text = (f"bind it back ({update}), return it from `{function}` and re-bind it in its caller"
+                         if lost.certain else
+                         f"return the new state from `{function}` and re-bind it in the loop that calls it")
+        elif not isinstance(lost.loop, (cst.For, cst.While)):  # a `lax.scan` / `fori_loop` body
+            help_text = f"bind it back ({update}) and return it in the carry"
+        else:
+            help_text = f"bind it back to the state the next update reads: {update}"
+        self.report(lost.call, headline, help=help_text, note=note)
 
     def _report_result(self, lost: LostResult) -> None:
         ctx = self.ctx
@@ -301,7 +328,11 @@ for name, opt in optimizers.items():
             what, fix = "the new TrainState", "`state = state.apply_gradients(grads=grads)`"
         call = f"`{ctx.snippet(lost.call.func)}(...)`"
         if lost.certain:
-            head = f"{what} returned by {call} {'are' if lost.what == 'params' else 'is'} {lost.how}{self._where(lost)}"
+            verb = "are" if lost.what == "params" else "is"
+            headline = self._headline(lost, lambda call: f"{what[4:]} from {call} {verb} {lost.how}")
+            note = f"{call} runs{self._where(lost)}: the parameters never change"
         else:
-            head = f"{call} returns {what}, but {lost.how} by the loop that repeats it{self._where(lost)}"
-        self.report(lost.call, f"{head}: the parameters never change; re-bind the result: {fix}")
+            headline = self._headline(lost, lambda call: f"{lost.how} by the loop that repeats {call}")
+            note = (f"{call} runs{self._where(lost)} and returns {what}, which no later step sees: the parameters "
+                    "never change")
+        self.report(lost.call, headline, help=f"re-bind the result: {fix}", note=note)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from lintloop.analysis.loop_values import IterationUnit
 from lintloop.analysis.nodes import read_name
-from lintloop.rule import Example, Rule
+from lintloop.rule import HEADLINE_LIMIT, Example, Rule
 from lintloop.screen import Needs
 
 # Compiles whose cache is keyed on the function object's identity: a new object, a new compile.
@@ -22,11 +24,24 @@ _FUNCTION_FACTORIES = {
     "functools.partial", "jax.grad", "jax.value_and_grad", "jax.vmap", "jax.jacfwd", "jax.jacrev",
     "jax.hessian", "jax.checkpoint", "jax.remat", "flax.nnx.grad", "flax.nnx.value_and_grad", "flax.nnx.vmap",
 }
+_RECOMPILED = "traced and compiled again every iteration"
+_RECOMPILES = f"is {_RECOMPILED}"
+
+
+def _fit(headline: Callable[[int], str]) -> str:
+    """The headline with its quoted code as long as fits in HEADLINE_LIMIT characters (shorter code when not)."""
+    text = ""
+    for limit in (40, 30, 20, 12):
+        text = headline(limit)
+        if len(text) <= HEADLINE_LIMIT:
+            break
+    return text
 
 
 class JitInLoop(Rule):
     code = "LL903"
     name = "jit-in-loop"
+    description = "`jax.jit` called inside a loop (recompiles every iteration)"
     shown_in_prose = "tracing"
     frameworks = ("jax",)
     kind = "perf"
@@ -69,10 +84,13 @@ def train_step(params, x, y):
 for step in range(num_steps):
     params = train_step(params, *next(batches))
 """, expect="""
-3:13-3:39 `jax.jit` of `jax.grad(loss_fn)` (a new function object each time it runs), made anew each
-    iteration and called in it: JAX caches compiles by function object, so it is traced and compiled on
-    every call (measured: 40 compiles in 40 calls); jit once, before the loop, and pass what changes per
-    iteration as arguments
+3:13-3:39 `jax.jit` of `jax.grad(loss_fn)` is traced and compiled again every iteration
+    help: create `jax.jit(jax.grad(loss_fn))` once, before the loop, and pass what changes per iteration
+        as arguments
+    note: `jax.grad(loss_fn)` makes a new function object each time it runs, and the jitted function is
+        made and called in the same iteration: JAX caches compiles by function object (measured: 40
+        compiles in 40 calls); it runs in `train_step`, which `for step in range(num_steps)` calls on
+        every iteration
 """),
         Example("""
 import jax
@@ -83,10 +101,12 @@ for step in range(num_steps):
     grads = jax.jit(jax.grad(loss_fn))(params, x, y)
     params = params - 0.1 * grads
 """, expect="""
-6:13-6:39 `jax.jit` of `jax.grad(loss_fn)` (a new function object each time it runs), made anew each
-    iteration and called in it: JAX caches compiles by function object, so it is traced and compiled on
-    every call (measured: 40 compiles in 40 calls); jit once, before the loop, and pass what changes per
-    iteration as arguments
+6:13-6:39 `jax.jit` of `jax.grad(loss_fn)` is traced and compiled again every iteration
+    help: create `jax.jit(jax.grad(loss_fn))` once, before the loop, and pass what changes per iteration
+        as arguments
+    note: `jax.grad(loss_fn)` makes a new function object each time it runs, and the jitted function is
+        made and called in the same iteration: JAX caches compiles by function object (measured: 40
+        compiles in 40 calls)
 """),
         Example("""
 import jax
@@ -96,9 +116,11 @@ for batch in train_ds:
     updates, opt_state = tx.update(grads, opt_state)
     params = optax.apply_updates(params, updates)
 """, expect="""
-4:19-4:80 `jax.jit` of a lambda, made anew each iteration and called in it: JAX caches compiles by
-    function object, so it is traced and compiled on every call (measured: 40 compiles in 40 calls); jit
-    once, before the loop, and pass what changes per iteration as arguments
+4:19-4:80 `jax.jit` of a lambda is traced and compiled again every iteration
+    help: jit it once, before the loop, and pass what changes per iteration as arguments
+    note: the lambda is a new function object on every iteration, and the jitted function is made and
+        called in the same iteration: JAX caches compiles by function object (measured: 40 compiles in
+        40 calls)
 """),
         Example("""
 from functools import partial
@@ -109,10 +131,12 @@ def train_epoch(state, train_ds, model):
         state, metrics = step(state, batch)
     return state
 """, expect="""
-5:16-5:57 `jax.jit` of `partial(train_step, model=model)` (a new function object each time it runs),
-    made anew each iteration and called in it: JAX caches compiles by function object, so it is traced
-    and compiled on every call (measured: 40 compiles in 40 calls); jit once, before the loop, and pass
-    what changes per iteration as arguments
+5:16-5:57 `jax.jit` of `partial(train_step, model=model)` is traced and compiled again every iteration
+    help: create `jax.jit(partial(train_step, model=model))` once, before the loop, and pass what
+        changes per iteration as arguments
+    note: `partial(train_step, model=model)` makes a new function object each time it runs, and the
+        jitted function is made and called in the same iteration: JAX caches compiles by function object
+        (measured: 40 compiles in 40 calls)
 """),
         Example("""
 import jax
@@ -124,10 +148,12 @@ class Trainer:
             state = jax.jit(self.train_step)(state, batch)
         return state
 """, expect="""
-7:21-7:45 `jax.jit` of the bound method `self.train_step` (a new method object each time it is read),
-    made anew each iteration and called in it: JAX caches compiles by function object, so it is traced
-    and compiled on every call (measured: 40 compiles in 40 calls); jit once, before the loop, and pass
-    what changes per iteration as arguments
+7:21-7:45 `jax.jit` of the bound method `self.train_step` is traced and compiled again every iteration
+    help: create `jax.jit(self.train_step)` once, before the loop, and pass what changes per iteration
+        as arguments
+    note: reading `self.train_step` makes a new method object each time, and the jitted function is made
+        and called in the same iteration: JAX caches compiles by function object (measured: 40 compiles
+        in 40 calls)
 """),
         Example("""
 import jax
@@ -140,10 +166,12 @@ model = CNN()
 for images, labels in test_loader:
     logits = jax.jit(model.apply)({"params": params}, images)
 """, expect="""
-9:14-9:34 `jax.jit` of the bound method `model.apply` (a new method object each time it is read), made
-    anew each iteration and called in it: JAX caches compiles by function object, so it is traced and
-    compiled on every call (measured: 40 compiles in 40 calls); jit once, before the loop, and pass what
-    changes per iteration as arguments
+9:14-9:34 `jax.jit` of the bound method `model.apply` is traced and compiled again every iteration
+    help: create `jax.jit(model.apply)` once, before the loop, and pass what changes per iteration as
+        arguments
+    note: reading `model.apply` makes a new method object each time, and the jitted function is made and
+        called in the same iteration: JAX caches compiles by function object (measured: 40 compiles in
+        40 calls)
 """),
         Example("""
 import jax
@@ -154,9 +182,10 @@ while not done:
     action = policy(params, obs)
     obs, done = env.step(action)
 """, expect="""
-3:5-3:13 `@jax.jit` on `policy`, defined inside a loop, and called in the same iteration: each iteration
-    makes a new function, traced and compiled again on every call (measured: 40 compiles in 40 calls);
-    define it once, before the loop, and pass what changes per iteration as arguments
+3:5-3:13 `@jax.jit` on `policy`, defined inside a loop: traced and compiled again every iteration
+    help: define `policy` once, before the loop, and pass what changes per iteration as arguments
+    note: each iteration defines a new function and calls it: JAX caches compiles by function object
+        (measured: 40 compiles in 40 calls)
 """),
         Example("""
 from flax import nnx
@@ -165,9 +194,10 @@ def train_step(model, optimizer, batch):
 for step in range(steps):
     nnx.jit(train_step)(model, optimizer, next(batches))
 """, expect="""
-5:5-5:24 `nnx.jit` inside a loop, called in the same iteration: flax wraps the function in a new object
-    on every `nnx.jit` call, so it is traced and compiled again on every call; apply `nnx.jit` once,
-    before the loop
+5:5-5:24 `nnx.jit(train_step)` inside a loop is traced and compiled again every iteration
+    help: apply `nnx.jit(train_step)` once, before the loop, and call the result in it
+    note: flax wraps the function in a new object on every `nnx.jit` call, and the result is called in
+        the same iteration
 """),
     )
     not_flagged = (
@@ -247,34 +277,51 @@ for step in range(num_steps):
         if unit is None or self._few_iterations(unit) or not self._called_in(node, unit) \
                 or self.ctx.loop_values.reached_periodically(node, unit):
             return  # a compile every N steps (`if step % eval_every == 0`) is paid once per N steps
-        spelled = f"`{self.ctx.snippet(node.func, 30)}`"
+        ctx = self.ctx
         if transform.kind in _NEW_WRAPPER_EACH_CALL:
-            self.report(node, f"{spelled} {self.ctx.loop_values.inside(unit)}, called in the same iteration: flax "
-                              "wraps the function in a new object on every `nnx.jit` call, so it is traced and "
-                              "compiled again on every call; apply `nnx.jit` once, before the loop")
+            self.report(node, _fit(lambda limit: f"`{ctx.snippet(node, limit)}` {self._where(unit)} {_RECOMPILES}"),
+                        help=f"apply `{ctx.snippet(node, 40)}` once, before the loop, and call the result in it",
+                        note="flax wraps the function in a new object on every `nnx.jit` call, and the result is "
+                             f"called in the same iteration{self._runs_in(unit)}")
             return
         new = self._new_function(self.ctx.jax.applied_function(node), unit)
         if new is not None:
-            self.report(node, f"{spelled} of {new}, made anew each iteration and called in it: JAX caches "
-                              "compiles by function object, so it is traced and compiled on every call (measured: "
-                              "40 compiles in 40 calls); jit once, before the loop, and pass what changes per "
-                              "iteration as arguments")
+            named, why = new
+            hoisted = "jit it" if named(40) == "a lambda" else f"create `{ctx.snippet(node, 45)}`"
+            self.report(node, _fit(lambda limit: f"`{ctx.snippet(node.func, limit)}` of {named(limit)} {_RECOMPILES}"),
+                        help=f"{hoisted} once, before the loop, and pass what changes per iteration as arguments",
+                        note=f"{why}, and the jitted function is made and called in the same iteration: JAX "
+                             "caches compiles by function object (measured: 40 compiles in 40 calls)"
+                             f"{self._runs_in(unit)}")
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         unit = self.ctx.loop_values.iteration_unit(node)
         if unit is None or self._few_iterations(unit) or self.ctx.loop_values.reached_periodically(node, unit):
             return
+        ctx = self.ctx
         for decorator in node.decorators:
-            transform = self.ctx.jax.transform_of(decorator.decorator)
+            transform = ctx.jax.transform_of(decorator.decorator)
             if transform is not None and transform.kind in _IDENTITY_CACHED | _NEW_WRAPPER_EACH_CALL \
                     and self._name_called_in(node.name.value, node, unit):
-                self.report(decorator, f"`@{self.ctx.snippet(decorator.decorator, 30)}` on `{node.name.value}`, "
-                                       f"defined {self.ctx.loop_values.inside(unit)}, and called in the same "
-                                       "iteration: each iteration "
-                                       "makes a new function, traced and compiled again on every call "
-                                       "(measured: 40 compiles in 40 calls); define it once, before the loop, "
-                                       "and pass what changes per iteration as arguments")
+                name = node.name.value
+                headline = _fit(lambda limit, spelled=decorator.decorator, name=name: (
+                    f"`@{ctx.snippet(spelled, limit)}` on `{name}`, defined {self._where(unit)}: {_RECOMPILED}"))
+                self.report(decorator, headline,
+                            help=f"define `{name}` once, before the loop, and pass what changes per iteration as "
+                                 "arguments",
+                            note="each iteration defines a new function and calls it: JAX caches compiles by function "
+                                 "object (measured: 40 compiles in 40 calls)"
+                                 + (f"; `{name}` is defined {ctx.loop_values.inside(unit)}"
+                                    if isinstance(unit, cst.FunctionDef) else ""))
                 return
+
+    def _where(self, unit: IterationUnit) -> str:
+        """Where a headline says the code runs: "inside a loop", or "in `train_step`" (a function a loop calls)."""
+        return f"in `{unit.name.value}`" if isinstance(unit, cst.FunctionDef) else "inside a loop"
+
+    def _runs_in(self, unit: IterationUnit) -> str:
+        """For a note: "; it runs in `train_step`, which `for x in data` calls on every iteration"."""
+        return f"; it runs {self.ctx.loop_values.inside(unit)}" if isinstance(unit, cst.FunctionDef) else ""
 
     # ----- is the jitted function run in the iteration that made it -------------------------------
     def _few_iterations(self, unit: IterationUnit) -> bool:
@@ -298,33 +345,40 @@ for step in range(num_steps):
                    and ctx.loop_values.iteration_unit(c) is unit for c in ctx.definitions.calls_in(unit))
 
     # ----- is the function object new each iteration ----------------------------------------------
-    def _new_function(self, expr: cst.BaseExpression | None, unit: IterationUnit, depth: int = 0) -> str | None:
-        """How to name `expr` when it is a function object made anew on every iteration of `unit`."""
+    def _new_function(self, expr: cst.BaseExpression | None, unit: IterationUnit,
+                      depth: int = 0) -> tuple[Callable[[int], str], str] | None:
+        """When `expr` is a function object made anew on every iteration of `unit`: how a headline names it
+        (given a length for the code it quotes) and the clause that says why it is new."""
         ctx = self.ctx
         if expr is None or depth > 3:
             return None
         if isinstance(expr, cst.Lambda):
-            return "a lambda"
+            return (lambda limit: "a lambda"), "the lambda is a new function object on every iteration"
         if isinstance(expr, cst.Call):
             callee = ctx.names.callee(expr)
             if callee in _FUNCTION_FACTORIES:
-                return f"`{ctx.snippet(expr, 40)}` (a new function object each time it runs)"
+                return ((lambda limit: f"`{ctx.snippet(expr, limit)}`"),
+                        f"`{ctx.snippet(expr, 40)}` makes a new function object each time it runs")
             factory = ctx.calls.local_functions(expr.func) if isinstance(expr.func, cst.Name) else []
             if len(factory) == 1 and self._returns_inner_function(factory[0]):
-                return f"`{ctx.snippet(expr, 40)}`, which returns a new inner function each time it runs"
+                return ((lambda limit: f"`{ctx.snippet(expr, limit)}`"),
+                        f"`{ctx.snippet(expr, 40)}` returns a new inner function each time it runs")
             return None
         if isinstance(expr, cst.Attribute):
             if self._is_bound_method(expr):
-                return f"the bound method `{ctx.snippet(expr, 40)}` (a new method object each time it is read)"
+                return ((lambda limit: f"the bound method `{ctx.snippet(expr, limit)}`"),
+                        f"reading `{ctx.snippet(expr, 40)}` makes a new method object each time")
             return None
         if isinstance(expr, cst.Name):
             binding = ctx.flow.last_binding(expr.value, expr)
             if binding is None or binding.augmented or ctx.loop_values.iteration_unit(binding.node) is not unit:
                 return None
             if isinstance(binding.node, cst.FunctionDef):
-                return f"`{expr.value}`, a function defined in the loop body"
+                return (lambda limit: f"`{expr.value}`"), f"`{expr.value}` is a function defined in the loop body"
             inner = self._new_function(binding.value, unit, depth + 1)
-            return f"`{expr.value}` = {inner}" if inner is not None else None
+            if inner is None:
+                return None
+            return (lambda limit: f"`{expr.value}`"), f"`{expr.value}` is bound in the loop body: {inner[1]}"
         return None
 
     def _returns_inner_function(self, fn: cst.FunctionDef) -> bool:

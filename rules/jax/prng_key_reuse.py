@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from lintloop.analysis.prng import DRAW_CALL_NAMES, KEY_CALL_NAMES, KEY_MAKERS, KEY_PARAMETER_NAMES, Reuse
-from lintloop.rule import Example, Rule
+from lintloop.rule import HEADLINE_LIMIT, Example, Rule
 from lintloop.screen import Needs
 
 _SAME_PREFIX = ("(with jax 0.10 even draws of different shapes share their leading numbers)")
@@ -14,6 +14,7 @@ _SAME_PREFIX = ("(with jax 0.10 even draws of different shapes share their leadi
 class PrngKeyReuse(Rule):
     code = "LL901"
     name = "prng-key-reuse"
+    description = "a JAX PRNG key used twice (the same random numbers)"
     shown_in_prose = "keys"
     frameworks = ("jax",)
     kind = "bug"
@@ -72,10 +73,12 @@ def add_noise(x, scale, key=new_key()):
 for step, (x, y) in enumerate(batches):
     params, opt_state = update(params, opt_state, add_noise(x, 0.1), y)
 """, expect="""
-4:29-4:38 the default key `new_key()` of `key` is made once, when `def add_noise` runs, and
-    `jax.random.normal` at line 5 draws from it: every call that leaves `key` out (as at line 7, which
-    runs more than once) draws the same random numbers; make `key` a required parameter and pass each
-    call a fresh key (`key, sub = jax.random.split(key)`)
+4:29-4:38 default key `key=new_key()` of `add_noise` is made once and reused by calls that omit it
+    help: make `key` a required parameter and pass each call a fresh key (`key, sub =
+        jax.random.split(key)`)
+    note: the default is evaluated once, when `def add_noise` runs, and `jax.random.normal` at line 5
+        draws from it: every call that leaves `key` out (as at line 7, which runs more than once) draws
+        the same random numbers
 """),
         Example("""
 import jax
@@ -88,9 +91,11 @@ class Trainer:
             params = update(params, batch * mask)
         return params
 """, expect="""
-7:20-7:68 PRNG key `self.key` does not change in the loop at line 6 (made before it, never re-bound in
-    it): `jax.random.bernoulli` draws the same random numbers on every iteration; split it per iteration
-    (`key, sub = jax.random.split(key)` and draw from `sub`) or use `jax.random.fold_in(key, step)`
+7:20-7:68 PRNG key `self.key` is the same on every iteration of the loop at line 6
+    help: split it per iteration (`key, sub = jax.random.split(key)` and draw from `sub`) or use
+        `jax.random.fold_in(key, step)`
+    note: it is made before the loop and never re-bound in it: `jax.random.bernoulli` draws the same
+        random numbers on every iteration
 """),
         Example("""
 import jax
@@ -101,9 +106,11 @@ def train_step(params, batch):
 for batch in batches:
     params = train_step(params, batch)
 """, expect="""
-4:12-4:55 PRNG key `key` does not change in the loop at line 6 (made before it, never re-bound in it):
-    `jax.random.bernoulli` draws the same random numbers on every iteration; split it per iteration
-    (`key, sub = jax.random.split(key)` and draw from `sub`) or use `jax.random.fold_in(key, step)`
+4:12-4:55 PRNG key `key` is the same on every iteration of the loop at line 6
+    help: split it per iteration (`key, sub = jax.random.split(key)` and draw from `sub`) or use
+        `jax.random.fold_in(key, step)`
+    note: it is made before the loop and never re-bound in it: `jax.random.bernoulli` draws the same
+        random numbers on every iteration
 """),
         Example("""
 import jax
@@ -120,11 +127,12 @@ def train(params, batches):
     for x, y in batches:
         params, loss = train_step(params, x, y, dropout_key)
 """, expect="""
-13:24-13:61 PRNG key `dropout_key` does not change in the loop at line 12 (made before it, never
-    re-bound in it): `train_step` (which draws from it with `loss_fn` (which draws from it with
-    `jax.random.bernoulli` at line 4) at line 8) draws the same random numbers on every iteration; split
-    it per iteration (`key, sub = jax.random.split(key)` and draw from `sub`) or use
-    `jax.random.fold_in(key, step)`
+13:24-13:61 PRNG key `dropout_key` is the same on every iteration of the loop at line 12
+    help: split it per iteration (`key, sub = jax.random.split(key)` and draw from `sub`) or use
+        `jax.random.fold_in(key, step)`
+    note: it is made before the loop and never re-bound in it: `train_step` (which draws from it with
+        `loss_fn` (which draws from it with `jax.random.bernoulli` at line 4) at line 8) draws the same
+        random numbers on every iteration
 """),
         Example("""
 import jax
@@ -134,9 +142,11 @@ for step in range(num_steps):
     mask = jax.random.bernoulli(key, 0.9, (batch_size, hidden))
     params, opt_state, loss = train_step(params, opt_state, batch, mask)
 """, expect="""
-5:12-5:64 PRNG key `key` does not change in the loop at line 4 (made before it, never re-bound in it):
-    `jax.random.bernoulli` draws the same random numbers on every iteration; split it per iteration
-    (`key, sub = jax.random.split(key)` and draw from `sub`) or use `jax.random.fold_in(key, step)`
+5:12-5:64 PRNG key `key` is the same on every iteration of the loop at line 4
+    help: split it per iteration (`key, sub = jax.random.split(key)` and draw from `sub`) or use
+        `jax.random.fold_in(key, step)`
+    note: it is made before the loop and never re-bound in it: `jax.random.bernoulli` draws the same
+        random numbers on every iteration
 """),
         Example("""
 from jax import random
@@ -145,10 +155,10 @@ X = random.normal(key, (n_samples, n_features))
 noise = 0.1 * random.normal(key, (n_samples,))
 y = X @ true_w + noise
 """, expect="""
-4:15-4:47 PRNG key `key` was already drawn from by `jax.random.normal` at line 3, with no
-    `split`/`fold_in` between: `jax.random.normal` here draws the same random numbers (with jax 0.10
-    even draws of different shapes share their leading numbers); split the key and give each draw its
-    own subkey (`k1, k2 = jax.random.split(key)`)
+4:15-4:47 PRNG key `key` already drawn from at line 3, with no `split`/`fold_in` between
+    help: split the key and give each draw its own subkey (`k1, k2 = jax.random.split(key)`)
+    note: `jax.random.normal` here draws the same random numbers as `jax.random.normal` at line 3 (with
+        jax 0.10 even draws of different shapes share their leading numbers)
 """),
         Example("""
 import jax
@@ -166,10 +176,11 @@ def train(state, batches, seed):
         state = train_step(state, batch, rng)
     return state
 """, expect="""
-13:17-13:46 PRNG key `rng` does not change in the loop at line 12 (made before it, never re-bound in
-    it): `train_step` (which draws from it with `state.apply_fn(rngs=...)` at line 5) draws the same
-    random numbers on every iteration; split it per iteration (`key, sub = jax.random.split(key)` and
-    draw from `sub`) or use `jax.random.fold_in(key, step)`
+13:17-13:46 PRNG key `rng` is the same on every iteration of the loop at line 12
+    help: split it per iteration (`key, sub = jax.random.split(key)` and draw from `sub`) or use
+        `jax.random.fold_in(key, step)`
+    note: it is made before the loop and never re-bound in it: `train_step` (which draws from it with
+        `state.apply_fn(rngs=...)` at line 5) draws the same random numbers on every iteration
 """),
         Example("""
 import jax.random as jr
@@ -179,10 +190,12 @@ for epoch in range(epochs):
     order = jr.permutation(perm_key, n_train)
     run_epoch(order)
 """, expect="""
-5:13-5:46 PRNG key `perm_key` comes from `jr.split(key)` at line 4, which derives the same keys on every
-    iteration of the loop at line 3 (the key it splits is never re-bound in the loop):
-    `jax.random.permutation` draws the same random numbers on every iteration; split it per iteration
-    (`key, sub = jax.random.split(key)` and draw from `sub`) or use `jax.random.fold_in(key, step)`
+5:13-5:46 PRNG key `perm_key` is the same on every iteration of the loop at line 3
+    help: split it per iteration (`key, sub = jax.random.split(key)` and draw from `sub`) or use
+        `jax.random.fold_in(key, step)`
+    note: it comes from `jr.split(key)` at line 4, which derives the same keys on every iteration (the
+        key it splits is never re-bound in the loop): `jax.random.permutation` draws the same random
+        numbers on every iteration
 """),
         Example("""
 import jax
@@ -190,19 +203,21 @@ keys = jax.random.split(jax.random.PRNGKey(0), 3)
 w1 = jax.random.normal(keys[0], (784, 512)) * 0.01
 w2 = jax.random.normal(keys[0], (512, 10)) * 0.01
 """, expect="""
-4:6-4:43 PRNG key `keys[0]` was already drawn from by `jax.random.normal` at line 3, with no
-    `split`/`fold_in` between: `jax.random.normal` here draws the same random numbers (with jax 0.10
-    even draws of different shapes share their leading numbers); split the key and give each draw its
-    own subkey (`k1, k2 = jax.random.split(key)`)
+4:6-4:43 PRNG key `keys[0]` already drawn from at line 3, with no `split`/`fold_in` between
+    help: split the key and give each draw its own subkey (`k1, k2 = jax.random.split(key)`)
+    note: `jax.random.normal` here draws the same random numbers as `jax.random.normal` at line 3 (with
+        jax 0.10 even draws of different shapes share their leading numbers)
 """),
         Example("""
 import jax
 def init_mlp(key, sizes):
     return [(jax.random.normal(key, (m, n)) * 0.01, jnp.zeros(n)) for m, n in zip(sizes[:-1], sizes[1:])]
 """, expect="""
-3:14-3:44 PRNG key `key` does not change in the comprehension at line 3 (made before it, never re-bound
-    in it): `jax.random.normal` draws the same random numbers on every iteration; split it per iteration
-    (`key, sub = jax.random.split(key)` and draw from `sub`) or use `jax.random.fold_in(key, step)`
+3:14-3:44 PRNG key `key` is the same on every iteration of the comprehension at line 3
+    help: split it per iteration (`key, sub = jax.random.split(key)` and draw from `sub`) or use
+        `jax.random.fold_in(key, step)`
+    note: it is made before the comprehension and never re-bound in it: `jax.random.normal` draws the
+        same random numbers on every iteration
 """),
         Example("""
 import jax
@@ -211,10 +226,11 @@ for i in range(n_rollouts):
     actions = jax.random.categorical(rng, logits)
     rollouts.append(actions)
 """, expect="""
-4:15-4:50 PRNG key `rng` is re-made from the same seed by `jax.random.key(0)` at line 3 on every
-    iteration of the loop at line 2: `jax.random.categorical` draws the same random numbers on every
-    iteration; split it per iteration (`key, sub = jax.random.split(key)` and draw from `sub`) or use
-    `jax.random.fold_in(key, step)`
+4:15-4:50 PRNG key `rng` is the same on every iteration of the loop at line 2
+    help: split it per iteration (`key, sub = jax.random.split(key)` and draw from `sub`) or use
+        `jax.random.fold_in(key, step)`
+    note: it is re-made from the same seed by `jax.random.key(0)` at line 3 on every iteration:
+        `jax.random.categorical` draws the same random numbers on every iteration
 """),
         Example("""
 import jax
@@ -230,10 +246,13 @@ def train(params, batches):
         grads = jax.grad(loss_fn)(params, x, y)
         params = jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
 """, expect="""
-3:26-3:47 the default key `jax.random.PRNGKey(0)` of `key` is made once, when `def dropout` runs, and
-    `jax.random.bernoulli` at line 4 draws from it: every call that leaves `key` out (as at line 7,
-    which runs more than once) draws the same random numbers; make `key` a required parameter and pass
-    each call a fresh key (`key, sub = jax.random.split(key)`)
+3:26-3:47 default key `key=jax.random.PRNGKey(0)` of `dropout` is made once and reused by calls that
+    omit it
+    help: make `key` a required parameter and pass each call a fresh key (`key, sub =
+        jax.random.split(key)`)
+    note: the default is evaluated once, when `def dropout` runs, and `jax.random.bernoulli` at line 4
+        draws from it: every call that leaves `key` out (as at line 7, which runs more than once) draws
+        the same random numbers
 """),
         Example("""
 from jax import random
@@ -243,10 +262,12 @@ def augment(images, rng=random.key(42)):
 train_x = augment(train_x)
 val_x = augment(val_x)
 """, expect="""
-2:25-2:39 the default key `random.key(42)` of `rng` is made once, when `def augment` runs, and
-    `jax.random.bernoulli` at line 3 draws from it: every call that leaves `rng` out (as at line 6,
-    which runs more than once) draws the same random numbers; make `rng` a required parameter and pass
-    each call a fresh key (`key, sub = jax.random.split(key)`)
+2:25-2:39 default key `rng=random.key(42)` of `augment` is made once and reused by calls that omit it
+    help: make `rng` a required parameter and pass each call a fresh key (`key, sub =
+        jax.random.split(key)`)
+    note: the default is evaluated once, when `def augment` runs, and `jax.random.bernoulli` at line 3
+        draws from it: every call that leaves `rng` out (as at line 6, which runs more than once) draws
+        the same random numbers
 """),
         Example("""
 import jax
@@ -255,10 +276,10 @@ def encode(params, images, key):
     noisy = vae.apply(params, images, method=vae.add_noise, rngs={"noise": rng})
     return vae.apply(params, noisy, method=vae.reparametrize, rngs={"noise": rng})
 """, expect="""
-5:12-5:83 PRNG key `rng` was already drawn from by `vae.apply(rngs=...)` at line 4, with no
-    `split`/`fold_in` between: `vae.apply(rngs=...)` here draws the same random numbers (with jax 0.10
-    even draws of different shapes share their leading numbers); split the key and give each draw its
-    own subkey (`k1, k2 = jax.random.split(key)`)
+5:12-5:83 PRNG key `rng` already drawn from at line 4, with no `split`/`fold_in` between
+    help: split the key and give each draw its own subkey (`k1, k2 = jax.random.split(key)`)
+    note: `vae.apply(rngs=...)` here draws the same random numbers as `vae.apply(rngs=...)` at line 4
+        (with jax 0.10 even draws of different shapes share their leading numbers)
 """),
     )
     not_flagged = (
@@ -407,42 +428,54 @@ states = [create_state(model, x) for model in models]
 
     def visit_Module(self, node: cst.Module) -> None:
         for reuse in self.ctx.prng.reuses:
-            self.report(reuse.draw.call, self._pair(reuse) if reuse.first is not None else self._loop(reuse))
+            if reuse.first is not None:
+                self._report_pair(reuse)
+            else:
+                self._report_loop(reuse)
         for fn, param, draw, call in self.ctx.prng.default_keys:
             ctx, name = self.ctx, param.name.value
-            self.report(param.default, (
-                f"the default key `{ctx.snippet(param.default, 40)}` of `{name}` is made once, when `def "
-                f"{fn.name.value}` runs, and {draw.what} at line {ctx.line_of(draw.call)} draws from it: every "
-                f"call that leaves `{name}` out (as at line {ctx.line_of(call)}, which runs more than once) draws "
-                f"the same random numbers; make `{name}` a required parameter and pass each call a fresh key "
-                "(`key, sub = jax.random.split(key)`)"))
+            headline = ""
+            for limit in (40, 30, 20, 12):
+                headline = (f"default key `{name}={ctx.snippet(param.default, limit)}` of `{fn.name.value}` is made "
+                            "once and reused by calls that omit it")
+                if len(headline) <= HEADLINE_LIMIT:
+                    break
+            self.report(param.default, headline,
+                        help=f"make `{name}` a required parameter and pass each call a fresh key "
+                             "(`key, sub = jax.random.split(key)`)",
+                        note=f"the default is evaluated once, when `def {fn.name.value}` runs, and {draw.what} at "
+                             f"line {ctx.line_of(draw.call)} draws from it: every call that leaves `{name}` out (as at "
+                             f"line {ctx.line_of(call)}, which runs more than once) draws the same random numbers")
 
-    def _pair(self, reuse: Reuse) -> str:
+    def _report_pair(self, reuse: Reuse) -> None:
         ctx = self.ctx
         draw, first = reuse.draw, reuse.first
-        same = (f"draws the same random numbers {_SAME_PREFIX}" if draw.what == first.what else
-                "draws from the same random bits (its numbers are correlated with those, not independent)")
-        return (f"PRNG key `{ctx.snippet(draw.key, 40)}` was already drawn from by {first.what} at line "
-                f"{ctx.line_of(first.call)}, with no `split`/`fold_in` between: {draw.what} here {same}; split "
-                f"the key and give each draw its own subkey (`k1, k2 = jax.random.split(key)`)")
+        assert first is not None
+        same = (f"draws the same random numbers as {first.what} at line {ctx.line_of(first.call)} {_SAME_PREFIX}"
+                if draw.what == first.what else
+                f"draws from the same random bits as {first.what} at line {ctx.line_of(first.call)} (its numbers "
+                "are correlated with those, not independent)")
+        self.report(draw.call, f"PRNG key `{ctx.snippet(draw.key, 20)}` already drawn from at line "
+                               f"{ctx.line_of(first.call)}, with no `split`/`fold_in` between",
+                    help="split the key and give each draw its own subkey (`k1, k2 = jax.random.split(key)`)",
+                    note=f"{draw.what} here {same}")
 
-    def _loop(self, reuse: Reuse) -> str:
+    def _report_loop(self, reuse: Reuse) -> None:
         ctx = self.ctx
         draw, root, loop = reuse.draw, reuse.root, reuse.loop
-        key = f"`{ctx.snippet(draw.key, 40)}`"
         where = "comprehension" if isinstance(loop, (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)) \
             else "loop"
+        key = f"`{ctx.snippet(draw.key, 30 if where == 'loop' else 22)}`"
         if root is None:
-            why = (f"PRNG key {key} does not change in the {where} at line {ctx.line_of(loop)} (made before it, "
-                   "never re-bound in it)")
+            why = f"it is made before the {where} and never re-bound in it"
         elif isinstance(root, cst.Call) and ctx.names.callee(root) in KEY_MAKERS:
-            why = (f"PRNG key {key} is re-made from the same seed by `{ctx.snippet(root, 40)}` at line "
-                   f"{ctx.line_of(root)} on every iteration of the {where} at line {ctx.line_of(loop)}")
+            why = (f"it is re-made from the same seed by `{ctx.snippet(root, 40)}` at line {ctx.line_of(root)} on "
+                   "every iteration")
         else:
-            why = (f"PRNG key {key} comes from `{ctx.snippet(root, 40)}` at line {ctx.line_of(root)}, which "
-                   f"derives the same keys on every iteration of the {where} at line {ctx.line_of(loop)} (the key it "
-                   f"splits is never re-bound in the {where})")
-        return (f"{why}: {draw.what} draws the same random numbers on every iteration; split it per "
-                "iteration (`key, sub = jax.random.split(key)` and draw from `sub`) or use "
-                "`jax.random.fold_in(key, step)`")
-
+            why = (f"it comes from `{ctx.snippet(root, 40)}` at line {ctx.line_of(root)}, which derives the same "
+                   f"keys on every iteration (the key it splits is never re-bound in the {where})")
+        self.report(draw.call, f"PRNG key {key} is the same on every iteration of the {where} at line "
+                               f"{ctx.line_of(loop)}",
+                    help="split it per iteration (`key, sub = jax.random.split(key)` and draw from `sub`) or use "
+                         "`jax.random.fold_in(key, step)`",
+                    note=f"{why}: {draw.what} draws the same random numbers on every iteration")

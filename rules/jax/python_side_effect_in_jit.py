@@ -7,13 +7,14 @@ import libcst as cst
 from lintloop.analysis.intent import TRACE_READ_TOKENS
 from lintloop.analysis.jax import TRACING_FILE_NEEDS
 from lintloop.analysis.outer_state import declared
-from lintloop.rule import Example, Rule
+from lintloop.rule import HEADLINE_LIMIT, Example, Rule
 from lintloop.screen import Needs
 
 
 class PythonSideEffectInJit(Rule):
     code = "LL902"
     name = "python-side-effect-in-jit"
+    description = "a Python side effect in code JAX traces"
     shown_in_prose = "tracing"
     frameworks = ("jax",)
     # A JAX import, something that traces, and a mutation in the unit; `TRACE_READ_TOKENS`: the units that
@@ -55,9 +56,10 @@ def train_step(params, x):
     step_count += 1
     return params - 0.1 * jax.grad(loss_fn)(params, x)
 """, expect="""
-6:5-6:20 `step_count += ...` inside the jitted `train_step` changes the global variable `step_count`: it
-    runs only while JAX traces the function (first call and each retrace), not on every call; return the
-    value to the caller, or carry it in the traced state
+6:5-6:20 `step_count += ...` in the jitted `train_step` runs only at trace time, not on every call
+    help: return the value to the caller and update `step_count` there, or carry it in the traced state
+    note: it changes the global variable `step_count`, but only when JAX traces the function (the first
+        call and each retrace)
 """),
         Example("""
 import jax
@@ -69,9 +71,10 @@ def update(state, batch):
     losses.append(loss)
     return state.apply_gradients(grads=grads)
 """, expect="""
-7:5-7:24 `losses.append(...)` inside the jitted `update` changes `losses`, a list defined outside the
-    function: it runs only while JAX traces the function (first call and each retrace), not on every
-    call; return the value to the caller, or carry it in the traced state
+7:5-7:24 `losses.append(...)` in the jitted `update` runs only at trace time, not on every call
+    help: return the value to the caller and update `losses` there, or carry it in the traced state
+    note: it changes `losses`, a list defined outside the function, but only when JAX traces the
+        function (the first call and each retrace)
 """),
         Example("""
 import jax
@@ -84,9 +87,11 @@ class Trainer:
         self.grad_norms.append(optax.global_norm(grads))
         return params
 """, expect="""
-8:9-8:57 `self.grad_norms.append(...)` inside the jitted `_step` changes `self.grad_norms`, a list
-    attribute set outside the function: it runs only while JAX traces the function (first call and each
-    retrace), not on every call; return the value to the caller, or carry it in the traced state
+8:9-8:57 `self.grad_norms.append(...)` in the jitted `_step` runs only at trace time, not on every call
+    help: return the value to the caller and update `self.grad_norms` there, or carry it in the traced
+        state
+    note: it changes `self.grad_norms`, a list attribute set outside the function, but only when JAX
+        traces the function (the first call and each retrace)
 """),
         Example("""
 from jax import lax
@@ -98,9 +103,10 @@ def rollout(env_step, state, n):
         return nxt, nxt.reward
     return lax.scan(body, state, None, length=n), visited
 """, expect="""
-6:9-6:28 `visited.append(...)` inside the `scan` body `body` changes `visited`, a list defined outside
-    the function: it runs only while JAX traces the function (first call and each retrace), not on every
-    call; return the value to the caller, or carry it in the traced state
+6:9-6:28 `visited.append(...)` in the `scan` body `body` runs only at trace time, not on every call
+    help: return the value to the caller and update `visited` there, or carry it in the traced state
+    note: it changes `visited`, a list defined outside the function, but only when JAX traces the
+        function (the first call and each retrace)
 """),
         Example("""
 import jax
@@ -112,9 +118,10 @@ def train_step(params, x):
     last_loss = loss
     return params - 0.1 * grads
 """, expect="""
-7:5-7:21 `last_loss = loss` inside the jitted `train_step` changes the global variable `last_loss`: it
-    runs only while JAX traces the function (first call and each retrace), not on every call; return the
-    value to the caller, or carry it in the traced state
+7:5-7:21 `last_loss = loss` in the jitted `train_step` runs only at trace time, not on every call
+    help: return the value to the caller and update `last_loss` there, or carry it in the traced state
+    note: it changes the global variable `last_loss`, but only when JAX traces the function (the first
+        call and each retrace)
 """),
         Example("""
 import jax
@@ -129,9 +136,10 @@ for x in batches:
     if step % 100 == 0:
         print("step", step, "lr", schedule(step))
 """, expect="""
-6:5-6:20 `step = step + 1` inside the jitted `train_step` changes the global variable `step`: it runs
-    only while JAX traces the function (first call and each retrace), not on every call; return the
-    value to the caller, or carry it in the traced state
+6:5-6:20 `step = step + 1` in the jitted `train_step` runs only at trace time, not on every call
+    help: return the value to the caller and update `step` there, or carry it in the traced state
+    note: it changes the global variable `step`, but only when JAX traces the function (the first call
+        and each retrace)
 """),
     )
     not_flagged = (
@@ -258,7 +266,7 @@ def f(x):
         function = self.ctx.outer_state.enclosing_function(node)
         kind = declared(function, name.value) if function is not None else None
         if kind is not None:
-            self._report(node, name, f"`{self.ctx.snippet(node)}`", f"the {kind} variable `{name.value}`")
+            self._report(node, name, f"`{self.ctx.snippet(node, 40)}`", f"the {kind} variable `{name.value}`")
 
     def _check(self, node: cst.Call | cst.AugAssign) -> None:
         outer = self.ctx.outer_state
@@ -275,6 +283,18 @@ def f(x):
         if traced is None or self.ctx.outer_state.local_to_trace(target, node, traced[1]) \
                 or self.ctx.intent.counts_traces(node, target, traced[1]):
             return  # a variable of the trace itself; a trace counter read to count traces counts them on purpose
-        self.report(node, f"{action} inside {jax.where(node, traced)} changes {outside}: it runs only while JAX "
-                          "traces the function (first call and each retrace), not on every call; return the "
-                          "value to the caller, or carry it in the traced state")
+        chain, fn = traced
+        if chain:  # a helper the traced function calls: named in the headline, its call chain in the note
+            helper = next(a for a in self.ctx.ancestors(node) if isinstance(a, cst.FunctionDef))
+            where = f"`{helper.name.value}`"
+            called = f"; {where} is{self.ctx.calls.describe_chain(chain, jax.describe(fn))[1:]}"
+        else:
+            where, called = jax.describe(fn), ""
+        headline = f"{action} in {where} runs only at trace time, not on every call"
+        if len(headline) > HEADLINE_LIMIT:
+            headline = f"{action} in {where} runs only at trace time"
+        self.report(node, headline,
+                    help=f"return the value to the caller and update `{self.ctx.snippet(target, 40)}` there, or "
+                         "carry it in the traced state",
+                    note=f"it changes {outside}, but only when JAX traces the function (the first call and each "
+                         f"retrace){called}")

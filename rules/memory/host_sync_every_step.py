@@ -28,6 +28,7 @@ _MAX_DEPTH = 4
 class HostSyncEveryStep(Rule):
     code = "LL302"
     name = "host-sync-every-step"
+    description = "a host sync (`.item()`, `.cpu()`) on every training step"
     frameworks = ("tf", "pt")
     kind = "perf"
     default_on = False
@@ -69,9 +70,11 @@ for step, (x, y) in enumerate(train_loader):
     optimizer.step()
     running_loss += loss.item()
 """, expect="""
-8:21-8:32 `loss.item()` copies a tensor to the host on every training step: on a GPU it waits for the
-    device to finish all queued work (a host sync), so the next step cannot be queued ahead; keep
-    running values on the device (`total += loss.detach()`) and convert them under `if step % N == 0:`
+8:21-8:32 `loss.item()` copies a tensor to the host on every training step
+    help: keep running values on the device (`total += loss.detach()`) and convert them under `if step %
+        N == 0:`
+    note: on a GPU it waits for the device to finish all queued work (a host sync), so the next step
+        cannot be queued ahead
 """),
         Example("""
 import tensorflow as tf
@@ -82,9 +85,11 @@ for x, y in dataset:
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
     history.append(float(loss))
 """, expect="""
-7:20-7:31 `float(loss)` copies a tensor to the host on every training step: on a GPU it waits for the
-    device to finish all queued work (a host sync), so the next step cannot be queued ahead; keep
-    running values as tensors (a `tf.keras.metrics.Mean`) and convert them under `if step % N == 0:`
+7:20-7:31 `float(loss)` copies a tensor to the host on every training step
+    help: keep running values as tensors (a `tf.keras.metrics.Mean`) and convert them under `if step % N
+        == 0:`
+    note: on a GPU it waits for the device to finish all queued work (a host sync), so the next step
+        cannot be queued ahead
 """),
         Example("""
 import torch.nn.functional as F
@@ -101,14 +106,16 @@ for epoch in range(epochs):
     for x, y in loader:
         train_step(model, opt, x, y)
 """, expect="""
-9:5-9:44 printing the tensor `loss` copies it to the host on every training step, through
-    `train_step(model, opt, x, y)`: on a GPU it waits for the device to finish all queued work (a host
-    sync), so the next step cannot be queued ahead; keep running values on the device (`total +=
-    loss.detach()`) and convert them under `if step % N == 0:`
-10:12-10:39 `loss.detach().cpu().numpy()` copies a tensor to the host on every training step, through
-    `train_step(model, opt, x, y)`: on a GPU it waits for the device to finish all queued work (a host
-    sync), so the next step cannot be queued ahead; keep running values on the device (`total +=
-    loss.detach()`) and convert them under `if step % N == 0:`
+9:5-9:44 printing the tensor `loss` copies it to the host on every training step
+    help: keep running values on the device (`total += loss.detach()`) and convert them under `if step %
+        N == 0:`
+    note: on a GPU it waits for the device to finish all queued work (a host sync), so the next step
+        cannot be queued ahead; run every step through `train_step(model, opt, x, y)`
+10:12-10:39 `loss.detach().cpu().numpy()` copies a tensor to the host on every training step
+    help: keep running values on the device (`total += loss.detach()`) and convert them under `if step %
+        N == 0:`
+    note: on a GPU it waits for the device to finish all queued work (a host sync), so the next step
+        cannot be queued ahead; run every step through `train_step(model, opt, x, y)`
 """),
         Example("""
 import tensorflow as tf
@@ -126,13 +133,16 @@ for epoch in range(EPOCHS):
         train_loss(loss)
         progress.set_postfix(loss=float(loss), mean=train_loss.result().numpy())
 """, expect="""
-14:35-14:46 `float(loss)` copies a tensor to the host on every training step: on a GPU it waits for the
-    device to finish all queued work (a host sync), so the next step cannot be queued ahead; keep
-    running values as tensors (a `tf.keras.metrics.Mean`) and convert them under `if step % N == 0:`
-14:53-14:80 `train_loss.result().numpy()` copies a tensor to the host on every training step: on a GPU
-    it waits for the device to finish all queued work (a host sync), so the next step cannot be queued
-    ahead; keep running values as tensors (a `tf.keras.metrics.Mean`) and convert them under `if step %
-    N == 0:`
+14:35-14:46 `float(loss)` copies a tensor to the host on every training step
+    help: keep running values as tensors (a `tf.keras.metrics.Mean`) and convert them under `if step % N
+        == 0:`
+    note: on a GPU it waits for the device to finish all queued work (a host sync), so the next step
+        cannot be queued ahead
+14:53-14:80 `train_loss.result().numpy()` copies a tensor to the host on every training step
+    help: keep running values as tensors (a `tf.keras.metrics.Mean`) and convert them under `if step % N
+        == 0:`
+    note: on a GPU it waits for the device to finish all queued work (a host sync), so the next step
+        cannot be queued ahead
 """),
     )
     not_flagged = (
@@ -209,12 +219,13 @@ for i, (x, y) in enumerate(loader):
         described = self._transfer(node) if site is not None else None
         if described is None:
             return
-        where = f", through `{self.ctx.snippet(site.path[0])}`" if site.path else ""
+        where = f"; run every step through `{self.ctx.snippet(site.path[0], 40)}`" if site.path else ""
         keep = ("keep running values on the device (`total += loss.detach()`)" if self.ctx.names.uses_framework("pt")
                 else "keep running values as tensors (a `tf.keras.metrics.Mean`)")
-        self.report(node, f"{described} on every training step{where}: on a GPU it waits for the device to "
-                          f"finish all queued work (a host sync), so the next step cannot be queued ahead; {keep} "
-                          f"and convert them under `if step % N == 0:`")
+        self.report(node, f"{described} on every training step",
+                    help=f"{keep} and convert them under `if step % N == 0:`",
+                    note="on a GPU it waits for the device to finish all queued work (a host sync), so the next "
+                         f"step cannot be queued ahead{where}")
 
     # ----- what is a transfer of a tensor ---------------------------------------------------------
     def _may_transfer(self, call: cst.Call) -> bool:
@@ -237,15 +248,15 @@ for i, (x, y) in enumerate(loader):
             # on the device; only values the step computed (the loss, a metric's result) sync.
             if name == "numpy" and not self.ctx.names.uses_framework("pt") and not self._is_tensor(owner, call, 0):
                 return None
-            return f"`{self.ctx.snippet(call)}` copies a tensor to the host"
+            return f"`{self.ctx.snippet(call, 40)}` copies a tensor to the host"
         if owner is None and len(call.args) == 1 and positional_args(call) and any(
                 self.ctx.names.is_builtin(call.func, b) for b in _BUILTIN_CONVERSIONS):
-            return f"`{self.ctx.snippet(call)}` copies a tensor to the host" if self._is_tensor(
+            return f"`{self.ctx.snippet(call, 40)}` copies a tensor to the host" if self._is_tensor(
                 positional_args(call)[0], call, 0) else None
         if self.ctx.names.is_builtin(call.func, "print"):
             shown = next((e for arg in call.args for e in self._shown(arg.value) if self._is_tensor(e, call, 0)), None)
             if shown is not None:
-                return f"printing the tensor `{self.ctx.snippet(shown)}` copies it to the host"
+                return f"printing the tensor `{self.ctx.snippet(shown, 28)}` copies it to the host"
         return None
 
     def _feeds_transfer(self, call: cst.Call) -> bool:

@@ -34,6 +34,7 @@ def _root(expr: cst.BaseExpression) -> str | None:
 class LossTensorAccumulation(Rule):
     code = "LL301"
     name = "loss-tensor-accumulation"
+    description = "a loss tensor kept across steps (autograd graph kept alive)"
     frameworks = ("tf", "pt")
     # The accumulation may sit in a train-step function without a loop of its own: the screen selects
     # the loop that calls it along with it.
@@ -89,9 +90,10 @@ net = SmallNet()
 for epoch in range(epochs):
     print(epoch, train_one_epoch(net, train_loader, optimizer, nn.CrossEntropyLoss()))
 """, expect="""
-16:9-16:24 [safe fix] `+=`-accumulating the loss tensor `loss` into `running` keeps each step's autograd
-    graph and saved activations (batch x widths) alive for a whole pass over the data; use
-    `loss.detach()`
+16:9-16:24 [safe fix] loss tensor `loss` added to `running` with its autograd graph
+    help: use `loss.detach()`
+    note: each step's autograd graph and saved activations (batch x widths) stay alive for a whole pass
+        over the data
 """, fix_diff="""
 @@ -16 +16 @@
 -        running += loss
@@ -113,9 +115,10 @@ for epoch in range(num_epochs):
         epoch_losses.append(loss)
     print(f"epoch {epoch}: {sum(l.item() for l in epoch_losses) / len(epoch_losses):.4f}")
 """, expect="""
-13:9-13:34 [safe fix] appending the loss tensor `loss` into `epoch_losses` keeps each step's autograd
-    graph and saved activations (batch x widths) alive for a whole pass over the data; use
-    `loss.detach()`
+13:9-13:34 [safe fix] loss tensor `loss` appended to `epoch_losses` with its autograd graph
+    help: use `loss.detach()`
+    note: each step's autograd graph and saved activations (batch x widths) stay alive for a whole pass
+        over the data
 """, fix_diff="""
 @@ -13 +13 @@
 -        epoch_losses.append(loss)
@@ -139,8 +142,9 @@ for epoch in range(200):
         g_losses.append(g_loss)
 plot_curve(g_losses)
 """, expect="""
-15:9-15:32 [safe fix] appending the loss tensor `g_loss` into `g_losses` keeps each step's autograd
-    graph and saved activations (batch x widths) alive for the whole run; use `g_loss.detach()`
+15:9-15:32 [safe fix] loss tensor `g_loss` appended to `g_losses` with its autograd graph
+    help: use `g_loss.detach()`
+    note: each step's autograd graph and saved activations (batch x widths) stay alive for the whole run
 """, fix_diff="""
 @@ -15 +15 @@
 -        g_losses.append(g_loss)
@@ -158,9 +162,9 @@ for x, y in loader:
 penalty = torch.stack(history).var()
 penalty.backward()
 """, expect="""
-8:5-8:25 [unsafe fix] appending the loss tensor `loss` into `history` keeps each step's autograd graph
-    and saved activations (batch x widths) alive for the whole run; use `loss.detach()` (unsafe:
-    `history` is differentiated later)
+8:5-8:25 [unsafe fix] loss tensor `loss` appended to `history` with its autograd graph
+    help: use `loss.detach()` (unsafe: `history` is differentiated later)
+    note: each step's autograd graph and saved activations (batch x widths) stay alive for the whole run
 """, fix_diff="""
 @@ -8 +8 @@
 -    history.append(loss)
@@ -176,8 +180,9 @@ for x, y in loader:
     optimizer.step()
     total_loss += loss
 """, expect="""
-8:5-8:23 [safe fix] `+=`-accumulating the loss tensor `loss` into `total_loss` keeps each step's
-    autograd graph and saved activations (batch x widths) alive for the whole run; use `loss.detach()`
+8:5-8:23 [safe fix] loss tensor `loss` added to `total_loss` with its autograd graph
+    help: use `loss.detach()`
+    note: each step's autograd graph and saved activations (batch x widths) stay alive for the whole run
 """, fix_diff="""
 @@ -8 +8 @@
 -    total_loss += loss
@@ -193,8 +198,9 @@ for x, y in dataset:
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
     losses.append(loss)
 """, expect="""
-8:5-8:24 [unsafe fix] appending the loss tensor `loss` into `losses` keeps an eager tensor per step
-    alive for the whole run (~0.6 KiB on CPU, device memory on GPU); use `loss.numpy()`
+8:5-8:24 [unsafe fix] loss tensor `loss` appended to `losses` as an eager tensor
+    help: use `loss.numpy()`
+    note: an eager tensor per step stays alive for the whole run (~0.6 KiB on CPU, device memory on GPU)
 """, fix_diff="""
 @@ -8 +8 @@
 -    losses.append(loss)
@@ -213,8 +219,9 @@ for epoch in range(3):
         step_loss = train_step(batch)
         history.append(step_loss)
 """, expect="""
-11:9-11:34 [safe fix] appending the loss tensor `step_loss` into `history` keeps each step's autograd
-    graph and saved activations (batch x widths) alive for the whole run; use `step_loss.detach()`
+11:9-11:34 [safe fix] loss tensor `step_loss` appended to `history` with its autograd graph
+    help: use `step_loss.detach()`
+    note: each step's autograd graph and saved activations (batch x widths) stay alive for the whole run
 """, fix_diff="""
 @@ -11 +11 @@
 -        history.append(step_loss)
@@ -236,11 +243,13 @@ for x, y in loader:
     loss.backward()
     history["loss"].append(loss)
 """, expect="""
-11:5-11:42 [safe fix] `+=`-accumulating the loss tensor returned by `train_step(model, opt, x, y)` into
-    `total` keeps each step's autograd graph and saved activations (batch x widths) alive for the whole
-    run; use `train_step(model, opt, x, y).detach()`
-14:5-14:33 [safe fix] appending the loss tensor `loss` into `history["loss"]` keeps each step's autograd
-    graph and saved activations (batch x widths) alive for the whole run; use `loss.detach()`
+11:5-11:42 [safe fix] loss tensor `train_step(model, opt, x…` added to `total` with its autograd graph
+    help: use `train_step(model, opt, x, y).detach()`
+    note: `train_step(model, opt, x, y)` returns the loss tensor; each step's autograd graph and saved
+        activations (batch x widths) stay alive for the whole run
+14:5-14:33 [safe fix] loss tensor `loss` appended to `history["loss"]` with its autograd graph
+    help: use `loss.detach()`
+    note: each step's autograd graph and saved activations (batch x widths) stay alive for the whole run
 """, fix_diff="""
 @@ -11 +11 @@
 -    total += train_step(model, opt, x, y)
@@ -271,10 +280,12 @@ class Trainer:
             for x, y in self.loader:
                 self.train_step(x, y)
 """, expect="""
-15:9-15:33 [safe fix] appending the loss tensor `loss` into `self.losses` keeps each step's autograd
-    graph and saved activations (batch x widths) alive for the whole run; use `loss.detach()`
-16:9-16:32 [safe fix] `+=`-accumulating the loss tensor `loss` into `self.total_loss` keeps each step's
-    autograd graph and saved activations (batch x widths) alive for the whole run; use `loss.detach()`
+15:9-15:33 [safe fix] loss tensor `loss` appended to `self.losses` with its autograd graph
+    help: use `loss.detach()`
+    note: each step's autograd graph and saved activations (batch x widths) stay alive for the whole run
+16:9-16:32 [safe fix] loss tensor `loss` added to `self.total_loss` with its autograd graph
+    help: use `loss.detach()`
+    note: each step's autograd graph and saved activations (batch x widths) stay alive for the whole run
 """, fix_diff="""
 @@ -15,2 +15,2 @@
 -        self.losses.append(loss)
@@ -298,10 +309,12 @@ def fit(model, loader, optimizer, criterion, epochs):
             metrics["loss"] += loss
     return history, metrics
 """, expect="""
-12:13-12:47 [safe fix] appending the loss tensor `loss` into `history["train_loss"]` keeps each step's
-    autograd graph and saved activations (batch x widths) alive for the whole run; use `loss.detach()`
-13:13-13:36 [safe fix] `+=`-accumulating the loss tensor `loss` into `metrics["loss"]` keeps each step's
-    autograd graph and saved activations (batch x widths) alive for the whole run; use `loss.detach()`
+12:13-12:47 [safe fix] loss tensor `loss` appended to `history["train_loss"]` with its autograd graph
+    help: use `loss.detach()`
+    note: each step's autograd graph and saved activations (batch x widths) stay alive for the whole run
+13:13-13:36 [safe fix] loss tensor `loss` added to `metrics["loss"]` with its autograd graph
+    help: use `loss.detach()`
+    note: each step's autograd graph and saved activations (batch x widths) stay alive for the whole run
 """, fix_diff="""
 @@ -12,2 +12,2 @@
 -            history["train_loss"].append(loss)
@@ -325,8 +338,9 @@ for epoch in range(epochs):
         loss, logits = train_step(model, optimizer, x, y)
         history.append(loss)
 """, expect="""
-14:9-14:29 [safe fix] appending the loss tensor `loss` into `history` keeps each step's autograd graph
-    and saved activations (batch x widths) alive for the whole run; use `loss.detach()`
+14:9-14:29 [safe fix] loss tensor `loss` appended to `history` with its autograd graph
+    help: use `loss.detach()`
+    note: each step's autograd graph and saved activations (batch x widths) stay alive for the whole run
 """, fix_diff="""
 @@ -14 +14 @@
 -        history.append(loss)
@@ -349,9 +363,10 @@ model = torchvision.models.resnet50(num_classes=100)
 for epoch in range(epochs):
     print(epoch, train_one_epoch(model, train_loader, optimizer, torch.nn.CrossEntropyLoss()))
 """, expect="""
-11:9-11:24 [safe fix] `+=`-accumulating the loss tensor `loss` into `running` keeps each step's autograd
-    graph and saved activations (batch x widths) alive for a whole pass over the data; use
-    `loss.detach()`
+11:9-11:24 [safe fix] loss tensor `loss` added to `running` with its autograd graph
+    help: use `loss.detach()`
+    note: each step's autograd graph and saved activations (batch x widths) stay alive for a whole pass
+        over the data
 """, fix_diff="""
 @@ -11 +11 @@
 -        running += loss
@@ -527,24 +542,28 @@ class Trainer:
         code = self.ctx.snippet(held)
         target = self.ctx.snippet(accumulator)
         life = "for a whole pass over the data" if per_epoch else "for the whole run"
-        action = "appending" if isinstance(node, cst.Call) else "`+=`-accumulating"
-        what = f"the loss tensor `{code}`" if isinstance(held, cst.Name) else f"the loss tensor returned by `{code}`"
+        # The headline: `loss tensor `loss` appended to `history` with its autograd graph`.
+        action = "appended to" if isinstance(node, cst.Call) else "added to"
+        headline = f"loss tensor `{self.ctx.snippet(held, 25)}` {action} `{self.ctx.snippet(accumulator, 23)}`"
+        returned = "" if isinstance(held, cst.Name) else f"`{code}` returns the loss tensor; "
         if framework == "pt":
             converted = code + ".detach()"
             unsafe = self._differentiated_later(root, node)
-            message = (f"{action} {what} into `{target}` keeps each step's autograd graph and saved activations "
-                       f"(batch x widths) alive {life}; use `{converted}`"
-                       + (f" (unsafe: `{target}` is differentiated later)" if unsafe else ""))
+            message = f"{headline} with its autograd graph"
+            remedy = f"use `{converted}`" + (f" (unsafe: `{target}` is differentiated later)" if unsafe else "")
+            note = (f"{returned}each step's autograd graph and saved activations (batch x widths) stay alive "
+                    f"{life}")
             fix = FixSpec("unsafe" if unsafe else "safe", [Replacement(held, self.ctx.module.code_for_node(held)
                                                                        + ".detach()")],
                           f"`{converted}`: the same values, without their graphs")
         else:
             converted = code + ".numpy()"
-            message = (f"{action} {what} into `{target}` keeps an eager tensor per step alive {life} (~0.6 KiB on "
-                       f"CPU, device memory on GPU); use `{converted}`")
+            message = f"{headline} as an eager tensor"
+            remedy = f"use `{converted}`"
+            note = f"{returned}an eager tensor per step stays alive {life} (~0.6 KiB on CPU, device memory on GPU)"
             fix = FixSpec("unsafe", [Replacement(held, self.ctx.module.code_for_node(held) + ".numpy()")],
                           f"`{converted}`: NumPy values instead of tensors")
-        self.report(node, message, fix=fix)
+        self.report(node, message, fix=fix, help=remedy, note=note)
 
     def _steps_kept(self, name: str, at: cst.CSTNode) -> int | None:
         """How many steps the accumulator `name` holds at most, where the file says it: the iterations of the

@@ -17,6 +17,7 @@ _TAPE_READS = ("gradient", "jacobian", "batch_jacobian")
 class PersistentTapeInLoop(Rule):
     code = "LL304"
     name = "persistent-tape-in-loop"
+    description = "a persistent GradientTape created every iteration"
     frameworks = ("tf",)
     kind = "perf"
     probe = "mem"
@@ -56,10 +57,11 @@ def train_step(x, y):
 for x, y in dataset:
     tape, loss = train_step(x, y)
 """, expect="""
-3:10-3:42 a persistent `tf.GradientTape` is created on every iteration, in `train_step`, which `for x, y
-    in dataset` calls on every iteration, and `tape` is never deleted: the tape and every tensor it
-    recorded (the step's activations) stay alive until the next iteration rebinds it, so peak memory
-    holds one extra step (not growth); add `del tape` after its last `tape.gradient(...)`
+3:10-3:42 persistent `tf.GradientTape` `tape` is created every iteration and never deleted
+    help: add `del tape` after its last `tape.gradient(...)`
+    note: created in `train_step`, which `for x, y in dataset` calls on every iteration: the tape and
+        every tensor it recorded (the step's activations) stay alive until the next iteration rebinds
+        `tape`: peak memory holds one extra step (not growth)
 """),
         Example("""
 import tensorflow as tf
@@ -73,10 +75,10 @@ for step, (x, y) in enumerate(dataset):
     g_opt.apply_gradients(zip(g_grads, generator.trainable_variables))
     d_opt.apply_gradients(zip(d_grads, discriminator.trainable_variables))
 """, expect="""
-3:10-3:42 a persistent `tf.GradientTape` is created on every iteration, inside a loop, and `tape` is
-    never deleted: the tape and every tensor it recorded (the step's activations) stay alive until the
-    next iteration rebinds it, so peak memory holds one extra step (not growth); add `del tape` after
-    its last `tape.gradient(...)`
+3:10-3:42 persistent `tf.GradientTape` `tape` is created every iteration and never deleted
+    help: add `del tape` after its last `tape.gradient(...)`
+    note: the tape and every tensor it recorded (the step's activations) stay alive until the next
+        iteration rebinds `tape`: peak memory holds one extra step (not growth)
 """),
         Example("""
 from tensorflow import GradientTape
@@ -91,10 +93,10 @@ def fit(model, batches, opt):
         aux_grads = tape.gradient(loss_aux, model.aux_head.trainable_variables)
         opt.apply_gradients(zip(grads, model.trainable_variables))
 """, expect="""
-4:16-4:45 a persistent `tf.GradientTape` is created on every iteration, inside a loop, and `tape` is
-    never deleted: the tape and every tensor it recorded (the step's activations) stay alive until the
-    next iteration rebinds it, so peak memory holds one extra step (not growth); add `del tape` after
-    its last `tape.gradient(...)`
+4:16-4:45 persistent `tf.GradientTape` `tape` is created every iteration and never deleted
+    help: add `del tape` after its last `tape.gradient(...)`
+    note: the tape and every tensor it recorded (the step's activations) stay alive until the next
+        iteration rebinds `tape`: peak memory holds one extra step (not growth)
 """),
         Example("""
 import tensorflow as tf
@@ -109,10 +111,10 @@ while epoch < epochs:
         opt.apply_gradients(zip(grads, model.trainable_variables))
     epoch += 1
 """, expect="""
-5:14-5:46 a persistent `tf.GradientTape` is created on every iteration, inside a loop, and `t` is never
-    deleted: the tape and every tensor it recorded (the step's activations) stay alive until the next
-    iteration rebinds it, so peak memory holds one extra step (not growth); add `del t` after its last
-    `t.gradient(...)`
+5:14-5:46 persistent `tf.GradientTape` `t` is created every iteration and never deleted
+    help: add `del t` after its last `t.gradient(...)`
+    note: the tape and every tensor it recorded (the step's activations) stay alive until the next
+        iteration rebinds `t`: peak memory holds one extra step (not growth)
 """),
         Example("""
 import tensorflow as tf
@@ -129,10 +131,10 @@ def integrated_gradients(model, inputs, labels, baselines):
         attributions.append(map_features(grad_of, point))
     return attributions
 """, expect="""
-5:14-5:46 a persistent `tf.GradientTape` is created on every iteration, inside a loop, and `tape` is
-    never deleted: the tape and every tensor it recorded (the step's activations) stay alive until the
-    next iteration rebinds it, so peak memory holds one extra step (not growth); add `del tape` after
-    its last `tape.gradient(...)`
+5:14-5:46 persistent `tf.GradientTape` `tape` is created every iteration and never deleted
+    help: add `del tape` after its last `tape.gradient(...)`
+    note: the tape and every tensor it recorded (the step's activations) stay alive until the next
+        iteration rebinds `tape`: peak memory holds one extra step (not growth)
 """),
     )
     not_flagged = (
@@ -200,11 +202,11 @@ def train_step(batch):
             return
         if isinstance(unit, cst.FunctionDef) and not self._handed_to_loop(unit, name):
             return  # a step function's local tape is freed when the function returns
-        where = ctx.loop_values.inside(unit)
-        self.report(node, f"a persistent `tf.GradientTape` is created on every iteration, {where}, "
-                          f"and `{name}` is never deleted: the tape and every tensor it recorded (the step's "
-                          f"activations) stay alive until the next iteration rebinds it, so peak memory holds one "
-                          f"extra step (not growth); add `del {name}` after its last `{name}.gradient(...)`")
+        where = f"created {ctx.loop_values.inside(unit)}: " if isinstance(unit, cst.FunctionDef) else ""
+        self.report(node, f"persistent `tf.GradientTape` `{name}` is created every iteration and never deleted",
+                    help=f"add `del {name}` after its last `{name}.gradient(...)`",
+                    note=f"{where}the tape and every tensor it recorded (the step's activations) stay alive until "
+                         f"the next iteration rebinds `{name}`: peak memory holds one extra step (not growth)")
 
     def _handed_to_loop(self, function: cst.FunctionDef, name: str) -> bool:
         """`function` returns the tape and every call of it keeps what it returns (`tape, loss = step(x)`)."""

@@ -38,6 +38,7 @@ def _literal(expr: cst.BaseExpression | None) -> str | None:
 class RetainGraphInLoop(Rule):
     code = "LL303"
     name = "retain-graph-in-loop"
+    description = "`retain_graph=True` with no second backward"
     frameworks = ("pt",)
     kind = "perf"
     needs = Needs(file=(("text:retain_graph",),), statement=(("call:backward", "call:grad"),))
@@ -83,9 +84,10 @@ for epoch in range(args.epochs):
         loss.backward(retain_graph=True)
         optimizer.step()
 """, expect="""
-7:9-7:41 `retain_graph=True` with no second backward through this graph later in the iteration: the
-    graph and its saved activations stay alive until the next iteration replaces them, so peak memory
-    holds one extra step (no growth by itself); drop `retain_graph=True`
+7:9-7:41 `retain_graph=True` with no second backward through this graph in the iteration
+    help: drop `retain_graph=True`
+    note: the graph and its saved activations stay alive until the next iteration replaces them: peak
+        memory holds one extra step (no growth by itself)
 """),
         Example("""
 import torch
@@ -105,10 +107,11 @@ class Trainer:
         for x, y in loader:
             self.train_step(x, y)
 """, expect="""
-11:9-11:41 `retain_graph=True` with no second backward through this graph later in the iteration (run
-    every iteration through `self.train_step(x, y)`): the graph and its saved activations stay alive
-    until the next iteration replaces them, so peak memory holds one extra step (no growth by itself);
-    drop `retain_graph=True`
+11:9-11:41 `retain_graph=True` with no second backward through this graph in the iteration
+    help: drop `retain_graph=True`
+    note: the graph and its saved activations stay alive until the next iteration replaces them: peak
+        memory holds one extra step (no growth by itself); run every iteration through
+        `self.train_step(x, y)`
 """),
         Example("""
 import torch
@@ -120,13 +123,11 @@ for inputs, targets in batches:
     torch.autograd.backward(loss, retain_graph=True)
     opt.step()
 """, expect="""
-7:5-7:53 `retain_graph=True` with no second backward through this graph later in the iteration: the
-    graph and its saved activations stay alive until the next iteration replaces them, so peak memory
-    holds one extra step (no growth by itself); drop `retain_graph=True`. `hidden` is carried into the
-    next iteration: while it references this graph, each backward runs through every earlier step
-    (memory and time grow each step), or raises 'modified by an inplace operation' once the optimizer
-    has updated the weights it saved — detach it (`hidden = hidden.detach()`) at the start of the
-    iteration instead
+7:5-7:53 `retain_graph=True` while `hidden` carries this graph into the next iteration
+    help: detach the carried value at the start of the iteration (`hidden = hidden.detach()`) and drop
+        `retain_graph=True`
+    note: each backward runs through every earlier step (memory and time grow each step), or raises
+        'modified by an inplace operation' once the optimizer has updated the weights it saved
 """),
         Example("""
 import torch
@@ -139,9 +140,10 @@ for x, y in loader:
         for p, g in zip(params, grads):
             p -= lr * g
 """, expect="""
-6:13-6:50 `retain_graph=True` with no second backward through this graph later in the iteration: the
-    graph and its saved activations stay alive until the next iteration replaces them, so peak memory
-    holds one extra step (no growth by itself); drop `retain_graph=True`
+6:13-6:50 `retain_graph=True` with no second backward through this graph in the iteration
+    help: drop `retain_graph=True`
+    note: the graph and its saved activations stay alive until the next iteration replaces them: peak
+        memory holds one extra step (no growth by itself)
 """),
     )
     not_flagged = (
@@ -234,16 +236,19 @@ for real in loader:
                 or self._from_earlier(differentiated, region, node):
             return
         carried = self._carried(differentiated, region, node)
-        where = f" (run every iteration through `{self.ctx.snippet(sites[0].path[0])}`)" if sites[0].path else ""
-        message = (f"`retain_graph=True` with no second backward through this graph later in the iteration"
-                   f"{where}: the graph and its saved activations stay alive until the next iteration replaces "
-                   f"them, so peak memory holds one extra step (no growth by itself); drop `retain_graph=True`")
+        where = f"; run every iteration through `{self.ctx.snippet(sites[0].path[0], 40)}`" if sites[0].path else ""
         if carried:
-            message += (f". `{carried}` is carried into the next iteration: while it references this graph, each "
-                        f"backward runs through every earlier step (memory and time grow each step), or raises "
-                        f"'modified by an inplace operation' once the optimizer has updated the weights it saved — "
-                        f"detach it (`{carried} = {carried}.detach()`) at the start of the iteration instead")
-        self.report(node, message)
+            self.report(node, f"`retain_graph=True` while `{carried}` carries this graph into the next iteration",
+                        help=f"detach the carried value at the start of the iteration (`{carried} = {carried}.detach()`)"
+                             " and drop `retain_graph=True`",
+                        note="each backward runs through every earlier step (memory and time grow each step), or "
+                             "raises 'modified by an inplace operation' once the optimizer has updated the weights it "
+                             f"saved{where}")
+            return
+        self.report(node, "`retain_graph=True` with no second backward through this graph in the iteration",
+                    help="drop `retain_graph=True`",
+                    note="the graph and its saved activations stay alive until the next iteration replaces them: "
+                         f"peak memory holds one extra step (no growth by itself){where}")
 
     def _retaining(self, call: cst.Call) -> cst.BaseExpression | None:
         """The differentiated value of a gradient call that passes `retain_graph=True` without `create_graph`."""

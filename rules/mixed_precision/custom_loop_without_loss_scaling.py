@@ -14,6 +14,7 @@ from lintloop.screen import Needs
 class CustomLoopWithoutLossScaling(Rule):
     code = "LL602"
     name = "custom-loop-without-loss-scaling"
+    description = "a custom loop under `mixed_float16` without loss scaling"
     frameworks = ("tf",)
     probe = "grad"
     needs = Needs(file=(("text:float16",),), statement=(("call:apply_gradients",), ("call:gradient",)))
@@ -71,10 +72,11 @@ def main(args):
     for x, y in dataset:
         train_step(x, y)
 """, expect="""
-13:9-13:73 custom training step under the "mixed_float16" policy set at line 4 with `optimizer`, not a
-    LossScaleOptimizer: gradients computed in float16 underflow to zero (values below 6e-8) with no
-    warning; wrap it in `keras.mixed_precision.LossScaleOptimizer` and differentiate
-    `optimizer.scale_loss(loss)`
+13:9-13:73 `optimizer` in this custom float16 training step is not a LossScaleOptimizer
+    help: wrap it in `keras.mixed_precision.LossScaleOptimizer` and differentiate
+        `optimizer.scale_loss(loss)`
+    note: under the "mixed_float16" policy set at line 4, gradients computed in float16 underflow to
+        zero (values below 6e-8) with no warning
 """),
         Example("""
 import keras
@@ -88,10 +90,11 @@ def train(model, dataset):
         grads = tape.gradient(loss, model.trainable_variables)
         opt.apply_gradients(zip(grads, model.trainable_variables))
 """, expect="""
-10:9-10:67 `opt` is a LossScaleOptimizer under the "mixed_float16" policy set at line 4, but the loss of
-    this custom training step is never scaled: a Keras 3 LossScaleOptimizer divides the gradients by the
-    loss scale (32,768) in `apply_gradients` anyway: every update is 32,768 times too small, with no
-    warning; differentiate `opt.scale_loss(loss)`, computed inside the tape
+10:9-10:67 custom training step never scales the loss for LossScaleOptimizer `opt`
+    help: differentiate `opt.scale_loss(loss)`, computed inside the tape
+    note: under the "mixed_float16" policy set at line 4: a Keras 3 LossScaleOptimizer divides the
+        gradients by the loss scale (32,768) in `apply_gradients` anyway, so every update is 32,768
+        times too small, with no warning
 """),
         Example("""
 import tensorflow as tf
@@ -105,11 +108,12 @@ def run(model, dataset, steps):
         grads = tape.gradient(loss, model.trainable_variables)
         opt.apply_gradients(zip(grads, model.trainable_variables))
 """, expect="""
-10:9-10:67 `opt` is a LossScaleOptimizer under the "mixed_float16" policy set at line 4, but the loss of
-    this custom training step is never scaled: the gradients are not scaled, so small ones underflow to
-    zero in float16 as without loss scaling (Keras 2 warns 'You forgot to call
-    LossScaleOptimizer.get_scaled_loss()'); differentiate `opt.get_scaled_loss(loss)` and pass the
-    gradients through `opt.get_unscaled_gradients(...)`
+10:9-10:67 custom training step never scales the loss for LossScaleOptimizer `opt`
+    help: differentiate `opt.get_scaled_loss(loss)` and pass the gradients through
+        `opt.get_unscaled_gradients(...)`
+    note: under the "mixed_float16" policy set at line 4: the gradients are not scaled, so small ones
+        underflow to zero in float16 as without loss scaling (Keras 2 warns 'You forgot to call
+        LossScaleOptimizer.get_scaled_loss()')
 """),
     )
     not_flagged = (
@@ -200,30 +204,30 @@ class BlockTest(tf.test.TestCase):
             scales = True  # `compile` wrapped it in a LossScaleOptimizer
         if scales is None or scales and ctx.mixed_precision.scales_loss(node):
             return
-        name = ctx.snippet(optimizer)
+        name, short = ctx.snippet(optimizer, 40), ctx.snippet(optimizer, 30)
         where = f"the {policy.label} policy set at line {ctx.line_of(policy.call)}"
         built = ctx.flow.constructed_by(optimizer, node)
         major = ctx.tf.keras_major(built[0]) if built else policy.keras_major
         if not scales:
             scaled = (f"`{name}.scale_loss(loss)`" if major >= 3 else
                       "`opt.get_scaled_loss(loss)`, then unscale with `opt.get_unscaled_gradients(grads)`")
-            self.report(node, f"custom training step under {where} with `{name}`, not a LossScaleOptimizer: "
-                              f"gradients computed in float16 underflow to zero (values below 6e-8) with no "
-                              f"warning; wrap it in `keras.mixed_precision.LossScaleOptimizer` and differentiate "
-                              f"{scaled}")
+            self.report(node, f"`{short}` in this custom float16 training step is not a LossScaleOptimizer",
+                        help=f"wrap it in `keras.mixed_precision.LossScaleOptimizer` and differentiate {scaled}",
+                        note=f"under {where}, gradients computed in float16 underflow to zero (values below 6e-8) "
+                             "with no warning")
             return
         if major >= 3:
             consequence = ("a Keras 3 LossScaleOptimizer divides the gradients by the loss scale (32,768) in "
-                           "`apply_gradients` anyway: every update is 32,768 times too small, with no warning")
+                           "`apply_gradients` anyway, so every update is 32,768 times too small, with no warning")
             fix = f"differentiate `{name}.scale_loss(loss)`, computed inside the tape"
         else:
             consequence = ("the gradients are not scaled, so small ones underflow to zero in float16 as without "
                            "loss scaling (Keras 2 warns 'You forgot to call LossScaleOptimizer.get_scaled_loss()')")
             fix = (f"differentiate `{name}.get_scaled_loss(loss)` and pass the gradients through "
                    f"`{name}.get_unscaled_gradients(...)`")
-        wrapped = " (wrapped by `compile`)" if built is None else ""
-        self.report(node, f"`{name}` is a LossScaleOptimizer{wrapped} under {where}, but the loss of this "
-                          f"custom training step is never scaled: {consequence}; {fix}")
+        wrapped = "wrapped by `compile` " if built is None else ""
+        self.report(node, f"custom training step never scales the loss for LossScaleOptimizer `{short}`",
+                    help=fix, note=f"{wrapped}under {where}: {consequence}")
 
     @cached_property
     def _gradient_scopes(self) -> set[cst.CSTNode]:

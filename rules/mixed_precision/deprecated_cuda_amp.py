@@ -20,6 +20,7 @@ _NOT_A_READ = (cst.Attribute, cst.Param, cst.FunctionDef, cst.ClassDef, cst.Assi
 class DeprecatedCudaAmp(Rule):
     code = "LL603"
     name = "deprecated-cuda-amp"
+    description = "deprecated `torch.cuda.amp` / `torch.cpu.amp` spellings"
     frameworks = ("pt",)
     kind = "hygiene"
     needs = Needs(statement=(("name:amp",), ("name:autocast", "name:GradScaler")))
@@ -65,10 +66,12 @@ for x, y in loader:
     scaler.step(optimizer)
     scaler.update()
 """, expect="""
-2:10-2:54 [safe fix] `torch.cuda.amp.GradScaler(...)` is deprecated (a FutureWarning at every call); use
-    `torch.amp.GradScaler("cuda", ...)`
-4:10-4:52 [safe fix] `torch.cuda.amp.autocast(...)` is deprecated (a FutureWarning at every call); use
-    `torch.autocast("cuda", ...)`
+2:10-2:54 [safe fix] `torch.cuda.amp.GradScaler(...)` is deprecated
+    help: use `torch.amp.GradScaler("cuda", ...)`
+    note: it emits a FutureWarning at every call
+4:10-4:52 [safe fix] `torch.cuda.amp.autocast(...)` is deprecated
+    help: use `torch.autocast("cuda", ...)`
+    note: it emits a FutureWarning at every call
 """, fix_diff="""
 @@ -2 +2 @@
 -scaler = torch.cuda.amp.GradScaler(enabled=args.fp16)
@@ -84,10 +87,12 @@ scaler = GradScaler(init_scale=1024)
 with autocast(dtype=torch.bfloat16):
     out = model(x)
 """, expect="""
-3:10-3:37 [safe fix] `torch.cuda.amp.GradScaler(...)` is deprecated (a FutureWarning at every call); use
-    `torch.amp.GradScaler("cuda", ...)`
-4:6-4:36 [safe fix] `torch.cuda.amp.autocast(...)` is deprecated (a FutureWarning at every call); use
-    `torch.autocast("cuda", ...)`
+3:10-3:37 [safe fix] `torch.cuda.amp.GradScaler(...)` is deprecated
+    help: use `torch.amp.GradScaler("cuda", ...)`
+    note: it emits a FutureWarning at every call
+4:6-4:36 [safe fix] `torch.cuda.amp.autocast(...)` is deprecated
+    help: use `torch.autocast("cuda", ...)`
+    note: it emits a FutureWarning at every call
 """, fix_diff="""
 @@ -3,2 +3,2 @@
 -scaler = GradScaler(init_scale=1024)
@@ -103,8 +108,9 @@ class Net(torch.nn.Module):
     def forward(self, x):
         return self.body(x)
 """, expect="""
-4:6-4:20 [safe fix] `torch.cuda.amp.autocast(...)` is deprecated (a FutureWarning at every call); use
-    `torch.autocast("cuda", ...)`
+4:6-4:20 [safe fix] `torch.cuda.amp.autocast(...)` is deprecated
+    help: use `torch.autocast("cuda", ...)`
+    note: it emits a FutureWarning at every call
 """, fix_diff="""
 @@ -4 +4 @@
 -    @amp.autocast()
@@ -116,9 +122,10 @@ from torch.cpu.amp import autocast
 with autocast():
     y = model(x)
 """, expect="""
-3:6-3:16 `torch.cpu.amp.autocast(...)` is deprecated (a FutureWarning at every call); use
-    `torch.autocast("cpu", ...)` (no automatic fix: this file binds no name to `torch`; add `import
-    torch`)
+3:6-3:16 `torch.cpu.amp.autocast(...)` is deprecated
+    help: use `torch.autocast("cpu", ...)`
+    note: it emits a FutureWarning at every call; no automatic fix: this file binds no name to `torch`;
+        add `import torch`
 """),
         Example("""
 import contextlib
@@ -128,8 +135,9 @@ amp_ctx = functools.partial(torch.cuda.amp.autocast, dtype=torch.float16) if arg
 with amp_ctx():
     loss = model(x).mean()
 """, expect="""
-4:29-4:52 `torch.cuda.amp.autocast` is deprecated (a FutureWarning at every call); call
-    `torch.autocast("cuda", ...)` instead (no automatic fix for a reference)
+4:29-4:52 `torch.cuda.amp.autocast` is deprecated
+    help: call `torch.autocast("cuda", ...)` instead
+    note: it emits a FutureWarning at every call; no automatic fix for a reference
 """),
         Example("""
 import torch
@@ -139,8 +147,9 @@ except ImportError:
     from torch.amp import GradScaler
 scaler = GradScaler(enabled=use_amp)
 """, expect="""
-6:10-6:37 [safe fix] `torch.cuda.amp.GradScaler(...)` is deprecated (a FutureWarning at every call); use
-    `torch.amp.GradScaler("cuda", ...)`
+6:10-6:37 [safe fix] `torch.cuda.amp.GradScaler(...)` is deprecated
+    help: use `torch.amp.GradScaler("cuda", ...)`
+    note: it emits a FutureWarning at every call
 """, fix_diff="""
 @@ -6 +6 @@
 -scaler = GradScaler(enabled=use_amp)
@@ -204,12 +213,14 @@ scaler = GradScaler("cuda", enabled=use_amp)
         kind, device = DEPRECATED_AMP[qualname]
         old = f"torch.{device}.amp.{kind}"
         new = f"torch.autocast(\"{device}\", ...)" if kind == "autocast" else f"torch.amp.GradScaler(\"{device}\", ...)"
-        message = f"`{old}(...)` is deprecated (a FutureWarning at every call); use `{new}`"
+        message = f"`{old}(...)` is deprecated"
+        warning = "it emits a FutureWarning at every call"
         replacement, missing = self._replacement(node, kind, device)
         if replacement is None:
-            self.report(node, f"{message} (no automatic fix: {missing})")
+            self.report(node, message, help=f"use `{new}`", note=f"{warning}; no automatic fix: {missing}")
             return
-        self.report(node, message, FixSpec("safe", [Replacement(node, replacement)], f"use `{new}`"))
+        self.report(node, message, FixSpec("safe", [Replacement(node, replacement)], f"use `{new}`"),
+                    help=f"use `{new}`", note=warning)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self._check_reference(node)
@@ -251,8 +262,8 @@ scaler = GradScaler("cuda", enabled=use_amp)
             return  # not a read of the import (a name the file also binds is left alone)
         kind, device = DEPRECATED_AMP[qualname]
         new = "torch.autocast" if kind == "autocast" else "torch.amp.GradScaler"
-        self.report(node, f"`torch.{device}.amp.{kind}` is deprecated (a FutureWarning at every call); call "
-                          f"`{new}(\"{device}\", ...)` instead (no automatic fix for a reference)")
+        self.report(node, f"`torch.{device}.amp.{kind}` is deprecated", help=f"call `{new}(\"{device}\", ...)` instead",
+                    note="it emits a FutureWarning at every call; no automatic fix for a reference")
 
     def _replacement(self, call: cst.Call, kind: str, device: str) -> tuple[str | None, str]:
         """The new call's code, or None and why there is none."""

@@ -18,6 +18,7 @@ _FLOAT32 = {"float32", "tensorflow.float32", "tensorflow.dtypes.float32", "keras
 class Float16OutputLayer(Rule):
     code = "LL601"
     name = "float16-output-layer"
+    description = "a softmax/sigmoid output layer not in float32 under `mixed_float16`"
     frameworks = ("tf",)
     kind = "bug"
     fix_kind = "safe"
@@ -73,10 +74,12 @@ model = keras.Sequential([
 ])
 model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
 """, expect="""
-7:5-7:49 [safe fix] the model's output layer `keras.layers.Dense(10, activation="softmax")` applies a
-    softmax in float16: the global policy is "mixed_float16" (line 3), so its output is float16 and
-    saturates (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading by about
-    7.6 gets exactly 1.0); give it `dtype="float32"`
+7:5-7:49 [safe fix] output layer `keras.layers.Dense(10, activation="softmax")` computes its softmax in
+    float16
+    help: give it `dtype="float32"`
+    note: the global policy is "mixed_float16" (line 3), so its output is float16 and saturates
+        (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading by about 7.6 gets
+        exactly 1.0)
 """, fix_diff="""
 @@ -7 +7 @@
 -    keras.layers.Dense(10, activation="softmax"),
@@ -93,10 +96,12 @@ x = layers.Dense(10)(x)
 outputs = layers.Activation("softmax", name="predictions")(x)
 model = keras.Model(inputs=inputs, outputs=outputs)
 """, expect="""
-8:11-8:59 [safe fix] the model's output layer `layers.Activation("softmax", name="predictions")` applies
-    a softmax in float16: the global policy is "mixed_float16" (line 4), so its output is float16 and
-    saturates (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading by about
-    7.6 gets exactly 1.0); give it `dtype="float32"`
+8:11-8:59 [safe fix] output layer `layers.Activation("softmax", name="predictions")` computes its
+    softmax in float16
+    help: give it `dtype="float32"`
+    note: the global policy is "mixed_float16" (line 4), so its output is float16 and saturates
+        (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading by about 7.6 gets
+        exactly 1.0)
 """, fix_diff="""
 @@ -8 +8 @@
 -outputs = layers.Activation("softmax", name="predictions")(x)
@@ -113,10 +118,12 @@ class Detector(tf.keras.Model):
     def call(self, x):
         return self.head(self.backbone(x))
 """, expect="""
-7:21-7:67 [safe fix] the model's output layer `tf.keras.layers.Dense(1, activation="sigmoid")` applies a
-    sigmoid in float16: the global policy is "float32" or "mixed_float16" (line 2), so its output is
-    float16 and saturates (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading
-    by about 7.6 gets exactly 1.0); give it `dtype="float32"`
+7:21-7:67 [safe fix] output layer `tf.keras.layers.Dense(1, activation="sigmoid")` computes its sigmoid
+    in float16
+    help: give it `dtype="float32"`
+    note: the global policy is "float32" or "mixed_float16" (line 2), so its output is float16 and
+        saturates (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading by
+        about 7.6 gets exactly 1.0)
 """, fix_diff="""
 @@ -7 +7 @@
 -        self.head = tf.keras.layers.Dense(1, activation="sigmoid")
@@ -131,10 +138,12 @@ def build_model():
     model.add(tf.keras.layers.Dense(10, activation="softmax", dtype="float16"))
     return model
 """, expect="""
-6:15-6:79 [safe fix] the model's output layer `tf.keras.layers.Dense(10, activation="softmax", d…`
-    applies a softmax in float16: the global policy is "mixed_float16" (line 2), so its output is
-    float16 and saturates (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading
-    by about 7.6 gets exactly 1.0); give it `dtype="float32"`
+6:15-6:79 [safe fix] output layer `tf.keras.layers.Dense(10, activation="softmax",…` computes its
+    softmax in float16
+    help: give it `dtype="float32"`
+    note: the global policy is "mixed_float16" (line 2), so its output is float16 and saturates
+        (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading by about 7.6 gets
+        exactly 1.0)
 """, fix_diff="""
 @@ -6 +6 @@
 -    model.add(tf.keras.layers.Dense(10, activation="softmax", dtype="float16"))
@@ -146,11 +155,12 @@ keras.mixed_precision.set_global_policy("mixed_float16")
 model = keras.applications.EfficientNetB0(weights=None, classes=5)
 model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
 """, expect="""
-3:9-3:67 the model's output layer `keras.applications.EfficientNetB0(weights=None, c…` applies a softmax
-    in float16: the global policy is "mixed_float16" (line 2), so its output is float16 and saturates
-    (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading by about 7.6 gets
-    exactly 1.0); give it `dtype="float32"`; this model has no dtype argument for it: build it with
-    `classifier_activation=None` and add `Activation("softmax", dtype="float32")`
+3:9-3:67 output layer `keras.applications.EfficientNetB0(weights=None,…` computes its softmax in float16
+    help: build it with `classifier_activation=None` and add `Activation("softmax", dtype="float32")`
+        (the model has no dtype argument for it)
+    note: the global policy is "mixed_float16" (line 2), so its output is float16 and saturates
+        (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading by about 7.6 gets
+        exactly 1.0)
 """),
         Example("""
 import tensorflow as tf
@@ -161,10 +171,12 @@ baseline = build_classifier()
 tf.keras.mixed_precision.set_global_policy("mixed_float16")
 fast = build_classifier()
 """, expect="""
-4:33-4:80 [safe fix] the model's output layer `tf.keras.layers.Dense(10, activation="softmax")` applies
-    a softmax in float16: the global policy is "mixed_float16" (line 6), so its output is float16 and
-    saturates (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading by about
-    7.6 gets exactly 1.0); give it `dtype="float32"`
+4:33-4:80 [safe fix] output layer `tf.keras.layers.Dense(10, activation="softmax")` computes its softmax
+    in float16
+    help: give it `dtype="float32"`
+    note: the global policy is "mixed_float16" (line 6), so its output is float16 and saturates
+        (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading by about 7.6 gets
+        exactly 1.0)
 """, fix_diff="""
 @@ -4 +4 @@
 -                                tf.keras.layers.Dense(10, activation="softmax")])
@@ -256,13 +268,14 @@ Trainer().fit_fast_head(x_train, y_train)
             if layer is not None:
                 if self._computes_in_float32(layer):
                     continue
-                self.report(layer, self._message(output, setting.label, setting.call),
-                            FixSpec("safe", [Replacement(layer, call_with_keyword(
-                                self.ctx.module, layer, "dtype", '"float32"'))], 'add dtype="float32"'))
+                self.report(layer, self._headline(output), FixSpec("safe", [Replacement(layer, call_with_keyword(
+                                self.ctx.module, layer, "dtype", '"float32"'))], 'add dtype="float32"'),
+                            help="give it `dtype=\"float32\"`", note=self._note(output, setting.label, setting.call))
             elif isinstance(output.node, cst.Call):  # a keras.applications model's classifier
-                self.report(output.node, self._message(output, setting.label, setting.call)
-                            + "; this model has no dtype argument for it: build it with "
-                              "`classifier_activation=None` and add `Activation(\"softmax\", dtype=\"float32\")`")
+                self.report(output.node, self._headline(output),
+                            help="build it with `classifier_activation=None` and add "
+                                 "`Activation(\"softmax\", dtype=\"float32\")` (the model has no dtype argument for it)",
+                            note=self._note(output, setting.label, setting.call))
 
     def _under_float16(self, output: Output, policy_call: cst.Call) -> bool:
         """Is the float16 policy in effect where the layer is built? Not when, in the layer's own scope, the
@@ -338,10 +351,10 @@ Trainer().fit_fast_head(x_train, y_train)
         qualname = self.ctx.names.qualname(value)
         return qualname in _FLOAT32 or qualname is None
 
-    def _message(self, output: Output, policy: str, policy_call: cst.Call) -> str:
-        ctx = self.ctx
-        return (f"the model's output layer `{ctx.snippet(output.node, 50)}` applies a {output.activation} in "
-                f"float16: the global policy is {policy} (line {ctx.line_of(policy_call)}), so its output is "
-                f"float16 and saturates (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading by "
-                f"about 7.6 gets exactly 1.0); "
-                f"give it `dtype=\"float32\"`")
+    def _headline(self, output: Output) -> str:
+        return f"output layer `{self.ctx.snippet(output.node, 48)}` computes its {output.activation} in float16"
+
+    def _note(self, output: Output, policy: str, policy_call: cst.Call) -> str:
+        return (f"the global policy is {policy} (line {self.ctx.line_of(policy_call)}), so its output is float16 "
+                "and saturates (measured: logits [20, 0, 0, 0] give exactly [1, 0, 0, 0]; a top class leading by "
+                "about 7.6 gets exactly 1.0)")

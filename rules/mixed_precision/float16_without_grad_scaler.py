@@ -17,6 +17,7 @@ _SCALING_CALLS = {"scale", "scale_loss"}
 class Float16WithoutGradScaler(Rule):
     code = "LL605"
     name = "float16-without-grad-scaler"
+    description = "float16 autocast training without a GradScaler"
     frameworks = ("pt",)
     # The autocast may sit in a helper whose caller calls backward: the screen selects it with the caller.
     needs = Needs(file=(("name:autocast",),), statement=(("call:backward", "call:grad"),))
@@ -50,9 +51,9 @@ for x, y in loader:
     loss.backward()
     optimizer.step()
 """, expect="""
-4:10-4:32 float16 autocast (float16 is its default on cuda) in a training loop whose backward
-    (`loss.backward()`) has no GradScaler: gradients under ~6e-8 become zero in float16; use
-    `scaler.scale(loss).backward()` with `torch.amp.GradScaler`, or bfloat16
+4:10-4:32 float16 autocast in a training loop whose backward `loss.backward()` has no GradScaler
+    help: use `scaler.scale(loss).backward()` with `torch.amp.GradScaler`, or autocast to bfloat16
+    note: float16 is autocast's default on cuda; gradients under ~6e-8 become zero in float16
 """),
         Example("""
 import torch
@@ -67,9 +68,9 @@ for epoch in range(3):
     for batch in loader:
         train_step(model, optimizer, batch)
 """, expect="""
-4:10-4:20 float16 autocast (float16 is its default on cuda) in a training loop whose backward
-    (`loss.backward()`) has no GradScaler: gradients under ~6e-8 become zero in float16; use
-    `scaler.scale(loss).backward()` with `torch.amp.GradScaler`, or bfloat16
+4:10-4:20 float16 autocast in a training loop whose backward `loss.backward()` has no GradScaler
+    help: use `scaler.scale(loss).backward()` with `torch.amp.GradScaler`, or autocast to bfloat16
+    note: float16 is autocast's default on cuda; gradients under ~6e-8 become zero in float16
 """),
         Example("""
 import torch
@@ -83,9 +84,9 @@ for x, y in loader:
     loss.backward()
     opt.step()
 """, expect="""
-4:10-4:66 float16 autocast in a training loop whose backward (`loss.backward()`) has no GradScaler:
-    gradients under ~6e-8 become zero in float16; use `scaler.scale(loss).backward()` with
-    `torch.amp.GradScaler`, or bfloat16
+4:10-4:66 float16 autocast in a training loop whose backward `loss.backward()` has no GradScaler
+    help: use `scaler.scale(loss).backward()` with `torch.amp.GradScaler`, or autocast to bfloat16
+    note: gradients under ~6e-8 become zero in float16
 """),
         Example("""
 import torch
@@ -98,9 +99,11 @@ class Trainer:
             self.loss(batch).backward()
             self.optimizer.step()
 """, expect="""
-3:6-3:46 float16 autocast in a training loop whose backward (`self.loss(batch).backward()`) has no
-    GradScaler: gradients under ~6e-8 become zero in float16; use `scaler.scale(loss).backward()` with
-    `torch.amp.GradScaler`, or bfloat16
+3:6-3:46 float16 autocast in a training loop whose backward `self.loss(batch).backward()` has no
+    GradScaler
+    help: use `scaler.scale(self.loss(batch)).backward()` with `torch.amp.GradScaler`, or autocast to
+        bfloat16
+    note: gradients under ~6e-8 become zero in float16
 """),
         Example("""
 import functools
@@ -114,9 +117,9 @@ def train_one_epoch(model, loader, optimizer):
         optimizer.step()
         optimizer.zero_grad()
 """, expect="""
-6:14-6:28 float16 autocast in a training loop whose backward (`loss.backward()`) has no GradScaler:
-    gradients under ~6e-8 become zero in float16; use `scaler.scale(loss).backward()` with
-    `torch.amp.GradScaler`, or bfloat16
+6:14-6:28 float16 autocast in a training loop whose backward `loss.backward()` has no GradScaler
+    help: use `scaler.scale(loss).backward()` with `torch.amp.GradScaler`, or autocast to bfloat16
+    note: gradients under ~6e-8 become zero in float16
 """),
     )
     not_flagged = (
@@ -225,13 +228,14 @@ for x, y in loader:
                          if self.ctx.training.runs_optimizer_steps(call, functions=True)]
             if backwards and not any(self._scaled(target, call) for target, call in backwards):
                 default = "" if argument(autocast.call, 1, "dtype") is not None else (
-                    f" (float16 is its default on {autocast.device})")
-                call = backwards[0][1]
+                    f"float16 is autocast's default on {autocast.device}; ")
+                target, call = backwards[0]
                 self.report(autocast.anchor,
-                            f"float16 autocast{default} in a training loop whose backward "
-                            f"(`{self.ctx.snippet(call)}`) has no GradScaler: gradients under ~6e-8 "
-                            "become zero in float16; use `scaler.scale(loss).backward()` with "
-                            "`torch.amp.GradScaler`, or bfloat16")
+                            f"float16 autocast in a training loop whose backward `{self.ctx.snippet(call, 35)}` has no "
+                            "GradScaler",
+                            help=f"use `scaler.scale({self.ctx.snippet(target, 30)}).backward()` with "
+                                 "`torch.amp.GradScaler`, or autocast to bfloat16",
+                            note=f"{default}gradients under ~6e-8 become zero in float16")
 
     def _without_grad(self, autocast: Autocast) -> bool:
         """A region under `no_grad` / `inference_mode` (a teacher's forward, evaluation) trains nothing."""

@@ -13,6 +13,7 @@ from lintloop.screen import Needs
 class GradScalerMisuse(LoopRule):
     code = "LL604"
     name = "grad-scaler-misuse"
+    description = "a GradScaler used wrongly (`optimizer.step()` unscaled)"
     frameworks = ("pt",)
     needs = Needs(file=(("call:scale",),), statement=(("call:step", "call:clip_grad_norm_",
                                                       "call:clip_grad_value_", "call:clip_grad_norm", "call:clip_grad_value"),))
@@ -42,9 +43,10 @@ for x, y in loader:
     scaler.scale(loss).backward()
     optimizer.step()
 """, expect="""
-8:5-8:21 `optimizer.step()` steps with the gradients of `scaler.scale(loss).backward()`, still
-    multiplied by the loss scale (65,536 at first), and never skips an inf/NaN step: use
-    `scaler.step(optimizer)` and `scaler.update()`
+8:5-8:21 `optimizer.step()` steps with gradients still multiplied by the loss scale
+    help: use `scaler.step(optimizer)` and `scaler.update()`
+    note: the gradients of `scaler.scale(loss).backward()` are multiplied by the loss scale (65,536 at
+        first), and this step never skips an inf/NaN step
 """),
         Example("""
 import torch
@@ -57,9 +59,10 @@ for x, y in loader:
     scaler.scale(loss).backward()
     scaler.step(optimizer)
 """, expect="""
-9:5-9:27 `scaler.step(optimizer)` runs in every iteration of `for x, y in loader` with no
-    `scaler.update()` in it: an enabled scaler raises "step() has already been called since the last
-    update()" on the second step; call `scaler.update()` after each step
+9:5-9:27 `scaler.step(optimizer)` runs every iteration with no `scaler.update()`
+    help: call `scaler.update()` after each step
+    note: in `for x, y in loader`, an enabled scaler raises "step() has already been called since the
+        last update()" on the second step
 """),
         Example("""
 import torch
@@ -73,9 +76,9 @@ for batch in loader:
     scaler.step(optimizer)
     scaler.update()
 """, expect="""
-8:5-8:69 `torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm…` clips the gradients of
-    `scaler.scale(loss).backward()` while they are still multiplied by the scale: call
-    `scaler.unscale_(optimizer)` before clipping
+8:5-8:69 `torch.nn.utils.clip_grad_norm_(model.pa…` clips gradients still multiplied by the loss scale
+    help: call `scaler.unscale_(optimizer)` before clipping
+    note: they come from `scaler.scale(loss).backward()`, and nothing unscales them before the clip
 """),
         Example("""
 import torch
@@ -93,9 +96,10 @@ class Trainer:
             self.scaler.step(self.optimizer)
         self.scaler.update()
 """, expect="""
-13:13-13:45 `self.scaler.step(self.optimizer)` runs in every iteration of `for batch in loader` with no
-    `self.scaler.update()` in it: an enabled scaler raises "step() has already been called since the
-    last update()" on the second step; call `self.scaler.update()` after each step
+13:13-13:45 `self.scaler.step(self.optimizer)` runs every iteration with no `self.scaler.update()`
+    help: call `self.scaler.update()` after each step
+    note: in `for batch in loader`, an enabled scaler raises "step() has already been called since the
+        last update()" on the second step
 """),
     )
     not_flagged = (
@@ -164,24 +168,28 @@ for x in loader:
             elif event.kind == "unscale":
                 unscaled.add(event.argument)
             elif event.kind == "clip" and scaled_since is not None and event.via is None and not unscaled:
-                self._report(event, f"`{self.ctx.snippet(event.node)}` clips the gradients of "
-                                    f"`{self.ctx.snippet(scaled_since.node)}` while they are still multiplied by the "
-                                    f"scale: call `{scaled_since.scaled_by}.unscale_(optimizer)` before clipping")
+                self._report(event, f"`{self.ctx.snippet(event.node, 40)}` clips gradients still multiplied by the "
+                                    "loss scale",
+                             help=f"call `{scaled_since.scaled_by}.unscale_(optimizer)` before clipping",
+                             note=f"they come from `{self.ctx.snippet(scaled_since.node)}`, and nothing unscales "
+                                  "them before the clip")
             elif event.kind == "step" and scaled_since is not None:
-                self._report(event, f"`{self.ctx.snippet(event.node)}` steps with the gradients of "
-                                    f"`{self.ctx.snippet(scaled_since.node)}`, still multiplied by the loss scale "
-                                    f"(65,536 at first), and never skips an inf/NaN step: use "
-                                    f"`{scaled_since.scaled_by}.step({event.target})` and `{scaled_since.scaled_by}.update()`")
+                scaler = scaled_since.scaled_by
+                self._report(event, f"`{self.ctx.snippet(event.node, 40)}` steps with gradients still multiplied by "
+                                    "the loss scale",
+                             help=f"use `{scaler}.step({event.target})` and `{scaler}.update()`",
+                             note=f"the gradients of `{self.ctx.snippet(scaled_since.node)}` are multiplied by the "
+                                  "loss scale (65,536 at first), and this step never skips an inf/NaN step")
                 scaled_since = None
             elif event.kind == "scaler_step":
                 scaled_since = None
                 if not event.loops and not self._disabled(event.target, event.node) and not any(
                         e.kind == "scaler_update" and e.target == event.target for e in events):
-                    self._report(event, f"`{self.ctx.snippet(event.node)}` runs in every iteration of "
-                                        f"`{loop_header(self.ctx, iteration.loop)}` with no `{event.target}.update()` "
-                                        "in it: an enabled scaler raises \"step() has already been called since the "
-                                        f"last update()\" on the second step; call `{event.target}.update()` after each "
-                                        "step")
+                    self._report(event, f"`{self.ctx.snippet(event.node, 35)}` runs every iteration with no "
+                                        f"`{event.target}.update()`",
+                                 help=f"call `{event.target}.update()` after each step",
+                                 note=f"in `{loop_header(self.ctx, iteration.loop)}`, an enabled scaler raises "
+                                      "\"step() has already been called since the last update()\" on the second step")
 
     def _disabled(self, scaler: str | None, at: cst.CSTNode) -> bool:
         """`GradScaler(enabled=False)`: scale, step and update pass through."""
@@ -189,7 +197,7 @@ for x in loader:
         enabled = keyword_arg(made[0], "enabled") if made is not None else None
         return isinstance(enabled, cst.Name) and enabled.value == "False"
 
-    def _report(self, event: Event, message: str) -> None:
+    def _report(self, event: Event, message: str, *, help: str, note: str) -> None:
         if id(event.node) not in self._reported:
             self._reported.add(id(event.node))
-            self.report(event.node, message)
+            self.report(event.node, message, help=help, note=note)

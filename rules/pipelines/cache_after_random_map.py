@@ -12,6 +12,7 @@ from lintloop.screen import Needs
 class CacheAfterRandomMap(Rule):
     code = "LL504"
     name = "cache-after-random-map"
+    description = "`cache()` after a random `map` (the same randomness every epoch)"
     frameworks = ("tf",)
     probe = "effect"
     needs = Needs(file=(("call:map",),), statement=(("call:cache",),))
@@ -45,9 +46,10 @@ def augment(image, label):
     return image, label
 train_ds = tf.data.Dataset.from_tensor_slices((x, y)).map(augment).cache().shuffle(1000).batch(32)
 """, expect="""
-6:68-6:73 `.cache()` stores the output of the random `.map(...)` at line 6 (it calls
-    `tf.image.random_flip_left_right`) from the first epoch and replays it: the augmentation is frozen
-    after epoch 1; cache before the random map
+6:68-6:73 `.cache()` after the random `.map(...)` at line 6 freezes the augmentation after epoch 1
+    help: cache before the random map: move `.cache()` ahead of the `.map(...)` at line 6
+    note: the map calls `tf.image.random_flip_left_right`; `.cache()` stores its output from the first
+        epoch and replays it in every later one
 """),
         Example("""
 import tensorflow as tf
@@ -57,9 +59,10 @@ train_ds = keras.utils.image_dataset_from_directory("images", batch_size=32)
 train_ds = train_ds.map(lambda x, y: (data_augmentation(x, training=True), y), num_parallel_calls=tf.data.AUTOTUNE)
 train_ds = train_ds.cache()
 """, expect="""
-6:21-6:26 `.cache()` stores the output of the random `.map(...)` at line 5 (it calls
-    `keras.layers.RandomFlip`) from the first epoch and replays it: the augmentation is frozen after
-    epoch 1; cache before the random map
+6:21-6:26 `.cache()` after the random `.map(...)` at line 5 freezes the augmentation after epoch 1
+    help: cache before the random map: move `.cache()` ahead of the `.map(...)` at line 5
+    note: the map calls `keras.layers.RandomFlip`; `.cache()` stores its output from the first epoch and
+        replays it in every later one
 """),
         Example("""
 import tensorflow as tf
@@ -74,9 +77,10 @@ def make_dataset(x, y):
     ds = ds.cache()
     return ds.prefetch(tf.data.AUTOTUNE)
 """, expect="""
-10:13-10:18 `.cache()` stores the output of the random `.map(...)` at line 8 (it calls
-    `tf.random.normal`) from the first epoch and replays it: the augmentation is frozen after epoch 1;
-    cache before the random map
+10:13-10:18 `.cache()` after the random `.map(...)` at line 8 freezes the augmentation after epoch 1
+    help: cache before the random map: move `.cache()` ahead of the `.map(...)` at line 8
+    note: the map calls `tf.random.normal`; `.cache()` stores its output from the first epoch and
+        replays it in every later one
 """),
         Example("""
 import tensorflow as tf
@@ -95,9 +99,10 @@ class Jitter:
 train_ds = tfds.load("cifar10", split="train", as_supervised=True)
 train_ds = train_ds.map(Jitter(32, augment=True), num_parallel_calls=tf.data.AUTOTUNE).cache()
 """, expect="""
-15:88-15:93 `.cache()` stores the output of the random `.map(...)` at line 15 (it calls
-    `tf.image.random_crop`) from the first epoch and replays it: the augmentation is frozen after epoch
-    1; cache before the random map
+15:88-15:93 `.cache()` after the random `.map(...)` at line 15 freezes the augmentation after epoch 1
+    help: cache before the random map: move `.cache()` ahead of the `.map(...)` at line 15
+    note: the map calls `tf.image.random_crop`; `.cache()` stores its output from the first epoch and
+        replays it in every later one
 """),
         Example("""
 import tensorflow as tf
@@ -107,9 +112,10 @@ def pipeline(images, labels):
     return ds.batch(32)
 model.fit(pipeline(x_train, y_train), validation_data=pipeline(x_val, y_val), epochs=10)
 """, expect="""
-4:74-4:79 `.cache()` stores the output of the random `.map(...)` at line 4 (it calls
-    `tf.image.random_contrast`) from the first epoch and replays it: the augmentation is frozen after
-    epoch 1; cache before the random map
+4:74-4:79 `.cache()` after the random `.map(...)` at line 4 freezes the augmentation after epoch 1
+    help: cache before the random map: move `.cache()` ahead of the `.map(...)` at line 4
+    note: the map calls `tf.image.random_contrast`; `.cache()` stores its output from the first epoch
+        and replays it in every later one
 """),
     )
     not_flagged = (
@@ -164,9 +170,12 @@ model.evaluate(held_out(x_test, y_test))
         if not found or not all(found):
             return
         map_call, random = found[0]
-        self.report(node.func.attr, f"`.cache()` stores the output of the random `.map(...)` at line {self.ctx.line_of(map_call)} "
-                          f"(it calls `{random}`) from the first epoch and replays it: the augmentation is frozen "
-                          "after epoch 1; cache before the random map")
+        line = self.ctx.line_of(map_call)
+        self.report(node.func.attr, f"`.cache()` after the random `.map(...)` at line {line} freezes the augmentation "
+                                    "after epoch 1",
+                    help=f"cache before the random map: move `.cache()` ahead of the `.map(...)` at line {line}",
+                    note=f"the map calls `{random}`; `.cache()` stores its output from the first epoch and replays "
+                         "it in every later one")
 
     def _random_map(self, pipeline: Pipeline, at: int) -> tuple[cst.Call, str] | None:
         for op in reversed(pipeline.ops[:at]):

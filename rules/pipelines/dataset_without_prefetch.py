@@ -16,6 +16,7 @@ _DATASET_CALLS = tuple(f"call:{m}" for m in ("batch", "padded_batch", "ragged_ba
 class DatasetWithoutPrefetch(Rule):
     code = "LL501"
     name = "dataset-without-prefetch"
+    description = "a training tf.data pipeline without `prefetch`"
     frameworks = ("tf",)
     kind = "perf"
     fix_kind = "safe (append `.prefetch(tf.data.AUTOTUNE)`)"
@@ -55,9 +56,10 @@ options.autotune.enabled = False
 ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(1024).batch(64).with_options(options)
 model.fit(ds, epochs=10)
 """, expect="""
-4:73-4:85 [safe fix] this batched tf.data pipeline is consumed by `fit` at line 5 with no
-    `.prefetch(...)` after its last batch and its options turn off TensorFlow's automatic prefetch:
-    input preparation and training steps run one after the other; append `.prefetch(tf.data.AUTOTUNE)`
+4:73-4:85 [safe fix] batched tf.data pipeline fed to `fit` at line 5 has no `.prefetch(...)`
+    help: append `.prefetch(tf.data.AUTOTUNE)` after its last batch, at the end of the pipeline
+    note: its options turn off TensorFlow's automatic prefetch, so input preparation and training steps
+        run one after the other
 """, fix_diff="""
 @@ -4 +4 @@
 -ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(1024).batch(64).with_options(options)
@@ -80,9 +82,11 @@ def main():
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
 """, expect="""
-7:13-7:18 [safe fix] this batched tf.data pipeline is consumed by the training loop at line 11 with no
-    `.prefetch(...)` after its last batch and its options turn off TensorFlow's automatic prefetch:
-    input preparation and training steps run one after the other; append `.prefetch(tf.data.AUTOTUNE)`
+7:13-7:18 [safe fix] batched tf.data pipeline fed to the training loop at line 11 has no
+    `.prefetch(...)`
+    help: append `.prefetch(tf.data.AUTOTUNE)` after its last batch, at the end of the pipeline
+    note: its options turn off TensorFlow's automatic prefetch, so input preparation and training steps
+        run one after the other
 """, fix_diff="""
 @@ -7 +7 @@
 -    ds = ds.batch(batch_size, drop_remainder=True)
@@ -97,10 +101,11 @@ ds = ds.batch(32)
 ds.prefetch(2)
 dist_ds = strategy.experimental_distribute_dataset(ds)
 """, expect="""
-5:9-5:14 [safe fix] this batched tf.data pipeline is consumed by the distribution strategy at line 7
-    with no `.prefetch(...)` after its last batch and its options turn off TensorFlow's automatic
-    prefetch: input preparation and training steps run one after the other; append
-    `.prefetch(tf.data.AUTOTUNE)`
+5:9-5:14 [safe fix] batched tf.data pipeline fed to the distribution strategy at line 7 has no
+    `.prefetch(...)`
+    help: append `.prefetch(tf.data.AUTOTUNE)` after its last batch, at the end of the pipeline
+    note: its options turn off TensorFlow's automatic prefetch, so input preparation and training steps
+        run one after the other
 """, fix_diff="""
 @@ -5 +5 @@
 -ds = ds.batch(32)
@@ -149,11 +154,14 @@ model.evaluate(test_ds)
             consumer = pipeline.consumer.node
             how = "`fit`" if pipeline.consumer.kind == "fit" else "the training loop" \
                 if pipeline.consumer.kind in ("for", "iter") else "the distribution strategy"
-            why = ("" if not self.settings["tf_injects_prefetch"] else
-                   " and its options turn off TensorFlow's automatic prefetch")
-            self.report(end.func.attr if isinstance(end.func, cst.Attribute) else end, f"this batched tf.data pipeline is consumed by {how} at line {self.ctx.line_of(consumer)} "
-                             f"with no `.prefetch(...)` after its last batch{why}: input preparation and training "
-                             "steps run one after the other; append `.prefetch(tf.data.AUTOTUNE)`",
+            off = self.settings["tf_injects_prefetch"]
+            alias = self.ctx.names.alias_of("tensorflow") or "tf"
+            self.report(end.func.attr if isinstance(end.func, cst.Attribute) else end,
+                        f"batched tf.data pipeline fed to {how} at line {self.ctx.line_of(consumer)} has no "
+                        "`.prefetch(...)`",
+                        help=f"append `.prefetch({alias}.data.AUTOTUNE)` after its last batch, at the end of the pipeline",
+                        note=("its options turn off TensorFlow's automatic prefetch, so " if off else "")
+                             + "input preparation and training steps run one after the other",
                         fix=self._fix(end))
 
     def _lacks_prefetch(self, pipeline: Pipeline) -> bool:

@@ -24,6 +24,7 @@ def name_parts(name: str) -> list[str]:
 class EvalLoaderShuffled(Rule):
     code = "LL505"
     name = "eval-loader-shuffled"
+    description = "a validation or test DataLoader with `shuffle=True`"
     frameworks = ("pt",)
     kind = "hygiene"
     default_on = False
@@ -45,9 +46,10 @@ from torch.utils.data import DataLoader
 train_loader = DataLoader(train_ds, batch_size=32, shuffle=True)
 val_loader = DataLoader(val_ds, batch_size=64, shuffle=True)
 """, expect="""
-3:56-3:60 `val_loader` is an evaluation DataLoader built with `shuffle=True`: its order changes every
-    epoch (per-example outputs stop lining up with the dataset, runs stop being comparable); use
-    `shuffle=False`
+3:56-3:60 evaluation DataLoader `val_loader` is built with `shuffle=True`
+    help: use `shuffle=False`
+    note: its order changes every epoch: per-example outputs stop lining up with the dataset, and runs
+        stop being comparable
 """),
         Example("""
 import torch
@@ -56,21 +58,24 @@ class LitModel(pl.LightningModule):
     def test_dataloader(self):
         return torch.utils.data.DataLoader(self.test_set, batch_size=64, shuffle=True, num_workers=4)
 """, expect="""
-5:82-5:86 `test_dataloader` is an evaluation DataLoader built with `shuffle=True`: its order changes
-    every epoch (per-example outputs stop lining up with the dataset, runs stop being comparable); use
-    `shuffle=False`
+5:82-5:86 evaluation DataLoader `test_dataloader` is built with `shuffle=True`
+    help: use `shuffle=False`
+    note: its order changes every epoch: per-example outputs stop lining up with the dataset, and runs
+        stop being comparable
 """),
         Example("""
 from torch.utils import data
 self.evalLoader = data.DataLoader(dev_set, 16, True)
 trainer.fit(model, train_loader, val_dataloaders=data.DataLoader(valid_ds, shuffle=True))
 """, expect="""
-2:48-2:52 `evalLoader` is an evaluation DataLoader built with `shuffle=True`: its order changes every
-    epoch (per-example outputs stop lining up with the dataset, runs stop being comparable); use
-    `shuffle=False`
-3:84-3:88 `val_dataloaders` is an evaluation DataLoader built with `shuffle=True`: its order changes
-    every epoch (per-example outputs stop lining up with the dataset, runs stop being comparable); use
-    `shuffle=False`
+2:48-2:52 evaluation DataLoader `evalLoader` is built with `shuffle=True`
+    help: use `shuffle=False`
+    note: its order changes every epoch: per-example outputs stop lining up with the dataset, and runs
+        stop being comparable
+3:84-3:88 evaluation DataLoader `val_dataloaders` is built with `shuffle=True`
+    help: use `shuffle=False`
+    note: its order changes every epoch: per-example outputs stop lining up with the dataset, and runs
+        stop being comparable
 """),
         Example("""
 import torch
@@ -78,12 +83,14 @@ loaders = {"train": torch.utils.data.DataLoader(train_set, shuffle=True),
            "test": torch.utils.data.DataLoader(test_set, shuffle=True)}
 loaders["val"] = torch.utils.data.DataLoader(val_set, shuffle=True)
 """, expect="""
-3:66-3:70 `test` is an evaluation DataLoader built with `shuffle=True`: its order changes every epoch
-    (per-example outputs stop lining up with the dataset, runs stop being comparable); use
-    `shuffle=False`
-4:63-4:67 `val` is an evaluation DataLoader built with `shuffle=True`: its order changes every epoch
-    (per-example outputs stop lining up with the dataset, runs stop being comparable); use
-    `shuffle=False`
+3:66-3:70 evaluation DataLoader `test` is built with `shuffle=True`
+    help: use `shuffle=False`
+    note: its order changes every epoch: per-example outputs stop lining up with the dataset, and runs
+        stop being comparable
+4:63-4:67 evaluation DataLoader `val` is built with `shuffle=True`
+    help: use `shuffle=False`
+    note: its order changes every epoch: per-example outputs stop lining up with the dataset, and runs
+        stop being comparable
 """),
     )
     not_flagged = (
@@ -118,9 +125,11 @@ val_loader = DataLoader(val_ds, shuffle=True)
             return
         name = self._bound_name(node)
         if name is not None and _EVAL_PARTS.intersection(name_parts(name)):
-            self.report(shuffle, f"`{name}` is an evaluation DataLoader built with `shuffle=True`: its order "
-                                 "changes every epoch (per-example outputs stop lining up with the dataset, runs "
-                                 "stop being comparable); use `shuffle=False`")
+            shown = name if len(name) <= 40 else name[:39] + "…"
+            self.report(shuffle, f"evaluation DataLoader `{shown}` is built with `shuffle=True`",
+                        help="use `shuffle=False`",
+                        note="its order changes every epoch: per-example outputs stop lining up with the dataset, "
+                             "and runs stop being comparable")
 
     def _bound_name(self, call: cst.Call) -> str | None:
         """The name the loader is assigned to (last part of `self.val_loader`, the key of `loaders["val"]` or

@@ -28,6 +28,7 @@ SERIAL_MAP = CallShape("serial_map", "map", _may_leave_out_parallel_calls)
 class MapWithoutParallelCalls(Rule):
     code = "LL502"
     name = "map-without-parallel-calls"
+    description = "`Dataset.map` without `num_parallel_calls`"
     frameworks = ("tf",)
     kind = "perf"
     fix_kind = "safe (add `num_parallel_calls=tf.data.AUTOTUNE`)"
@@ -65,9 +66,10 @@ def augment(image, label):
 train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(1000).map(augment).batch(32)
 model.fit(train_ds, epochs=5)
 """, expect="""
-6:79-6:82 [unsafe fix] `map` without `num_parallel_calls` in a training pipeline runs one element at a
-    time: its function calls the stateful `tf.image.random_flip_left_right`, so TensorFlow will not
-    parallelize it by itself; pass `num_parallel_calls=tf.data.AUTOTUNE`
+6:79-6:82 [unsafe fix] `.map(augment)` without `num_parallel_calls` runs one element at a time
+    help: pass `num_parallel_calls=tf.data.AUTOTUNE`
+    note: it feeds training, and its function calls the stateful `tf.image.random_flip_left_right`, so
+        TensorFlow will not parallelize it by itself
 """, fix_diff="""
 @@ -6 +6 @@
 -train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).shuffle(1000).map(augment).batch(32)
@@ -81,9 +83,11 @@ train_ds = keras.utils.image_dataset_from_directory("images", batch_size=32)
 train_ds = train_ds.map(lambda x, y: (data_augmentation(x), y))
 model.fit(train_ds, epochs=10)
 """, expect="""
-5:21-5:24 [unsafe fix] `map` without `num_parallel_calls` in a training pipeline runs one element at a
-    time: its function calls the stateful `keras.layers.RandomFlip`, so TensorFlow will not parallelize
-    it by itself; pass `num_parallel_calls=tf.data.AUTOTUNE`
+5:21-5:24 [unsafe fix] `.map(lambda x, y: (data_augmentati…)` without `num_parallel_calls` runs one
+    element at a time
+    help: pass `num_parallel_calls=tf.data.AUTOTUNE`
+    note: it feeds training, and its function calls the stateful `keras.layers.RandomFlip`, so
+        TensorFlow will not parallelize it by itself
 """, fix_diff="""
 @@ -5 +5 @@
 -train_ds = train_ds.map(lambda x, y: (data_augmentation(x), y))
@@ -106,9 +110,10 @@ def main():
             loss = loss_fn(y, model(x))
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
 """, expect="""
-9:13-9:16 [safe fix] `map` without `num_parallel_calls` in a training pipeline runs one element at a
-    time: its function calls the stateful `tf.py_function`, so TensorFlow will not parallelize it by
-    itself; pass `num_parallel_calls=tf.data.AUTOTUNE`
+9:13-9:16 [safe fix] `.map(parse)` without `num_parallel_calls` runs one element at a time
+    help: pass `num_parallel_calls=tf.data.AUTOTUNE`
+    note: it feeds training, and its function calls the stateful `tf.py_function`, so TensorFlow will
+        not parallelize it by itself
 """, fix_diff="""
 @@ -9 +9 @@
 -    ds = ds.map(parse)
@@ -124,9 +129,10 @@ class SpeckleNoise:
 train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(SpeckleNoise(0.1)).batch(32)
 model.fit(train_ds, epochs=5)
 """, expect="""
-7:65-7:68 [unsafe fix] `map` without `num_parallel_calls` in a training pipeline runs one element at a
-    time: its function calls the stateful `tf.random.normal`, so TensorFlow will not parallelize it by
-    itself; pass `num_parallel_calls=tf.data.AUTOTUNE`
+7:65-7:68 [unsafe fix] `.map(SpeckleNoise(0.1))` without `num_parallel_calls` runs one element at a time
+    help: pass `num_parallel_calls=tf.data.AUTOTUNE`
+    note: it feeds training, and its function calls the stateful `tf.random.normal`, so TensorFlow will
+        not parallelize it by itself
 """, fix_diff="""
 @@ -7 +7 @@
 -train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(SpeckleNoise(0.1)).batch(32)
@@ -143,9 +149,10 @@ train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(RandomNoise(
 def train(model):
     model.fit(train_ds, epochs=5)
 """, expect="""
-7:65-7:68 [unsafe fix] `map` without `num_parallel_calls` in a training pipeline runs one element at a
-    time: its function calls the stateful `tf.random.normal`, so TensorFlow will not parallelize it by
-    itself; pass `num_parallel_calls=tf.data.AUTOTUNE`
+7:65-7:68 [unsafe fix] `.map(RandomNoise(0.1))` without `num_parallel_calls` runs one element at a time
+    help: pass `num_parallel_calls=tf.data.AUTOTUNE`
+    note: it feeds training, and its function calls the stateful `tf.random.normal`, so TensorFlow will
+        not parallelize it by itself
 """, fix_diff="""
 @@ -7 +7 @@
 -train_ds = tf.data.Dataset.from_tensor_slices((images, labels)).map(RandomNoise(0.1)).batch(32)
@@ -209,8 +216,11 @@ model.fit(train_ds, epochs=5)
             return
         reason = (f"its function calls the stateful `{stateful}`, so TensorFlow will not parallelize it by itself"
                   if stateful else "the pipeline's options turn off automatic map parallelization")
-        self.report(node.func.attr, f"`map` without `num_parallel_calls` in a training pipeline runs one element at a time: "
-                          f"{reason}; pass `num_parallel_calls=tf.data.AUTOTUNE`", fix=self._fix(node, calls))
+        function = f"`.map({self.ctx.snippet(node.args[0].value, 30)})`" if node.args else "`.map(...)`"
+        alias = self.ctx.names.alias_of("tensorflow") or "tf"
+        self.report(node.func.attr, f"{function} without `num_parallel_calls` runs one element at a time",
+                    fix=self._fix(node, calls), help=f"pass `num_parallel_calls={alias}.data.AUTOTUNE`",
+                    note=f"it feeds training, and {reason}")
 
     def _fix(self, node: cst.Call, calls: list[cst.Call] | None) -> FixSpec | None:
         alias = self.ctx.names.alias_of("tensorflow")

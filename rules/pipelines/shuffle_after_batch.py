@@ -13,6 +13,7 @@ from lintloop.screen import Needs
 class ShuffleAfterBatch(Rule):
     code = "LL503"
     name = "shuffle-after-batch"
+    description = "`shuffle` after `batch` in a tf.data pipeline"
     frameworks = ("tf",)
     probe = "effect"
     needs = Needs(file=(("call:batch", "call:padded_batch", "call:ragged_batch", "call:rebatch",
@@ -45,9 +46,9 @@ import tensorflow as tf
 train_ds = tf.data.Dataset.from_tensor_slices((x_train, y_train)).batch(32).shuffle(1000)
 model.fit(train_ds, epochs=10)
 """, expect="""
-2:77-2:84 `.shuffle(...)` after `.batch(...)` at line 2 shuffles whole batches: each batch holds the
-    same consecutive examples in every epoch, only the batch order changes; shuffle the examples before
-    batching
+2:77-2:84 `.shuffle(...)` after `.batch(...)` at line 2 shuffles whole batches
+    help: shuffle the examples before batching: move `.shuffle(...)` ahead of `.batch(...)`
+    note: each batch holds the same consecutive examples in every epoch; only the batch order changes
 """),
         Example("""
 import tensorflow as tf
@@ -58,9 +59,9 @@ def make_dataset(x, y, batch_size):
     ds = ds.shuffle(buffer_size=100)
     return ds.prefetch(tf.data.AUTOTUNE)
 """, expect="""
-6:13-6:20 `.shuffle(...)` after `.batch(...)` at line 5 shuffles whole batches: each batch holds the
-    same consecutive examples in every epoch, only the batch order changes; shuffle the examples before
-    batching
+6:13-6:20 `.shuffle(...)` after `.batch(...)` at line 5 shuffles whole batches
+    help: shuffle the examples before batching: move `.shuffle(...)` ahead of `.batch(...)`
+    note: each batch holds the same consecutive examples in every epoch; only the batch order changes
 """),
         Example("""
 import tensorflow as tf
@@ -69,18 +70,20 @@ train_ds = keras.utils.image_dataset_from_directory("data/train", batch_size=64,
 train_ds = train_ds.shuffle(100)
 model.fit(train_ds, epochs=3)
 """, expect="""
-4:21-4:28 `.shuffle(...)` after the Keras dataset built unshuffled at line 3 shuffles whole batches:
-    each batch holds the same consecutive examples in every epoch, only the batch order changes; shuffle
-    the examples before batching
+4:21-4:28 `.shuffle(...)` after the Keras dataset built unshuffled at line 3 shuffles whole batches
+    help: shuffle the examples before batching
+    note: each batch holds the same consecutive examples in every epoch; only the batch order changes
 """),
         Example("""
 import tensorflow as tf
 ds = tf.data.TFRecordDataset(files).map(parse).shuffle(buffer_size=8).batch(256)
 ds2 = tf.data.Dataset.from_tensor_slices(paths).shuffle(1).batch(4)
 """, expect="""
-2:48-2:55 a shuffle buffer of 8 elements before a batch of 256 (line 2): each batch is mostly
-    neighbouring examples; use a buffer of at least the batch size, ideally the dataset size
+2:48-2:55 shuffle buffer of 8 elements is smaller than the batch of 256 at line 2
+    help: use a buffer of at least the batch size (256), ideally the dataset size
+    note: each batch is mostly neighbouring examples
 3:49-3:56 `shuffle(1)` returns the elements in their order: nothing is shuffled
+    help: give `shuffle` a buffer of at least the batch size, ideally the dataset size
 """),
         Example("""
 import tensorflow as tf
@@ -92,9 +95,9 @@ train_ds = make_pipeline(train_texts, train_labels)
 val_ds = make_pipeline(val_texts, val_labels)
 model.fit(train_ds, validation_data=val_ds, epochs=15)
 """, expect="""
-5:15-5:22 `.shuffle(...)` after `.batch(...)` at line 4 shuffles whole batches: each batch holds the
-    same consecutive examples in every epoch, only the batch order changes; shuffle the examples before
-    batching
+5:15-5:22 `.shuffle(...)` after `.batch(...)` at line 4 shuffles whole batches
+    help: shuffle the examples before batching: move `.shuffle(...)` ahead of `.batch(...)`
+    note: each batch holds the same consecutive examples in every epoch; only the batch order changes
 """),
     )
     not_flagged = (
@@ -154,26 +157,32 @@ model.evaluate(held_out(x_test, y_test))
         pipelines = self.ctx.datasets.through_outside_evaluation(node)
         reasons = [self._reason(p, p.index(node)) for p in pipelines]
         if reasons and all(reasons):
-            self.report(node.func.attr, reasons[0])
+            headline, remedy, note = reasons[0]
+            self.report(node.func.attr, headline, help=remedy, note=note)
 
-    def _reason(self, pipeline: Pipeline, at: int) -> str | None:
+    def _reason(self, pipeline: Pipeline, at: int) -> tuple[str, str, str] | None:
+        """The finding (headline, help, note) for the shuffle at `at`, or None."""
         ops = pipeline.ops
         buffer = literal_int(argument(ops[at].call, 0, "buffer_size"))
         if buffer == 1:
-            return "`shuffle(1)` returns the elements in their order: nothing is shuffled"
+            return ("`shuffle(1)` returns the elements in their order: nothing is shuffled",
+                    "give `shuffle` a buffer of at least the batch size, ideally the dataset size", "")
         before = self._batched_by(ops[:at])
         after = self._next_batch(ops[at + 1:])
         if before is not None and after is None and self._batch_size(before) != 1:
             where = "the Keras dataset built unshuffled at line" if before.name == "source" else \
                 f"`.{before.name}(...)` at line"
-            return (f"`.shuffle(...)` after {where} {self.ctx.line_of(before.call)} shuffles whole batches: each "
-                    "batch holds the same consecutive examples in every epoch, only the batch order changes; "
-                    "shuffle the examples before batching")
+            remedy = ("shuffle the examples before batching" if before.name == "source" else
+                      f"shuffle the examples before batching: move `.shuffle(...)` ahead of `.{before.name}(...)`")
+            return (f"`.shuffle(...)` after {where} {self.ctx.line_of(before.call)} shuffles whole batches",
+                    remedy, ("each batch holds the same consecutive examples in every epoch; only the batch "
+                             "order changes"))
         size = literal_int(argument(after.call, 0, "batch_size")) if after is not None and after.call is not None else None
         if before is None and buffer is not None and size is not None and buffer < size:
-            return (f"a shuffle buffer of {buffer} elements before a batch of {size} (line "
-                    f"{self.ctx.line_of(after.call)}): each batch is mostly neighbouring examples; use a buffer "
-                    "of at least the batch size, ideally the dataset size")
+            return ((f"shuffle buffer of {buffer} elements is smaller than the batch of {size} at line "
+                     f"{self.ctx.line_of(after.call)}"),
+                    f"use a buffer of at least the batch size ({size}), ideally the dataset size",
+                    "each batch is mostly neighbouring examples")
         return None
 
     def _batch_size(self, batch: Op) -> int | None:

@@ -22,9 +22,17 @@ def counter_guard(test: cst.BaseExpression) -> bool:
     return False
 
 
+def _divisor(test: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The k of a counter guard's `% k` (`accumulation_steps` in `(i + 1) % accumulation_steps == 0`), for
+    the message."""
+    return next((node.right for node in walk(test)
+                 if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)), None)
+
+
 class AccumulationWithoutLossScaling(LoopRule):
     code = "LL702"
     name = "accumulation-without-loss-scaling"
+    description = "gradient accumulation without dividing the loss"
     frameworks = ("pt",)
     needs = Needs(file=(("call:backward",),), statement=(("call:step",),))
     probe = "effect"
@@ -51,10 +59,11 @@ for i, (x, y) in enumerate(loader):
         optimizer.step()
         optimizer.zero_grad()
 """, expect="""
-6:9-6:25 `optimizer.step()` runs only when `(i + 1) % accumulation_steps == 0`, but `loss.backward()`
-    runs every iteration and its loss is not divided by the number of accumulated micro-batches: the
-    step applies the sum of their gradients (k times the mean); divide the loss by the accumulation
-    steps before `backward()`
+6:9-6:25 `optimizer.step()` applies the sum of the accumulated gradients, not their mean
+    help: divide the loss by `accumulation_steps` before `loss.backward()`
+    note: it runs only when `(i + 1) % accumulation_steps == 0` but `loss.backward()` runs every
+        iteration on an undivided loss: for k micro-batches the update is k times their mean gradient,
+        as with a k times larger learning rate
 """),
         Example("""
 import torch
@@ -68,10 +77,11 @@ for step, batch in enumerate(train_dataloader):
         scaler.update()
         optimizer.zero_grad()
 """, expect="""
-8:9-8:31 `scaler.step(optimizer)` runs only when `step % args.gradient_accumulation_steps == 0 or step
-    == len…`, but `scaler.scale(loss).backward()` runs every iteration and its loss is not divided by
-    the number of accumulated micro-batches: the step applies the sum of their gradients (k times the
-    mean); divide the loss by the accumulation steps before `backward()`
+8:9-8:31 `scaler.step(optimizer)` applies the sum of the accumulated gradients, not their mean
+    help: divide the loss by `args.gradient_accumulation_steps` before `scaler.scale(loss).backward()`
+    note: it runs only when `step % args.gradient_accumulation_steps == 0 or s…` but
+        `scaler.scale(loss).backward()` runs every iteration on an undivided loss: for k micro-batches
+        the update is k times their mean gradient, as with a k times larger learning rate
 """),
         Example("""
 import torch
@@ -88,10 +98,11 @@ class Trainer:
                 self.optimizer.step()
                 self.optimizer.zero_grad()
 """, expect="""
-12:17-12:38 `self.optimizer.step()` runs only when `i % self.accum == 0`, but `loss.backward()` runs
-    every iteration and its loss is not divided by the number of accumulated micro-batches: the step
-    applies the sum of their gradients (k times the mean); divide the loss by the accumulation steps
-    before `backward()`
+12:17-12:38 `self.optimizer.step()` applies the sum of the accumulated gradients, not their mean
+    help: divide the loss by `self.accum` before `loss.backward()`
+    note: it runs only when `i % self.accum == 0` but `loss.backward()` runs every iteration on an
+        undivided loss: for k micro-batches the update is k times their mean gradient, as with a k times
+        larger learning rate
 """),
     )
     not_flagged = (
@@ -201,11 +212,14 @@ for idx, batch in enumerate(dataloader):
                     or self._grads_divided(iteration):
                 continue
             self._reported.add(id(step.node))
-            self.report(step.node, f"`{self.ctx.snippet(step.node)}` runs only when `{self.ctx.snippet(guard.test)}`, "
-                                   f"but `{self.ctx.snippet(backwards[0].node)}` runs every iteration and its loss is "
-                                   "not divided by the number of accumulated micro-batches: the step applies the sum "
-                                   "of their gradients (k times the mean); divide the loss by the accumulation steps "
-                                   "before `backward()`")
+            step_code, backward_code = self.ctx.snippet(step.node, 30), self.ctx.snippet(backwards[0].node, 40)
+            divisor = _divisor(guard.test)
+            steps = f"`{self.ctx.snippet(divisor, 40)}`" if divisor is not None else "the number of accumulation steps"
+            self.report(step.node, f"`{step_code}` applies the sum of the accumulated gradients, not their mean",
+                        help=f"divide the loss by {steps} before `{backward_code}`",
+                        note=f"it runs only when `{self.ctx.snippet(guard.test, 50)}` but `{backward_code}` runs every "
+                             "iteration on an undivided loss: for k micro-batches the update is k times their mean "
+                             "gradient, as with a k times larger learning rate")
 
     def _scaled(self, backward: Event) -> bool:
         """Is the backpropagated loss divided (or multiplied by a factor) before `backward()`?"""

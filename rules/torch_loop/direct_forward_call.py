@@ -11,6 +11,7 @@ from lintloop.screen import Needs
 class DirectForwardCall(Rule):
     code = "LL705"
     name = "direct-forward-call"
+    description = "`model.forward(x)` called directly (skips hooks)"
     frameworks = ("pt",)
     kind = "hygiene"
     fix_kind = "unsafe"
@@ -42,8 +43,10 @@ for x, y in loader:
     loss = criterion(out, y)
     loss.backward()
 """, expect="""
-4:11-4:27 [unsafe fix] `model.forward(...)` skips the module's hooks (forward/backward hooks, and those
-    that DDP, FSDP, quantization and profilers install); call `model(...)`
+4:11-4:27 [unsafe fix] `model.forward(...)` skips the module's hooks
+    help: call `model(...)`
+    note: no forward or backward hook runs: neither the user's nor those that DDP, FSDP, quantization
+        and profilers install
 """, fix_diff="""
 @@ -4 +4 @@
 -    out = model.forward(x)
@@ -58,8 +61,10 @@ class Net(torch.nn.Module):
 model = DDP(Net().to(device))
 logits = model.module.forward(images)
 """, expect="""
-7:10-7:38 [unsafe fix] `model.module.forward(...)` skips the module's hooks (forward/backward hooks, and
-    those that DDP, FSDP, quantization and profilers install); call `model.module(...)`
+7:10-7:38 [unsafe fix] `model.module.forward(...)` skips the module's hooks
+    help: call `model.module(...)`
+    note: no forward or backward hook runs: neither the user's nor those that DDP, FSDP, quantization
+        and profilers install
 """, fix_diff="""
 @@ -7 +7 @@
 -logits = model.module.forward(images)
@@ -76,8 +81,10 @@ class Classifier(pl.LightningModule):
     def forward(self, x):
         return self.backbone.forward(x)
 """, expect="""
-9:16-9:40 [unsafe fix] `self.backbone.forward(...)` skips the module's hooks (forward/backward hooks,
-    and those that DDP, FSDP, quantization and profilers install); call `self.backbone(...)`
+9:16-9:40 [unsafe fix] `self.backbone.forward(...)` skips the module's hooks
+    help: call `self.backbone(...)`
+    note: no forward or backward hook runs: neither the user's nor those that DDP, FSDP, quantization
+        and profilers install
 """, fix_diff="""
 @@ -9 +9 @@
 -        return self.backbone.forward(x)
@@ -89,8 +96,10 @@ def evaluate(model, loader):
     return [model.forward(x) for x, _ in loader]
 evaluate(nn.Linear(4, 2), val_loader)
 """, expect="""
-3:13-3:29 [unsafe fix] `model.forward(...)` skips the module's hooks (forward/backward hooks, and those
-    that DDP, FSDP, quantization and profilers install); call `model(...)`
+3:13-3:29 [unsafe fix] `model.forward(...)` skips the module's hooks
+    help: call `model(...)`
+    note: no forward or backward hook runs: neither the user's nor those that DDP, FSDP, quantization
+        and profilers install
 """, fix_diff="""
 @@ -3 +3 @@
 -    return [model.forward(x) for x, _ in loader]
@@ -109,8 +118,10 @@ class Segmenter(L.LightningModule):
 segmenter = Segmenter.load_from_checkpoint("best.ckpt")
 masks = segmenter.forward(images)
 """, expect="""
-11:9-11:34 [unsafe fix] `segmenter.forward(...)` skips the module's hooks (forward/backward hooks, and
-    those that DDP, FSDP, quantization and profilers install); call `segmenter(...)`
+11:9-11:34 [unsafe fix] `segmenter.forward(...)` skips the module's hooks
+    help: call `segmenter(...)`
+    note: no forward or backward hook runs: neither the user's nor those that DDP, FSDP, quantization
+        and profilers install
 """, fix_diff="""
 @@ -11 +11 @@
 -masks = segmenter.forward(images)
@@ -132,8 +143,10 @@ def fit_scorer(**hparams):
 scorer, metrics = fit_scorer(lr=1e-3)
 scores = scorer.forward(sets, mask=None)
 """, expect="""
-14:10-14:41 [unsafe fix] `scorer.forward(...)` skips the module's hooks (forward/backward hooks, and
-    those that DDP, FSDP, quantization and profilers install); call `scorer(...)`
+14:10-14:41 [unsafe fix] `scorer.forward(...)` skips the module's hooks
+    help: call `scorer(...)`
+    note: no forward or backward hook runs: neither the user's nor those that DDP, FSDP, quantization
+        and profilers install
 """, fix_diff="""
 @@ -14 +14 @@
 -scores = scorer.forward(sets, mask=None)
@@ -197,8 +210,10 @@ handle = model.forward
             return  # `self.forward(x)` inside the class: its own business
         if self.ctx.modules.forward_of(node) is None:
             return
-        code = self.ctx.snippet(owner)
-        self.report(node, f"`{code}.forward(...)` skips the module's hooks (forward/backward hooks, and those "
-                          f"that DDP, FSDP, quantization and profilers install); call `{code}(...)`",
+        code = self.ctx.snippet(owner, 50)
+        self.report(node, f"`{code}.forward(...)` skips the module's hooks",
+                    help=f"call `{code}(...)`",
+                    note="no forward or backward hook runs: neither the user's nor those that DDP, FSDP, "
+                         "quantization and profilers install",
                     fix=FixSpec("unsafe", [Replacement(func, self.ctx.module.code_for_node(owner))],
                                 f"call `{code}(...)`"))

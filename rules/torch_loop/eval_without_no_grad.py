@@ -53,6 +53,7 @@ def _stores_beyond(target: cst.BaseExpression, read: set[str]) -> bool:
 class EvalWithoutNoGrad(Rule):
     code = "LL703"
     name = "eval-without-no-grad"
+    description = "a model called after `eval()` without `no_grad`"
     frameworks = ("pt",)
     kind = "perf"
     needs = Needs(file=(("call:eval",),),
@@ -98,10 +99,10 @@ model = Seq2Seq(10000)
 for src in test_loader:
     print(translate(model, src, 40).shape)
 """, expect="""
-15:25-15:61 `net.decoder(net.embed(token), state)` in `for _ in range(max_len)` runs after `net.eval()`
-    with autograd on, and `hidden, state = net.decoder(net.embed(token), state)` keeps its output across
-    iterations: the graph and activations of every iteration stay alive; wrap the loop in `with
-    torch.no_grad():` (or `torch.inference_mode()`)
+15:25-15:61 `net.decoder(net.embed(token), state)` runs after `net.eval()` with autograd on
+    help: wrap `for _ in range(max_len)` in `with torch.no_grad():` (or `torch.inference_mode()`)
+    note: `hidden, state = net.decoder(net.embed(token), sta…` keeps its output across iterations: the
+        graph and activations of every iteration stay alive
 """),
         Example("""
 import torch
@@ -118,10 +119,10 @@ model.eval()
 for loader in (val_loader, test_loader):
     print(score(model, loader))
 """, expect="""
-8:28-8:34 `net(x)` in `for x, y in loader` runs after `model.eval()` with autograd on, once for every
-    item of `loader` (a loop of unknown length): every iteration records a graph and keeps its
-    activations for a backward that never comes; wrap the loop in `with torch.no_grad():` (or
-    `torch.inference_mode()`)
+8:28-8:34 `net(x)` runs after `model.eval()` with autograd on
+    help: wrap `for x, y in loader` in `with torch.no_grad():` (or `torch.inference_mode()`)
+    note: the loop runs it once for every item of `loader`, of unknown length: every iteration records a
+        graph and keeps its activations for a backward that never comes
 """),
         Example("""
 import torch
@@ -132,10 +133,10 @@ def evaluate(model, loader):
         correct += (model(x).argmax(1) == y).sum().item()
     return correct
 """, expect="""
-6:21-6:29 `model(x)` in `for x, y in loader` runs after `model.eval()` with autograd on, once for every
-    item of `loader` (a loop of unknown length): every iteration records a graph and keeps its
-    activations for a backward that never comes; wrap the loop in `with torch.no_grad():` (or
-    `torch.inference_mode()`)
+6:21-6:29 `model(x)` runs after `model.eval()` with autograd on
+    help: wrap `for x, y in loader` in `with torch.no_grad():` (or `torch.inference_mode()`)
+    note: the loop runs it once for every item of `loader`, of unknown length: every iteration records a
+        graph and keeps its activations for a backward that never comes
 """),
         Example("""
 import torch
@@ -145,10 +146,10 @@ for batch in test_loader:
     logits = model(batch["input_ids"])
     preds.append(logits.argmax(-1))
 """, expect="""
-5:14-5:39 `model(batch["input_ids"])` in `for batch in test_loader` runs after `model.eval()` with
-    autograd on, once for every item of `test_loader` (a loop of unknown length): every iteration
-    records a graph and keeps its activations for a backward that never comes; wrap the loop in `with
-    torch.no_grad():` (or `torch.inference_mode()`)
+5:14-5:39 `model(batch["input_ids"])` runs after `model.eval()` with autograd on
+    help: wrap `for batch in test_loader` in `with torch.no_grad():` (or `torch.inference_mode()`)
+    note: the loop runs it once for every item of `test_loader`, of unknown length: every iteration
+        records a graph and keeps its activations for a backward that never comes
 """),
         Example("""
 import torch
@@ -160,10 +161,10 @@ class Evaluator:
             total += self.criterion(self.model(x), y).item()
         return total
 """, expect="""
-7:37-7:50 `self.model(x)` in `for x, y in self.loader` runs after `self.model.eval()` with autograd on,
-    once for every item of `self.loader` (a loop of unknown length): every iteration records a graph and
-    keeps its activations for a backward that never comes; wrap the loop in `with torch.no_grad():` (or
-    `torch.inference_mode()`)
+7:37-7:50 `self.model(x)` runs after `self.model.eval()` with autograd on
+    help: wrap `for x, y in self.loader` in `with torch.no_grad():` (or `torch.inference_mode()`)
+    note: the loop runs it once for every item of `self.loader`, of unknown length: every iteration
+        records a graph and keeps its activations for a backward that never comes
 """),
         Example("""
 import torch
@@ -181,9 +182,10 @@ samples = []
 for z in latents:
     samples.append(net.decoder(z))
 """, expect="""
-14:20-14:34 `net.decoder(z)` in `for z in latents` runs after `net.eval()` with autograd on, and
-    `samples.append(net.decoder(z))` keeps its output across iterations: the graph and activations of
-    every iteration stay alive; wrap the loop in `with torch.no_grad():` (or `torch.inference_mode()`)
+14:20-14:34 `net.decoder(z)` runs after `net.eval()` with autograd on
+    help: wrap `for z in latents` in `with torch.no_grad():` (or `torch.inference_mode()`)
+    note: `samples.append(net.decoder(z))` keeps its output across iterations: the graph and activations
+        of every iteration stay alive
 """),
         Example("""
 import torch
@@ -192,10 +194,11 @@ probabilities = []
 for sample in (cat_image, dog_image, bird_image):
     probabilities.append(torch.softmax(classifier(sample), dim=-1))
 """, expect="""
-5:40-5:58 `classifier(sample)` in `for sample in (cat_image, dog_image, bird_image)` runs after
-    `classifier.eval()` with autograd on, and `probabilities.append(torch.softmax(classifier(sample),
-    dim=…` keeps its output across iterations: the graph and activations of every iteration stay alive;
-    wrap the loop in `with torch.no_grad():` (or `torch.inference_mode()`)
+5:40-5:58 `classifier(sample)` runs after `classifier.eval()` with autograd on
+    help: wrap `for sample in (cat_image, dog_image, bird_image)` in `with torch.no_grad():` (or
+        `torch.inference_mode()`)
+    note: `probabilities.append(torch.softmax(classifier(sam…` keeps its output across iterations: the
+        graph and activations of every iteration stay alive
 """),
         Example("""
 import torch
@@ -205,9 +208,10 @@ for _ in range(8):
     frame = generator(frame)
     show(frame)
 """, expect="""
-5:13-5:29 `generator(frame)` in `for _ in range(8)` runs after `generator.eval()` with autograd on, and
-    `frame = generator(frame)` keeps its output across iterations: the graph and activations of every
-    iteration stay alive; wrap the loop in `with torch.no_grad():` (or `torch.inference_mode()`)
+5:13-5:29 `generator(frame)` runs after `generator.eval()` with autograd on
+    help: wrap `for _ in range(8)` in `with torch.no_grad():` (or `torch.inference_mode()`)
+    note: `frame = generator(frame)` keeps its output across iterations: the graph and activations of
+        every iteration stay alive
 """),
     )
     not_flagged = (
@@ -357,19 +361,21 @@ for x, y in loader:
                 # dropped when the output is rebound: a few small tensors at a time.
                 continue
             self._reported.add(id(loop))
+            header = loop_header(self.ctx, loop)
             if kept is not None:
-                growth = (f", and `{self.ctx.snippet(kept)}` keeps its output across iterations: the graph and "
+                note = (f"`{self.ctx.snippet(kept, 50)}` keeps its output across iterations: the graph and "
                           "activations of every iteration stay alive")
             elif count is None:
-                growth = (f", once for every item of `{self.ctx.snippet(loop.iter, 40)}` (a loop of unknown length)"
-                          if isinstance(loop, cst.For) else ", on every pass of a loop of unknown length")
-                growth += ": every iteration records a graph and keeps its activations for a backward that never comes"
+                note = (f"the loop runs it once for every item of `{self.ctx.snippet(loop.iter, 40)}`, of unknown length"
+                          if isinstance(loop, cst.For) else "the loop, of unknown length, runs it on every pass")
+                note += ": every iteration records a graph and keeps its activations for a backward that never comes"
             else:
-                growth = (f", {runs} times: every iteration records a graph and keeps its activations for a "
-                          "backward that never comes")
-            self.report(forward, f"`{self.ctx.snippet(forward)}` in `{loop_header(self.ctx, loop)}` runs after "
-                                 f"`{self.ctx.snippet(node)}` with autograd on{growth}; wrap the loop in "
-                                 "`with torch.no_grad():` (or `torch.inference_mode()`)")
+                note = (f"the loop runs it {runs} times: every iteration records a graph and keeps its "
+                          "activations for a backward that never comes")
+            self.report(forward, f"`{self.ctx.snippet(forward, 36)}` runs after `{self.ctx.snippet(node, 25)}` with "
+                                 "autograd on",
+                        help=f"wrap `{header}` in `with torch.no_grad():` (or `torch.inference_mode()`)",
+                        note=note)
             return
 
     def _loops_after(self, evaluation: cst.Call, model: str, scope: cst.CSTNode

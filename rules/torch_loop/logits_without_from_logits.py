@@ -35,6 +35,7 @@ PROBABILITY_LOSS = UnitShape("probability_loss", _CROSS_ENTROPIES, _names_a_prob
 class LogitsWithoutFromLogits(Rule):
     code = "LL709"
     name = "logits-without-from-logits"
+    description = "logits given to a Keras cross-entropy without `from_logits=True`"
     frameworks = ("tf",)
     kind = "bug"
     fix_kind = "unsafe"
@@ -88,10 +89,11 @@ model = tf.keras.Sequential([
 model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
 model.fit(x_train, y_train, epochs=5)
 """, expect="""
-7:38-7:71 [unsafe fix] `sparse_categorical_crossentropy` without `from_logits=True` is applied to
-    logits: the model compiled at line 7 comes out of `tf.keras.layers.Dense(10)`, which has no
-    activation. Keras takes the values for probabilities — clips them to [1e-7, 1 - 1e-7] and takes the
-    log — so logits outside that range get a zero gradient and the loss stalls; pass `from_logits=True`
+7:38-7:71 [unsafe fix] `sparse_categorical_crossentropy` without `from_logits=True` applied to logits
+    help: use `SparseCategoricalCrossentropy(from_logits=True)`
+    note: the model compiled at line 7 comes out of `tf.keras.layers.Dense(10)`, which has no
+        activation. Keras clips the logits to [1e-7, 1 - 1e-7] as probabilities and takes the log:
+        outside that range the gradient is zero and the loss stalls
 """, fix_diff="""
 @@ -7 +7 @@
 -model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
@@ -112,10 +114,11 @@ for x_batch, y_batch in train_dataset:
         loss_value = loss_fn(y_batch, logits)
     grads = tape.gradient(loss_value, model.trainable_weights)
 """, expect="""
-7:11-7:55 [unsafe fix] `SparseCategoricalCrossentropy` without `from_logits=True` is applied to logits:
-    `logits` at line 12 comes out of `layers.Dense(10, name="predictions")`, which has no activation.
-    Keras takes the values for probabilities — clips them to [1e-7, 1 - 1e-7] and takes the log — so
-    logits outside that range get a zero gradient and the loss stalls; pass `from_logits=True`
+7:11-7:55 [unsafe fix] `SparseCategoricalCrossentropy` without `from_logits=True` applied to logits
+    help: pass `from_logits=True` to `SparseCategoricalCrossentropy`
+    note: `logits` at line 12 comes out of `layers.Dense(10, name="predictions")`, which has no
+        activation. Keras clips the logits to [1e-7, 1 - 1e-7] as probabilities and takes the log:
+        outside that range the gradient is zero and the loss stalls
 """, fix_diff="""
 @@ -7 +7 @@
 -loss_fn = keras.losses.SparseCategoricalCrossentropy()
@@ -135,10 +138,11 @@ def build():
 model = build()
 model.compile(optimizer="adam", loss=tf.keras.losses.BinaryCrossentropy(from_logits=False))
 """, expect="""
-12:38-12:91 [unsafe fix] `BinaryCrossentropy` without `from_logits=True` is applied to logits: the model
-    compiled at line 12 comes out of `tf.keras.layers.Dense(1)`, which has no activation. Keras takes
-    the values for probabilities — clips them to [1e-7, 1 - 1e-7] and takes the log — so logits outside
-    that range get a zero gradient and the loss stalls; pass `from_logits=True`
+12:38-12:91 [unsafe fix] `BinaryCrossentropy` without `from_logits=True` applied to logits
+    help: pass `from_logits=True` to `BinaryCrossentropy`
+    note: the model compiled at line 12 comes out of `tf.keras.layers.Dense(1)`, which has no
+        activation. Keras clips the logits to [1e-7, 1 - 1e-7] as probabilities and takes the log:
+        outside that range the gradient is zero and the loss stalls
 """, fix_diff="""
 @@ -12 +12 @@
 -model.compile(optimizer="adam", loss=tf.keras.losses.BinaryCrossentropy(from_logits=False))
@@ -160,10 +164,11 @@ def train_step(x, y):
         loss = tf.reduce_mean(keras.losses.categorical_crossentropy(y, model(x)))
     grads = tape.gradient(loss, model.trainable_variables)
 """, expect="""
-13:31-13:81 [unsafe fix] `categorical_crossentropy` without `from_logits=True` is applied to logits:
-    `model(x)` at line 13 comes out of `keras.layers.Dense(num_classes)`, which has no activation. Keras
-    takes the values for probabilities — clips them to [1e-7, 1 - 1e-7] and takes the log — so logits
-    outside that range get a zero gradient and the loss stalls; pass `from_logits=True`
+13:31-13:81 [unsafe fix] `categorical_crossentropy` without `from_logits=True` applied to logits
+    help: pass `from_logits=True` to `categorical_crossentropy`
+    note: `model(x)` at line 13 comes out of `keras.layers.Dense(num_classes)`, which has no activation.
+        Keras clips the logits to [1e-7, 1 - 1e-7] as probabilities and takes the log: outside that
+        range the gradient is zero and the loss stalls
 """, fix_diff="""
 @@ -13 +13 @@
 -        loss = tf.reduce_mean(keras.losses.categorical_crossentropy(y, model(x)))
@@ -178,10 +183,11 @@ outputs = layers.Activation("linear", dtype="float32")(x)
 model = keras.Model(inputs, outputs)
 model.compile(loss="sparse_categorical_crossentropy", optimizer="rmsprop")
 """, expect="""
-7:20-7:53 [unsafe fix] `sparse_categorical_crossentropy` without `from_logits=True` is applied to
-    logits: the model compiled at line 7 comes out of `layers.Dense(10)`, which has no activation. Keras
-    takes the values for probabilities — clips them to [1e-7, 1 - 1e-7] and takes the log — so logits
-    outside that range get a zero gradient and the loss stalls; pass `from_logits=True`
+7:20-7:53 [unsafe fix] `sparse_categorical_crossentropy` without `from_logits=True` applied to logits
+    help: use `SparseCategoricalCrossentropy(from_logits=True)`
+    note: the model compiled at line 7 comes out of `layers.Dense(10)`, which has no activation. Keras
+        clips the logits to [1e-7, 1 - 1e-7] as probabilities and takes the log: outside that range the
+        gradient is zero and the loss stalls
 """, fix_diff="""
 @@ -7 +7 @@
 -model.compile(loss="sparse_categorical_crossentropy", optimizer="rmsprop")
@@ -197,10 +203,11 @@ wide = tf.keras.Sequential([tf.keras.layers.Dense(64, activation="relu"),
 wide.compile(loss="binary_crossentropy", optimizer="rmsprop")
 wide.fit(x_other, y_other, epochs=10)
 """, expect="""
-3:20-3:41 [unsafe fix] `binary_crossentropy` without `from_logits=True` is applied to logits: the model
-    compiled at line 3 comes out of `tf.keras.layers.Dense(1)`, which has no activation. Keras takes the
-    values for probabilities — clips them to [1e-7, 1 - 1e-7] and takes the log — so logits outside that
-    range get a zero gradient and the loss stalls; pass `from_logits=True`
+3:20-3:41 [unsafe fix] `binary_crossentropy` without `from_logits=True` applied to logits
+    help: use `BinaryCrossentropy(from_logits=True)`
+    note: the model compiled at line 3 comes out of `tf.keras.layers.Dense(1)`, which has no activation.
+        Keras clips the logits to [1e-7, 1 - 1e-7] as probabilities and takes the log: outside that
+        range the gradient is zero and the loss stalls
 """, fix_diff="""
 @@ -3 +3 @@
 -small.compile(loss="binary_crossentropy", optimizer="rmsprop")
@@ -277,7 +284,7 @@ base.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
                     or self._corrected_later(use, uses):
                 continue
             seen.add(loss.node)
-            self.report(loss.node, self._message(use), self._fix(loss))
+            self._report(use)
 
     def _corrected_later(self, use: LossUse, uses: list[LossUse]) -> bool:
         """A compiled model shown failing on purpose: later in the same scope (a notebook's cells, a
@@ -314,14 +321,17 @@ base.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
                 found.add(ctx.snippet(data, 200))
         return found
 
-    def _message(self, use: LossUse) -> str:
+    def _report(self, use: LossUse) -> None:
         ctx = self.ctx
         applied = (f"the model compiled at line {ctx.line_of(use.site)}" if use.prediction is None else
                    f"`{ctx.snippet(use.prediction, 30)}` at line {ctx.line_of(use.site)}")
-        return (f"`{use.loss.name}` without `from_logits=True` is applied to logits: {applied} comes out of "
-                f"`{ctx.snippet(use.output.node, 50)}`, which has no activation. Keras takes the values for "
-                f"probabilities — clips them to [1e-7, 1 - 1e-7] and takes the log — so logits outside that "
-                f"range get a zero gradient and the loss stalls; pass `from_logits=True`")
+        self.report(use.loss.node, f"`{use.loss.name}` without `from_logits=True` applied to logits",
+                    self._fix(use.loss),
+                    help=(f"pass `from_logits=True` to `{use.loss.name}`" if use.loss.spelling in ("class", "function")
+                          else f"use `{CLASS_OF_FUNCTION.get(use.loss.name, use.loss.name)}(from_logits=True)`"),
+                    note=f"{applied} comes out of `{ctx.snippet(use.output.node, 50)}`, which has no activation. "
+                         "Keras clips the logits to [1e-7, 1 - 1e-7] as probabilities and takes the log: outside that "
+                         "range the gradient is zero and the loss stalls")
 
     def _fix(self, loss: CrossEntropy) -> FixSpec | None:
         module = self.ctx.module

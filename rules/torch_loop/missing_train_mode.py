@@ -25,6 +25,7 @@ _EVAL_EFFECTS = {
 class MissingTrainMode(LoopRule):
     code = "LL704"
     name = "missing-train-mode"
+    description = "training continues after `model.eval()` without `model.train()`"
     frameworks = ("pt",)
     needs = Needs(file=(("call:eval",), ("call:backward", "call:manual_backward")), statement=(("loop",),))
     probe = "effect"
@@ -54,9 +55,11 @@ for epoch in range(epochs):
     with torch.no_grad():
         val_loss = sum(criterion(model(x), y).item() for x, y in val_loader)
 """, expect="""
-8:5-8:17 `model.eval()` leaves `model` in eval mode, and the next training step (`criterion(model(x),
-    y).backward()`) in `for epoch in range(epochs)` can run before any `model.train()`: dropout stays
-    off and batch norm stops updating its statistics; call `model.train()` after evaluating
+8:5-8:17 `model.eval()` leaves `model` in eval mode for the next training step
+    help: call `model.train()` after evaluating, before the next training step
+    note: the next training step (`criterion(model(x), y).backward()`) in `for epoch in range(epochs)`
+        can run before any `model.train()`: dropout stays off and batch norm stops updating its
+        statistics
 """),
         Example("""
 import torch
@@ -74,10 +77,11 @@ for epoch in range(epochs):
         if step % 500 == 0:
             evaluate(net, val_loader)
 """, expect="""
-14:13-14:38 `evaluate(net, val_loader)` (through `model.eval()`) leaves `net` in eval mode, and the next
-    training step (`criterion(net(x), y).backward()`) in `for step, (x, y) in enumerate(train_loader)`
-    can run before any `net.train()`: dropout stays off and batch norm stops updating its statistics;
-    call `net.train()` after evaluating
+14:13-14:38 `evaluate(net, val_loader)` leaves `net` in eval mode for the next training step
+    help: call `net.train()` after evaluating, before the next training step
+    note: it calls `model.eval()`, and the next training step (`criterion(net(x), y).backward()`) in
+        `for step, (x, y) in enumerate(train_loader)` can run before any `net.train()`: dropout stays
+        off and batch norm stops updating its statistics
 """),
         Example("""
 import torch
@@ -97,10 +101,11 @@ class Trainer:
                 self.optimizer.step()
             self.validate()
 """, expect="""
-16:13-16:28 `self.validate()` (through `self.model.eval()`) leaves `self.model` in eval mode, and the
-    next training step (`self.model(batch).loss.backward()`) in `for epoch in range(self.epochs)` can
-    run before any `self.model.train()`: dropout stays off and batch norm stops updating its statistics;
-    call `self.model.train()` after evaluating
+16:13-16:28 `self.validate()` leaves `self.model` in eval mode for the next training step
+    help: call `self.model.train()` after evaluating, before the next training step
+    note: it calls `self.model.eval()`, and the next training step (`self.model(batch).loss.backward()`)
+        in `for epoch in range(self.epochs)` can run before any `self.model.train()`: dropout stays off
+        and batch norm stops updating its statistics
 """),
         Example("""
 import torch
@@ -125,9 +130,10 @@ for epoch in range(20):
     with torch.inference_mode():
         val = nn.functional.mse_loss(net(x_val), y_val)
 """, expect="""
-19:5-19:15 `net.eval()` leaves `net` in eval mode, and the next training step (`loss.backward()`) in
-    `for epoch in range(20)` can run before any `net.train()`: `nn.Dropout(p=0.2)` at line 6 stays off;
-    call `net.train()` after evaluating
+19:5-19:15 `net.eval()` leaves `net` in eval mode for the next training step
+    help: call `net.train()` after evaluating, before the next training step
+    note: the next training step (`loss.backward()`) in `for epoch in range(20)` can run before any
+        `net.train()`: `nn.Dropout(p=0.2)` at line 6 stays off
 """),
         Example("""
 import torch
@@ -156,10 +162,11 @@ for step, (x, y) in enumerate(loader):
     if step % 100 == 0:
         check(tagger, x)
 """, expect="""
-25:9-25:25 `check(tagger, x)` (through `model.eval()`) leaves `tagger` in eval mode, and the next
-    training step (`loss.backward()`) in `for step, (x, y) in enumerate(loader)` can run before any
-    `tagger.train()`: `F.dropout(x, p=0.3, training=self.training)` at line 8 sees `self.training ==
-    False`; call `tagger.train()` after evaluating
+25:9-25:25 `check(tagger, x)` leaves `tagger` in eval mode for the next training step
+    help: call `tagger.train()` after evaluating, before the next training step
+    note: it calls `model.eval()`, and the next training step (`loss.backward()`) in `for step, (x, y)
+        in enumerate(loader)` can run before any `tagger.train()`: `F.dropout(x, p=0.3,
+        training=self.training)` at line 8 sees `self.training == False`
 """),
     )
     not_flagged = (
@@ -348,14 +355,13 @@ for epoch in range(epochs):
         if id(site) in self._reported:
             return
         self._reported.add(id(site))
-        through = f" (through `{self.ctx.snippet(evaluation.node)}`)" if site is not evaluation.node else ""
+        through = f"it calls `{self.ctx.snippet(evaluation.node, 40)}`, and " if site is not evaluation.node else ""
         if mode.differs and mode.part is not None:
-            effect = (f"`{self.ctx.snippet(mode.part)}` at line {self.ctx.line_of(mode.part)} "
+            effect = (f"`{self.ctx.snippet(mode.part, 50)}` at line {self.ctx.line_of(mode.part)} "
                       f"{_EVAL_EFFECTS[mode.kind]}")
         else:
             effect = "dropout stays off and batch norm stops updating its statistics"
-        self.report(site, f"`{self.ctx.snippet(site)}`{through} leaves `{target}` in eval mode, and the "
-                                     f"next training step (`{self.ctx.snippet(backward.node)}`) in "
-                                     f"`{loop_header(self.ctx, iteration.loop)}` can run before any `{target}.train()`: "
-                                     f"{effect}; call `{target}.train()` after evaluating")
-
+        self.report(site, f"`{self.ctx.snippet(site, 40)}` leaves `{target}` in eval mode for the next training step",
+                    help=f"call `{target}.train()` after evaluating, before the next training step",
+                    note=f"{through}the next training step (`{self.ctx.snippet(backward.node, 40)}`) in "
+                         f"`{loop_header(self.ctx, iteration.loop)}` can run before any `{target}.train()`: {effect}")

@@ -17,6 +17,7 @@ _KEEP_GRADIENTS = {"apex.amp.scale_loss", "apex.amp.handle.scale_loss"}
 class MissingZeroGrad(LoopRule):
     code = "LL701"
     name = "missing-zero-grad"
+    description = "a training loop that never zeroes gradients"
     frameworks = ("pt",)
     needs = Needs(file=(("call:backward", "call:manual_backward"),),
                   statement=(("call:step",),))
@@ -44,10 +45,12 @@ for x, y in loader:
     loss.backward()
     optimizer.step()
 """, expect="""
-7:5-7:21 `optimizer.step()` in the loop `for x, y in loader` applies gradients that `loss.backward()`
-    keeps adding to: nothing in the loop calls `optimizer.zero_grad()` (or the model's `zero_grad()`, or
-    sets `p.grad = None`), so every step uses the sum of all gradients so far; zero the gradients once
-    per iteration
+7:5-7:21 `optimizer.step()` without `optimizer.zero_grad()` in the loop: gradients pile up
+    help: call `optimizer.zero_grad()` once per iteration, before `loss.backward()` or right after
+        `optimizer.step()`
+    note: `loss.backward()` adds into `.grad` on every iteration of `for x, y in loader` and nothing
+        resets it (no model `zero_grad()`, no `p.grad = None`): each step applies the sum of all
+        gradients so far
 """),
         Example("""
 import torch
@@ -65,10 +68,12 @@ def main():
     for epoch in range(10):
         train_one_epoch(model, train_loader, optimizer, criterion)
 """, expect="""
-8:9-8:25 `optimizer.step()` in the loop `for images, target in loader` applies gradients that
-    `loss.backward()` keeps adding to: nothing in the loop calls `optimizer.zero_grad()` (or the model's
-    `zero_grad()`, or sets `p.grad = None`), so every step uses the sum of all gradients so far; zero
-    the gradients once per iteration
+8:9-8:25 `optimizer.step()` without `optimizer.zero_grad()` in the loop: gradients pile up
+    help: call `optimizer.zero_grad()` once per iteration, before `loss.backward()` or right after
+        `optimizer.step()`
+    note: `loss.backward()` adds into `.grad` on every iteration of `for images, target in loader` and
+        nothing resets it (no model `zero_grad()`, no `p.grad = None`): each step applies the sum of all
+        gradients so far
 """),
         Example("""
 import torch
@@ -85,10 +90,12 @@ class Trainer:
                 loss.backward()
                 self.optimizer.step()
 """, expect="""
-13:17-13:38 `self.optimizer.step()` in the loop `for batch in loader` applies gradients that
-    `loss.backward()` keeps adding to: nothing in the loop calls `self.optimizer.zero_grad()` (or the
-    model's `zero_grad()`, or sets `p.grad = None`), so every step uses the sum of all gradients so far;
-    zero the gradients once per iteration
+13:17-13:38 `self.optimizer.step()` without `self.optimizer.zero_grad()` in the loop: gradients pile up
+    help: call `self.optimizer.zero_grad()` once per iteration, before `loss.backward()` or right after
+        `self.optimizer.step()`
+    note: `loss.backward()` adds into `.grad` on every iteration of `for batch in loader` and nothing
+        resets it (no model `zero_grad()`, no `p.grad = None`): each step applies the sum of all
+        gradients so far
 """),
         Example("""
 import torch
@@ -100,10 +107,12 @@ for x, y in loader:
     scaler.step(optimizer)
     scaler.update()
 """, expect="""
-7:5-7:27 `scaler.step(optimizer)` in the loop `for x, y in loader` applies gradients that
-    `scaler.scale(loss).backward()` keeps adding to: nothing in the loop calls `optimizer.zero_grad()`
-    (or the model's `zero_grad()`, or sets `p.grad = None`), so every step uses the sum of all gradients
-    so far; zero the gradients once per iteration
+7:5-7:27 `scaler.step(optimizer)` without `optimizer.zero_grad()` in the loop: gradients pile up
+    help: call `optimizer.zero_grad()` once per iteration, before `scaler.scale(loss).backward()` or
+        right after `scaler.step(optimizer)`
+    note: `scaler.scale(loss).backward()` adds into `.grad` on every iteration of `for x, y in loader`
+        and nothing resets it (no model `zero_grad()`, no `p.grad = None`): each step applies the sum of
+        all gradients so far
 """),
         Example("""
 import torch
@@ -120,10 +129,12 @@ def train_step(engine, batch):
 trainer = Engine(train_step)
 trainer.run(train_loader, max_epochs=5)
 """, expect="""
-9:5-9:21 `optimizer.step()` in `train_step`, which `Engine(train_step)` runs once per iteration, applies
-    gradients that `loss.backward()` keeps adding to: nothing in it calls `optimizer.zero_grad()` (or
-    the model's `zero_grad()`, or sets `p.grad = None`), so every step uses the sum of all gradients so
-    far; zero the gradients once per iteration
+9:5-9:21 `optimizer.step()` without `optimizer.zero_grad()` in `train_step`: gradients pile up
+    help: call `optimizer.zero_grad()` once per iteration, before `loss.backward()` or right after
+        `optimizer.step()`
+    note: `loss.backward()` adds into `.grad` on every call of `train_step`, which `Engine(train_step)`
+        runs once per iteration, and nothing resets it (no model `zero_grad()`, no `p.grad = None`):
+        each step applies the sum of all gradients so far
 """),
         Example("""
 import ignite
@@ -139,10 +150,12 @@ def update(engine, batch):
 
 ignite.engine.Engine(process_function=update).run(loader)
 """, expect="""
-10:5-10:15 `opt.step()` in `update`, which `ignite.engine.Engine(process_function=update)` runs once per
-    iteration, applies gradients that `scaled.backward()` keeps adding to: nothing in it calls
-    `opt.zero_grad()` (or the model's `zero_grad()`, or sets `p.grad = None`), so every step uses the
-    sum of all gradients so far; zero the gradients once per iteration
+10:5-10:15 `opt.step()` without `opt.zero_grad()` in `update`: gradients pile up
+    help: call `opt.zero_grad()` once per iteration, before `scaled.backward()` or right after
+        `opt.step()`
+    note: `scaled.backward()` adds into `.grad` on every call of `update`, which
+        `ignite.engine.Engine(process_function=update)` runs once per iteration, and nothing resets it
+        (no model `zero_grad()`, no `p.grad = None`): each step applies the sum of all gradients so far
 """),
     )
     not_flagged = (
@@ -246,16 +259,20 @@ for batch in loader:
             return
         self._reported.add(id(step.node))
         backward = iteration.of("backward")[0]
+        backward_code = self.ctx.snippet(backward.node, 40)
         if iteration.engine is not None:
-            where, body = (f"`{iteration.loop.name.value}`, which `{self.ctx.snippet(iteration.engine)}` runs once "
-                           "per iteration,"), "it"
+            where = f"`{iteration.loop.name.value}`"
+            runs = (f"on every call of `{iteration.loop.name.value}`, which `{self.ctx.snippet(iteration.engine, 50)}` "
+                    "runs once per iteration,")
         else:
-            where, body = f"the loop `{loop_header(self.ctx, iteration.loop)}`", "the loop"
-        self.report(step.node, f"`{self.ctx.snippet(step.node)}` in {where} applies "
-                               f"gradients that `{self.ctx.snippet(backward.node)}` keeps adding to: nothing in "
-                               f"{body} calls `{optimizer}.zero_grad()` (or the model's `zero_grad()`, or sets "
-                               "`p.grad = None`), so every step uses the sum of all gradients so far; zero the "
-                               "gradients once per iteration")
+            where = "the loop"
+            runs = f"on every iteration of `{loop_header(self.ctx, iteration.loop)}`"
+        self.report(step.node, f"`{self.ctx.snippet(step.node, 30)}` without `{optimizer}.zero_grad()` in {where}: "
+                               "gradients pile up",
+                    help=f"call `{optimizer}.zero_grad()` once per iteration, before `{backward_code}` or right "
+                         f"after `{self.ctx.snippet(step.node, 30)}`",
+                    note=f"`{backward_code}` adds into `.grad` {runs} and nothing resets it (no model "
+                         "`zero_grad()`, no `p.grad = None`): each step applies the sum of all gradients so far")
 
     def _escapes(self, body: cst.For | cst.While | cst.FunctionDef, optimizer: str, events: set[int]) -> bool:
         """Is the optimizer handed to a call this file cannot see into (which may zero it), in the loop or

@@ -16,6 +16,7 @@ _METRIC_SCHEDULERS = {"torch.optim.lr_scheduler.ReduceLROnPlateau"}
 class SchedulerBeforeOptimizerStep(LoopRule):
     code = "LL707"
     name = "scheduler-before-optimizer-step"
+    description = "`scheduler.step()` before `optimizer.step()`"
     frameworks = ("pt",)
     needs = Needs(file=(("call:backward", "call:manual_backward"),), statement=(("call:step",),))
     probe = "error (warning)"
@@ -42,9 +43,11 @@ for epoch in range(90):
         criterion(model(x), y).backward()
         optimizer.step()
 """, expect="""
-5:5-5:21 `scheduler.step()` runs before `optimizer.step()` in each iteration of `for epoch in
-    range(90)`: the schedule's first learning rate is skipped (PyTorch warns "Detected call of
-    `lr_scheduler.step()` before `optimizer.step()`"); step the scheduler after the optimizer
+5:5-5:21 `scheduler.step()` before `optimizer.step()` skips the first learning rate
+    help: call `scheduler.step()` after `optimizer.step()`
+    note: it runs before the optimizer's step in each iteration of `for epoch in range(90)`: the
+        schedule's first value is never used; PyTorch warns "Detected call of `lr_scheduler.step()`
+        before `optimizer.step()`"
 """),
         Example("""
 import torch
@@ -57,9 +60,11 @@ for x, y in loader:
     sched.step()
     opt.step()
 """, expect="""
-8:5-8:17 `sched.step()` runs before `opt.step()` in each iteration of `for x, y in loader`: the
-    schedule's first learning rate is skipped (PyTorch warns "Detected call of `lr_scheduler.step()`
-    before `optimizer.step()`"); step the scheduler after the optimizer
+8:5-8:17 `sched.step()` before `opt.step()` skips the first learning rate
+    help: call `sched.step()` after `opt.step()`
+    note: it runs before the optimizer's step in each iteration of `for x, y in loader`: the schedule's
+        first value is never used; PyTorch warns "Detected call of `lr_scheduler.step()` before
+        `optimizer.step()`"
 """),
         Example("""
 import torch
@@ -75,9 +80,11 @@ for epoch in range(3):
     lr_scheduler.step()
     train_epoch(model, train_loader)
 """, expect="""
-11:5-11:24 `lr_scheduler.step()` runs before `optimizer.step()` in each iteration of `for epoch in
-    range(3)`: the schedule's first learning rate is skipped (PyTorch warns "Detected call of
-    `lr_scheduler.step()` before `optimizer.step()`"); step the scheduler after the optimizer
+11:5-11:24 `lr_scheduler.step()` before `optimizer.step()` skips the first learning rate
+    help: call `lr_scheduler.step()` after `optimizer.step()`
+    note: it runs before the optimizer's step in each iteration of `for epoch in range(3)`: the
+        schedule's first value is never used; PyTorch warns "Detected call of `lr_scheduler.step()`
+        before `optimizer.step()`"
 """),
     )
     not_flagged = (
@@ -140,11 +147,13 @@ for epoch in range(epochs):
                     and id(event.node) not in self._reported:
                 self._reported.add(id(event.node))
                 step = next(e for e in events[index + 1:] if e.kind in ("step", "scaler_step"))
-                self.report(event.node, f"`{self.ctx.snippet(event.node)}` runs before `{self.ctx.snippet(step.node)}` "
-                                        f"in each iteration of `{loop_header(self.ctx, iteration.loop)}`: the schedule's "
-                                        "first learning rate is skipped (PyTorch warns \"Detected call of "
-                                        "`lr_scheduler.step()` before `optimizer.step()`\"); step the scheduler after "
-                                        "the optimizer")
+                scheduler_code, step_code = self.ctx.snippet(event.node, 28), self.ctx.snippet(step.node, 28)
+                self.report(event.node, f"`{scheduler_code}` before `{step_code}` skips the first learning rate",
+                            help=f"call `{scheduler_code}` after `{step_code}`",
+                            note=f"it runs before the optimizer's step in each iteration of "
+                                 f"`{loop_header(self.ctx, iteration.loop)}`: the schedule's first value is never used; "
+                                 "PyTorch warns \"Detected call of "
+                                 "`lr_scheduler.step()` before `optimizer.step()`\"")
 
     def _step_counting(self, event: Event) -> bool:
         """Is it a scheduler whose steps follow the optimizer's: torch's `LRScheduler`s (not

@@ -22,6 +22,7 @@ _TORCH_CROSS_ENTROPY_CLASSES = {"torch.nn.CrossEntropyLoss", "torch.nn.modules.l
 class SoftmaxIntoCrossEntropy(Rule):
     code = "LL708"
     name = "softmax-into-cross-entropy"
+    description = "softmax output given to a cross-entropy loss"
     frameworks = ("pt", "tf")
     # The unit computing the loss (a model's `forward` and `__init__` come with its class: lintloop.screen).
     # Only files that train (a backward, an optimizer step, a Lightning `training_step`): model libraries
@@ -98,9 +99,10 @@ for x, y in train_loader:
     loss.backward()
     optimizer.step()
 """, expect="""
-17:22-17:27 cross-entropy applied to softmax output (from `F.softmax(self.head(features), dim=-1)`):
-    `CrossEntropyLoss` applies log_softmax itself, so this computes the loss of softmax(softmax(logits))
-    — it cannot approach 0 and its gradients are squashed; pass the logits
+17:22-17:27 cross-entropy applied to softmax output (from `F.softmax(self.head(features), dim=-1)`)
+    help: pass the logits, not the output of `F.softmax(self.head(features), dim=-1)`
+    note: `CrossEntropyLoss` applies log_softmax itself, so this computes the loss of
+        softmax(softmax(logits)): it cannot approach 0 and its gradients are squashed
 """),
         Example("""
 import keras
@@ -122,11 +124,11 @@ class Trainer:
                 loss = self.loss_fn(y, self.model(x, training=True))
             grads = tape.gradient(loss, self.model.trainable_variables)
 """, expect="""
-13:24-13:78 `CategoricalCrossentropy(from_logits=True)` is applied to softmax output: `self.model(x,
-    training=True)` at line 17 comes out of `tf.nn.softmax(self.head(self.hidden(x)))`. Keras on
-    TensorFlow (3, and 2) warns and uses the softmax's input where it can see it; where it cannot
-    (`tf.nn.softmax` in eager code, a cast prediction, the JAX/PyTorch backends) this is softmax applied
-    twice. Drop the softmax or `from_logits=True`
+13:24-13:78 `CategoricalCrossentropy(from_logits=True)` applied to softmax output
+    help: drop the softmax (`tf.nn.softmax(self.head(self.hidden(x)))`) or `from_logits=True`
+    note: `self.model(x, training=True)` at line 17 comes out of that softmax. Keras on TensorFlow (3,
+        and 2) warns and uses its input where it can see it; where it cannot (eager `tf.nn.softmax`, a
+        cast prediction, the JAX/PyTorch backends) softmax is applied twice
 """),
         Example("""
 import torch.nn as nn
@@ -136,9 +138,10 @@ for images, labels in train_loader:
     loss = criterion(model(images), labels)
     loss.backward()
 """, expect="""
-5:22-5:35 cross-entropy applied to softmax output (from `nn.Softmax(dim=1)`): `CrossEntropyLoss` applies
-    log_softmax itself, so this computes the loss of softmax(softmax(logits)) — it cannot approach 0 and
-    its gradients are squashed; pass the logits
+5:22-5:35 cross-entropy applied to softmax output (from `nn.Softmax(dim=1)`)
+    help: pass the logits, not the output of `nn.Softmax(dim=1)`
+    note: `CrossEntropyLoss` applies log_softmax itself, so this computes the loss of
+        softmax(softmax(logits)): it cannot approach 0 and its gradients are squashed
 """),
         Example("""
 import torch
@@ -148,9 +151,10 @@ probs = F.softmax(logits, dim=-1)
 loss = F.cross_entropy(probs, y)
 loss.backward()
 """, expect="""
-5:24-5:29 cross-entropy applied to softmax output (from `F.softmax(logits, dim=-1)`): `CrossEntropyLoss`
-    applies log_softmax itself, so this computes the loss of softmax(softmax(logits)) — it cannot
-    approach 0 and its gradients are squashed; pass the logits
+5:24-5:29 cross-entropy applied to softmax output (from `F.softmax(logits, dim=-1)`)
+    help: pass the logits, not the output of `F.softmax(logits, dim=-1)`
+    note: `CrossEntropyLoss` applies log_softmax itself, so this computes the loss of
+        softmax(softmax(logits)): it cannot approach 0 and its gradients are squashed
 """),
         Example("""
 import torch
@@ -168,9 +172,10 @@ loss = loss_fn(out.view(-1, 3), targets)
 loss.backward()
 optimizer.step()
 """, expect="""
-12:16-12:31 cross-entropy applied to softmax output (from `torch.softmax(self.fc(x), dim=1)`):
-    `CrossEntropyLoss` applies log_softmax itself, so this computes the loss of softmax(softmax(logits))
-    — it cannot approach 0 and its gradients are squashed; pass the logits
+12:16-12:31 cross-entropy applied to softmax output (from `torch.softmax(self.fc(x), dim=1)`)
+    help: pass the logits, not the output of `torch.softmax(self.fc(x), dim=1)`
+    note: `CrossEntropyLoss` applies log_softmax itself, so this computes the loss of
+        softmax(softmax(logits)): it cannot approach 0 and its gradients are squashed
 """),
         Example("""
 import torch
@@ -178,12 +183,14 @@ from torch.nn.functional import cross_entropy
 loss = cross_entropy(torch.nn.Softmax(dim=1)(model(x)), y) + cross_entropy(logits.softmax(1), y)
 loss.backward()
 """, expect="""
-3:22-3:55 cross-entropy applied to softmax output (from `torch.nn.Softmax(dim=1)`): `CrossEntropyLoss`
-    applies log_softmax itself, so this computes the loss of softmax(softmax(logits)) — it cannot
-    approach 0 and its gradients are squashed; pass the logits
-3:76-3:93 cross-entropy applied to softmax output (from `logits.softmax(1)`): `CrossEntropyLoss` applies
-    log_softmax itself, so this computes the loss of softmax(softmax(logits)) — it cannot approach 0 and
-    its gradients are squashed; pass the logits
+3:22-3:55 cross-entropy applied to softmax output (from `torch.nn.Softmax(dim=1)`)
+    help: pass the logits, not the output of `torch.nn.Softmax(dim=1)`
+    note: `CrossEntropyLoss` applies log_softmax itself, so this computes the loss of
+        softmax(softmax(logits)): it cannot approach 0 and its gradients are squashed
+3:76-3:93 cross-entropy applied to softmax output (from `logits.softmax(1)`)
+    help: pass the logits, not the output of `logits.softmax(1)`
+    note: `CrossEntropyLoss` applies log_softmax itself, so this computes the loss of
+        softmax(softmax(logits)): it cannot approach 0 and its gradients are squashed
 """),
         Example("""
 import torch
@@ -204,9 +211,10 @@ def train(loader):
         loss = criterion(model(x), y)
         loss.backward()
 """, expect="""
-16:26-16:34 cross-entropy applied to softmax output (from `nn.Softmax(dim=-1)`): `CrossEntropyLoss`
-    applies log_softmax itself, so this computes the loss of softmax(softmax(logits)) — it cannot
-    approach 0 and its gradients are squashed; pass the logits
+16:26-16:34 cross-entropy applied to softmax output (from `nn.Softmax(dim=-1)`)
+    help: pass the logits, not the output of `nn.Softmax(dim=-1)`
+    note: `CrossEntropyLoss` applies log_softmax itself, so this computes the loss of
+        softmax(softmax(logits)): it cannot approach 0 and its gradients are squashed
 """),
         Example("""
 import tensorflow as tf
@@ -218,11 +226,11 @@ model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentro
               metrics=["accuracy"])
 model.fit(x_train, y_train, epochs=5)
 """, expect="""
-6:38-6:101 `SparseCategoricalCrossentropy(from_logits=True)` is applied to softmax output: the model
-    compiled at line 6 comes out of `tf.keras.layers.Dense(10, activation="softmax")`. Keras on
-    TensorFlow (3, and 2) warns and uses the softmax's input where it can see it; where it cannot
-    (`tf.nn.softmax` in eager code, a cast prediction, the JAX/PyTorch backends) this is softmax applied
-    twice. Drop the softmax or `from_logits=True`
+6:38-6:101 `SparseCategoricalCrossentropy(from_logits=True)` applied to softmax output
+    help: drop the softmax (`tf.keras.layers.Dense(10, activation="softmax")`) or `from_logits=True`
+    note: the model compiled at line 6 comes out of that softmax. Keras on TensorFlow (3, and 2) warns
+        and uses its input where it can see it; where it cannot (eager `tf.nn.softmax`, a cast
+        prediction, the JAX/PyTorch backends) softmax is applied twice
 """),
         Example("""
 import keras
@@ -242,11 +250,11 @@ for x, y in dataset:
         loss = loss_fn(y, model(x, training=True))
     grads = tape.gradient(loss, model.trainable_variables)
 """, expect="""
-11:11-11:65 `CategoricalCrossentropy(from_logits=True)` is applied to softmax output: `model(x,
-    training=True)` at line 15 comes out of `tf.nn.softmax(self.logits(self.hidden(x)))`. Keras on
-    TensorFlow (3, and 2) warns and uses the softmax's input where it can see it; where it cannot
-    (`tf.nn.softmax` in eager code, a cast prediction, the JAX/PyTorch backends) this is softmax applied
-    twice. Drop the softmax or `from_logits=True`
+11:11-11:65 `CategoricalCrossentropy(from_logits=True)` applied to softmax output
+    help: drop the softmax (`tf.nn.softmax(self.logits(self.hidden(x)))`) or `from_logits=True`
+    note: `model(x, training=True)` at line 15 comes out of that softmax. Keras on TensorFlow (3, and 2)
+        warns and uses its input where it can see it; where it cannot (eager `tf.nn.softmax`, a cast
+        prediction, the JAX/PyTorch backends) softmax is applied twice
 """),
         Example("""
 import tensorflow as tf
@@ -263,11 +271,11 @@ def train_step(x, y):
         loss = tf.reduce_mean(per_example)
     return tape.gradient(loss, model.trainable_variables)
 """, expect="""
-11:23-11:101 `sparse_categorical_crossentropy(from_logits=True)` is applied to softmax output:
-    `model(x)` at line 11 comes out of `layers.Activation("softmax")`. Keras on TensorFlow (3, and 2)
-    warns and uses the softmax's input where it can see it; where it cannot (`tf.nn.softmax` in eager
-    code, a cast prediction, the JAX/PyTorch backends) this is softmax applied twice. Drop the softmax
-    or `from_logits=True`
+11:23-11:101 `sparse_categorical_crossentropy(from_logits=True)` applied to softmax output
+    help: drop the softmax (`layers.Activation("softmax")`) or `from_logits=True`
+    note: `model(x)` at line 11 comes out of that softmax. Keras on TensorFlow (3, and 2) warns and uses
+        its input where it can see it; where it cannot (eager `tf.nn.softmax`, a cast prediction, the
+        JAX/PyTorch backends) softmax is applied twice
 """),
     )
     not_flagged = (
@@ -328,17 +336,17 @@ with tf.GradientTape() as tape:
                     or loss.node in seen):
                 continue
             seen.add(loss.node)
-            self.report(loss.node, self._keras_message(use))
+            self._report_keras(use)
 
-    def _keras_message(self, use: LossUse) -> str:
+    def _report_keras(self, use: LossUse) -> None:
         ctx = self.ctx
         applied = (f"the model compiled at line {ctx.line_of(use.site)}" if use.prediction is None else
                    f"`{ctx.snippet(use.prediction, 30)}` at line {ctx.line_of(use.site)}")
-        return (f"`{use.loss.name}(from_logits=True)` is applied to softmax output: {applied} comes out of "
-                f"`{ctx.snippet(use.output.node, 50)}`. Keras on TensorFlow (3, and 2) warns and uses the "
-                f"softmax's input where it can see it; where it cannot (`tf.nn.softmax` in eager code, a cast "
-                f"prediction, the JAX/PyTorch backends) this is softmax applied twice. Drop the softmax or "
-                f"`from_logits=True`")
+        self.report(use.loss.node, f"`{use.loss.name}(from_logits=True)` applied to softmax output",
+                    help=f"drop the softmax (`{ctx.snippet(use.output.node, 50)}`) or `from_logits=True`",
+                    note=f"{applied} comes out of that softmax. Keras on TensorFlow (3, and 2) warns and uses its "
+                         "input where it can see it; where it cannot (eager `tf.nn.softmax`, a cast prediction, the "
+                         "JAX/PyTorch backends) softmax is applied twice")
 
     def visit_Call(self, node: cst.Call) -> None:
         prediction = self._cross_entropy_input(node)
@@ -348,10 +356,10 @@ with tf.GradientTape() as tape:
         if softmax is None:
             return
         where = self.ctx.snippet(softmax.node, 40)
-        self.report(prediction, f"cross-entropy applied to softmax output (from `{where}`): "
-                                f"`CrossEntropyLoss` applies log_softmax itself, so this computes the loss of "
-                                f"softmax(softmax(logits)) — it cannot approach 0 and its gradients are squashed; "
-                                f"pass the logits")
+        self.report(prediction, f"cross-entropy applied to softmax output (from `{where}`)",
+                    help=f"pass the logits, not the output of `{where}`",
+                    note="`CrossEntropyLoss` applies log_softmax itself, so this computes the loss of "
+                         "softmax(softmax(logits)): it cannot approach 0 and its gradients are squashed")
 
     def _cross_entropy_input(self, call: cst.Call) -> cst.BaseExpression | None:
         """The input (prediction) of a torch cross-entropy loss computed by `call`: `F.cross_entropy(...)`,

@@ -10,6 +10,7 @@ from lintloop.screen import Needs
 class StepOrder(LoopRule):
     code = "LL706"
     name = "step-order"
+    description = "`zero_grad`, `backward` and `step` in the wrong order"
     frameworks = ("pt",)
     needs = Needs(file=(("call:backward", "call:manual_backward"),), statement=(("call:step", "call:zero_grad"),))
     probe = "effect"
@@ -32,9 +33,10 @@ for x, y in loader:
     optimizer.zero_grad()
     optimizer.step()
 """, expect="""
-5:5-5:26 `optimizer.zero_grad()` runs between `loss.backward()` and `optimizer.step()`: the step sees
-    zeroed (or None) gradients and the parameters do not move; zero the gradients before the forward
-    pass or after the step
+5:5-5:26 `optimizer.zero_grad()` before `optimizer.step()` discards the fresh gradients
+    help: move `optimizer.zero_grad()` before the forward pass or after `optimizer.step()`
+    note: it runs after `loss.backward()`: the step sees zeroed (or None) gradients and the parameters
+        do not move
 """),
         Example("""
 import torch
@@ -44,8 +46,9 @@ for x, y in loader:
     loss = criterion(model(x), y)
     loss.backward()
 """, expect="""
-4:5-4:21 `optimizer.step()` runs before any `backward()` in the loop `for x, y in loader`: it applies
-    the previous iteration's gradients (none at the first step); call it after `backward()`
+4:5-4:21 `optimizer.step()` runs before any `backward()` in the iteration
+    help: call `optimizer.step()` after `backward()`
+    note: in `for x, y in loader` it applies the previous iteration's gradients (none at the first step)
 """),
         Example("""
 import torch
@@ -60,9 +63,10 @@ for epoch in range(n_epochs):
     for batch in buffer.sample():
         update(policy, optimizer, batch)
 """, expect="""
-6:5-6:23 `policy.zero_grad()` runs between `loss.backward()` and `optimizer.step()`: the step sees
-    zeroed (or None) gradients and the parameters do not move; zero the gradients before the forward
-    pass or after the step
+6:5-6:23 `policy.zero_grad()` before `optimizer.step()` discards the fresh gradients
+    help: move `policy.zero_grad()` before the forward pass or after `optimizer.step()`
+    note: it runs after `loss.backward()`: the step sees zeroed (or None) gradients and the parameters
+        do not move
 """),
     )
     not_flagged = (
@@ -133,14 +137,17 @@ for i, batch in enumerate(loader):
             if backward is not None:
                 zeroing = self._zeroing_after(iteration, events[backward + 1:index], step, one_optimizer)
                 if zeroing is not None:
-                    self._report(zeroing, f"`{self.ctx.snippet(zeroing.node)}` runs between "
-                                          f"`{self.ctx.snippet(events[backward].node)}` and `{self.ctx.snippet(step.node)}`: "
-                                          "the step sees zeroed (or None) gradients and the parameters do not move; "
-                                          "zero the gradients before the forward pass or after the step")
+                    zero_code, step_code = self.ctx.snippet(zeroing.node, 30), self.ctx.snippet(step.node, 30)
+                    self._report(zeroing, f"`{zero_code}` before `{step_code}` discards the fresh gradients",
+                                 help=f"move `{zero_code}` before the forward pass or after `{step_code}`",
+                                 note=f"it runs after `{self.ctx.snippet(events[backward].node, 40)}`: the step sees "
+                                      "zeroed (or None) gradients and the parameters do not move")
             elif not step.guards and backward_from[index]:
-                self._report(step, f"`{self.ctx.snippet(step.node)}` runs before any `backward()` in the loop "
-                                   f"`{loop_header(self.ctx, iteration.loop)}`: it applies the previous iteration's "
-                                   "gradients (none at the first step); call it after `backward()`")
+                step_code = self.ctx.snippet(step.node, 30)
+                self._report(step, f"`{step_code}` runs before any `backward()` in the iteration",
+                             help=f"call `{step_code}` after `backward()`",
+                             note=f"in `{loop_header(self.ctx, iteration.loop)}` it applies the previous iteration's "
+                                  "gradients (none at the first step)")
 
     def _zeroing_after(self, iteration: Iteration, between: list[Event], step: Event,
                        one_optimizer: bool) -> Event | None:
@@ -157,10 +164,10 @@ for i, batch in enumerate(loader):
                 return event
         return None
 
-    def _report(self, event: Event, message: str) -> None:
+    def _report(self, event: Event, message: str, *, help: str, note: str) -> None:
         if id(event.node) not in self._reported:
             self._reported.add(id(event.node))
-            self.report(event.node, message)
+            self.report(event.node, message, help=help, note=note)
 
 
 def _optimizer(step: Event) -> str | None:
