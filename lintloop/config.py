@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pathspec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -26,6 +25,8 @@ from lintloop.isolation import DEFAULT_MEMORY_MIB, DEFAULT_SECONDS
 from lintloop.rules.index import ENTRIES, KINDS
 
 if TYPE_CHECKING:
+    import pathspec
+
     from lintloop.rule import RuleSet
 
 DEFAULT_EXCLUDE = (".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", ".eggs", "__pycache__",
@@ -50,6 +51,14 @@ KNOWN_KEYS = set(_LIST_KEYS) | {"per-file-ignores", "unsafe-fixes", "jobs", "fil
 
 class ConfigError(Exception):
     """A usage or configuration error: reported in one line, exit code 2."""
+
+
+def gitignore_spec(patterns: list[str]) -> pathspec.PathSpec:
+    """`patterns` compiled as .gitignore lines; pathspec (~15 ms to import) is loaded by the first run that
+    matches a pattern: a check of a named file matches none."""
+    import pathspec
+
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
 
 
 @dataclass
@@ -119,12 +128,12 @@ class Settings:
 
     @functools.cached_property
     def _exclude_spec(self) -> pathspec.PathSpec:
-        return pathspec.GitIgnoreSpec.from_lines(self.exclude)
+        return gitignore_spec(self.exclude)
 
     @functools.cached_property
     def _per_file_ignore_specs(self) -> list[tuple[pathspec.PathSpec, list[str], str]]:
         """(compiled glob, codes, glob) of each per-file-ignores entry, compiled once."""
-        return [(pathspec.GitIgnoreSpec.from_lines([pattern]), selectors, pattern)
+        return [(gitignore_spec([pattern]), selectors, pattern)
                 for pattern, selectors in self.per_file_ignores.items()]
 
     def excludes(self, path: Path) -> bool:
@@ -536,7 +545,7 @@ def _check_pattern(pattern: str, key: tuple[str, ...], where: _KeyLocator, in_li
     fail the run with an internal error. `in_list`: the pattern is an item of the key's list (and is
     quoted in the message), not the key itself."""
     try:
-        pathspec.GitIgnoreSpec.from_lines([pattern])
+        gitignore_spec([pattern])
     except re.error as exc:  # pathspec's regular expression for it does not compile: `[z-a]`
         reason = exc.msg
     except ValueError:  # pathspec's GitIgnorePatternError: a lone `!`, a trailing backslash

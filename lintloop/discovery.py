@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pathspec
+from lintloop.config import Settings, gitignore_spec
 
-from lintloop.config import Settings
+if TYPE_CHECKING:
+    import pathspec
 
 @dataclass(frozen=True)
 class SourceFile:
@@ -33,7 +36,7 @@ def discover(arguments: list[str], settings: Settings, force_exclude: bool = Fal
     passes every changed file) applies `exclude` to them too. In a directory, only regular files
     (or symbolic links to one) are linted, and symbolic links to directories are not followed.
     """
-    excluded = pathspec.GitIgnoreSpec.from_lines(settings.exclude)
+    exclude_spec = functools.cache(lambda: gitignore_spec(settings.exclude))
     included = _Included(settings.include)
     files: dict[str, SourceFile] = {}  # by resolved path
     problems: list[str] = []
@@ -42,7 +45,7 @@ def discover(arguments: list[str], settings: Settings, force_exclude: bool = Fal
         path = Path(argument)
         if path.is_file():
             resolved = str(path.resolve())
-            if force_exclude and _matches(excluded, resolved, root, ""):
+            if force_exclude and _matches(exclude_spec(), resolved, root, ""):
                 continue
             # Named: explicit, even where a directory argument found it too. Its folder as named, resolved;
             # a link in the file's own place is the working tree's, not the user's.
@@ -53,7 +56,7 @@ def discover(arguments: list[str], settings: Settings, force_exclude: bool = Fal
             # A folder named through a link of the working tree: `fix` writes what really lies below the
             # folder the link is in (or in the project), not wherever the link leads.
             anchor = os.path.realpath(os.path.dirname(os.path.abspath(path)) if os.path.islink(path) else path)
-            for resolved, found in _walk(path, argument, excluded, included, root, problems, anchor):
+            for resolved, found in _walk(path, argument, exclude_spec(), included, root, problems, anchor):
                 files.setdefault(resolved, found)
         else:
             problems.append(f"{argument}: {_why_not_lintable(path)}")
@@ -93,11 +96,12 @@ class _Included:
         suffixes = tuple(p[1:] for p in patterns if re.fullmatch(r"\*\.[\w.]+", p))
         # Only `*.ext` patterns (the default): a test of the name's end, no path to build (~50x faster).
         self.suffixes = suffixes if len(suffixes) == len(patterns) else None
-        self.spec = pathspec.GitIgnoreSpec.from_lines(patterns)
+        self.spec = gitignore_spec(patterns) if self.suffixes is None else None
 
     def __call__(self, name: str, path: Path, top: Path) -> bool:
         if self.suffixes is not None:
             return name.endswith(self.suffixes)
+        assert self.spec is not None
         return self.spec.match_file(Path(os.path.relpath(path, top)).as_posix())
 
 
@@ -179,14 +183,14 @@ def _read_spec(gitignore: Path) -> pathspec.PathSpec:
     except OSError:
         lines = []
     try:
-        return pathspec.GitIgnoreSpec.from_lines(lines)
+        return gitignore_spec(lines)
     except (ValueError, re.error):
-        return pathspec.GitIgnoreSpec.from_lines([line for line in lines if _valid_pattern(line)])
+        return gitignore_spec([line for line in lines if _valid_pattern(line)])
 
 
 def _valid_pattern(line: str) -> bool:
     try:
-        pathspec.GitIgnoreSpec.from_lines([line])
+        gitignore_spec([line])
     except (ValueError, re.error):
         return False
     return True

@@ -17,6 +17,11 @@ def _interrupted_while_starting(signum: int, frame: object) -> None:
 
 
 def main() -> int:
+    if sys.argv[1:] == ["--version"]:  # what an editor or a script asks first: answered without the CLI's imports
+        from lintloop import __version__
+
+        print(f"lintloop {__version__}")
+        return 0
     try:
         from lintloop.cli import main as run
     except ModuleNotFoundError as exc:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import gc
-import multiprocessing
 import os
 import signal
 import sys
@@ -29,9 +28,11 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
-from multiprocessing.context import BaseContext
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:  # multiprocessing is imported where a worker starts: a run answered from the cache starts none
+    from multiprocessing.connection import Connection
+    from multiprocessing.context import BaseContext
 
 Item = TypeVar("Item")
 
@@ -197,6 +198,8 @@ def _worker_main(connection: Connection, slot: Any, gc_thresholds: tuple[int, ..
     if initializer is not None:
         initializer()
     threading.stack_size(WORKER_STACK_BYTES)
+    import multiprocessing
+
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=_end_with, args=(parent,), name="lintloop-parent-watch", daemon=True).start()
@@ -208,6 +211,8 @@ def _worker_main(connection: Connection, slot: Any, gc_thresholds: tuple[int, ..
 def _end_with(parent: Any) -> None:
     """A worker outlives no parent (a parent killed cannot stop its workers: one busy with an endless
     file would run on for ever)."""
+    from multiprocessing.connection import wait
+
     wait([parent.sentinel])
     os._exit(1)
 
@@ -314,6 +319,8 @@ def _resident_bytes(pid: int) -> int | None:
 
 def default_context() -> BaseContext:
     """fork where there is one: workers start at once and inherit the imported engine."""
+    import multiprocessing
+
     return multiprocessing.get_context("fork" if sys.platform != "win32" else "spawn")
 
 
@@ -347,6 +354,8 @@ class WorkerPool:
         result, or an AnalysisFailed / AnalysisError. `function` must be picklable (module-level).
         Items go to the workers in order, in chunks of up to `chunk_size` (`_next_chunk`). `limits`:
         this run's, instead of the pool's."""
+        from multiprocessing.connection import wait
+
         limits = limits or self.limits
         unsent = deque(enumerate(items))
         pending: deque[list[tuple[int, Item]]] = deque()  # chunks sent again (their worker died)
