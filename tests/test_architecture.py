@@ -116,6 +116,6 @@ def test_a_checkout_s_lintloop_folder_imported_in_place_of_the_install_says_so(t
     lintloop/, which holds no rules: one clear line and exit 2, no traceback (as though it were missing)."""
     starts = ("import sys; sys.modules['lintloop.rules'] = None; from lintloop.entry import main; "
               "sys.exit(main())")
-    run = subprocess.run([sys.executable, "-c", starts, "--version"], capture_output=True, text=True, cwd=tmp_path)
+    run = subprocess.run([sys.executable, "-c", starts, "rules"], capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
     assert "lintloop.rules is not in it" in run.stderr and "install this checkout editable" in run.stderr

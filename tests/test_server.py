@@ -170,6 +170,12 @@ def spans(diagnostics) -> list[tuple]:
                    d.range.end.character + 1) for d in diagnostics)
 
 
+def diagnostic_text(finding: dict) -> str:
+    """What an editor shows for a CLI finding: its headline and rule name, then its note and help."""
+    return "\n".join([f"{finding['message']} [{finding['name']}]",
+                      *(f"{label}: {finding[label]}" for label in ("note", "help") if finding[label])])
+
+
 def cli_spans(findings: list[dict]) -> list[tuple]:
     return sorted((f["code"], f["line"], f["column"], f["end_line"], f["end_column"]) for f in findings)
 
@@ -188,7 +194,7 @@ async def test_diagnostics_are_the_cli_findings(client, workspace, run_cli):
     for diagnostic in published.diagnostics:
         finding = by_code[diagnostic.code]
         assert diagnostic.source == "lintloop"
-        assert diagnostic.message == f"{finding['message']} [{finding['name']}]"
+        assert diagnostic.message == diagnostic_text(finding)
         assert diagnostic.severity == {"error": types.DiagnosticSeverity.Error,
                                        "warning": types.DiagnosticSeverity.Warning}[finding["severity"]]
         docs = Path(to_fs_path(diagnostic.code_description.href))

@@ -21,8 +21,8 @@ from lintloop.finding import Edit
 from lintloop.linter import apply_edits
 
 from conftest import FIXTURES
-from test_server import (RecordingClient, cli_findings, code_actions, next_publish, on_module_loop, settled,
-                         start_server)
+from test_server import (RecordingClient, cli_findings, code_actions, diagnostic_text, next_publish, on_module_loop,
+                         settled, start_server)
 
 NOTEBOOKS = FIXTURES / "notebooks"
 
@@ -173,7 +173,7 @@ async def test_diagnostics_are_the_cli_findings_on_their_cells(client, tmp_path,
 
     assert cell_spans(client, notebook) == cli_cell_spans(expected, notebook)
     uri, diagnostic = flagged_cell(client, notebook, "LL301")
-    assert diagnostic.message == f"{expected[0]['message']} [{expected[0]['name']}]"
+    assert diagnostic.message == diagnostic_text(expected[0])
     assert diagnostic.source == "lintloop" and diagnostic.data["version"] == 1
     # IPython syntax (`%matplotlib`, `!pip`, `x = !cmd`, a `%%bash` cell) is no syntax error.
     sources = cell_sources(path)
