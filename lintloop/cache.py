@@ -125,28 +125,39 @@ def _libcst_version() -> str:
 
 
 def _engine_fingerprint() -> str:
-    """sha256 of the name, size and mtime of every source file of the engine and its rules (~1 ms):
+    """sha256 of the name, size and mtime of every source file of the engine and its rules (~2 ms):
     the version alone does not change when a rule is edited in a source checkout."""
     import importlib.util
 
     import lintloop
 
-    # The rules' folder without importing them (a source checkout keeps them beside `lintloop/`).
+    # The rules' folder without importing them (a source checkout keeps them beside `lintloop/`; an
+    # install, inside it: walked once).
     rules = importlib.util.find_spec("lintloop.rules")
     assert rules is not None and rules.origin is not None
+    engine, rules_folder = os.path.dirname(lintloop.__file__), os.path.dirname(rules.origin)
+    bases = [engine] if rules_folder.startswith(engine + os.sep) else sorted([engine, rules_folder])
     digest = hashlib.sha256()
-    for base in sorted({Path(lintloop.__file__).parent, Path(rules.origin).parent}):
-        for root, subdirs, files in os.walk(base):
-            subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
-            for name in sorted(files):
-                if name.endswith(".py"):
-                    try:
-                        st = os.stat(os.path.join(root, name))
-                    except OSError:
-                        continue
-                    relative = os.path.relpath(os.path.join(root, name), base)
-                    digest.update(f"{relative}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    for base in bases:
+        _digest_sources(base, "", digest)
     return digest.hexdigest()
+
+
+def _digest_sources(folder: str, relative: str, digest: Any) -> None:
+    """Add the name, size and mtime of each `.py` file under `folder` (named from the base) to `digest`."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.name.endswith(".py") and entry.is_file():
+                st = entry.stat()
+                digest.update(f"{relative}{entry.name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+            elif entry.name != "__pycache__" and entry.is_dir():
+                _digest_sources(entry.path, f"{relative}{entry.name}/", digest)
+        except OSError:
+            continue
 
 
 class ResultCache:

@@ -12,7 +12,6 @@ import gc
 import json
 import os
 import sys
-import traceback
 import warnings
 from pathlib import Path
 from collections.abc import Callable
@@ -193,6 +192,8 @@ def _main(argv: list[str] | None) -> int:
         raise
     except Exception as exc:  # noqa: BLE001 - the contract: one line, exit 2, traceback only with --verbose
         if getattr(args, "verbose", False):
+            import traceback  # a bug's report only: not on every run's start-up path
+
             traceback.print_exc()
         print(f"lintloop: internal error: {type(exc).__name__}: {terminal.printable(str(exc))}", file=sys.stderr)
         return EXIT_ERROR

@@ -9,7 +9,6 @@ answered here without libcst or a rule (`answered_here`), and a worker imports t
 from __future__ import annotations
 
 import contextlib
-import difflib
 import errno
 import functools
 import json
@@ -268,9 +267,8 @@ def _fix(job: Job, path: Path, data: bytes, status: os.stat_result, ruleset: Rul
         return True
     result.fixed = outcome.applied
     if job.mode == "diff":
-        result.diff = _notebook_diff(job.display, outcome.changed_cells) if notebook else "".join(difflib.unified_diff(
-            source.text.splitlines(keepends=True), outcome.text.splitlines(keepends=True),
-            fromfile=f"a/{job.display}", tofile=f"b/{job.display}"))
+        result.diff = _notebook_diff(job.display, outcome.changed_cells) if notebook else _unified_diff(
+            source.text.splitlines(keepends=True), outcome.text.splitlines(keepends=True), job.display)
         return True
     try:
         with uninterruptible():
@@ -288,9 +286,14 @@ def _fix(job: Job, path: Path, data: bytes, status: os.stat_result, ruleset: Rul
 
 def _notebook_diff(display: str, changed_cells: dict[int, tuple[str, str]]) -> str:
     """One diff per changed cell, named by the cell (as positions are in the reports)."""
-    return "".join("".join(difflib.unified_diff(
-        _diff_lines(old), _diff_lines(new), fromfile=f"a/{display}:cell {cell}",
-        tofile=f"b/{display}:cell {cell}")) for cell, (old, new) in changed_cells.items())
+    return "".join(_unified_diff(_diff_lines(old), _diff_lines(new), f"{display}:cell {cell}")
+                   for cell, (old, new) in changed_cells.items())
+
+
+def _unified_diff(old: list[str], new: list[str], name: str) -> str:
+    import difflib  # by `fix --diff` alone: off the start-up path of every other run
+
+    return "".join(difflib.unified_diff(old, new, fromfile=f"a/{name}", tofile=f"b/{name}"))
 
 
 def _diff_lines(cell_source: str) -> list[str]:

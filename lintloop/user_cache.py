@@ -7,7 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -22,16 +22,21 @@ def private_directory(name: str) -> Path:
     or write (mode 0700, owned by this user, not a symbolic link): where what lintloop keeps must not be
     readable or replaceable by anyone else. Where the cache folder cannot be used (no home, a read-only
     one), a folder of this user's under the system's temporary folder instead; OSError if neither."""
-    candidates = [user_cache_directory() / name]
-    if hasattr(os, "geteuid"):
-        candidates.append(Path(tempfile.gettempdir()) / f"lintloop-{os.geteuid()}" / name)
     reasons = []
-    for folder in candidates:
+    for folder in _candidates(name):
         try:
             return _made_private(folder)
         except (OSError, RuntimeError) as exc:  # RuntimeError: Path.home() without a home
             reasons.append(f"{folder}: {getattr(exc, 'strerror', None) or exc}")
     raise OSError(errno.EACCES, "no private folder to keep it in (" + "; ".join(reasons) + ")")
+
+
+def _candidates(name: str) -> Iterator[Path]:
+    yield user_cache_directory() / name
+    if hasattr(os, "geteuid"):
+        import tempfile  # only where the cache folder cannot be used: off the start-up path
+
+        yield Path(tempfile.gettempdir()) / f"lintloop-{os.geteuid()}" / name
 
 
 def _made_private(folder: Path) -> Path:

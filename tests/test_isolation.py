@@ -19,8 +19,8 @@ import pytest
 
 import lintloop.cli
 import lintloop.linter
-from lintloop.isolation import (AnalysisError, AnalysisFailed, IsolatedExecutor, Limits, WorkerPool,
-                                deep_recursion, gc_paused)
+from lintloop.isolation import AnalysisError, AnalysisFailed, Limits, WorkerPool, deep_recursion, gc_paused
+from lintloop.server.workers import IsolatedExecutor
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NO_LIMITS = Limits(None, None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -30,7 +31,12 @@ CLEAN_ENV = {name: value for name, value in os.environ.items()
 def artifacts(tmp_path_factory) -> Path:
     pytest.importorskip("build", reason="the release tests need `build` (the test extras)")
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
+    # Built from a copy: setuptools writes build/ and *.egg-info into the tree it builds, which two test
+    # workers building at once would share.
+    source = tmp_path_factory.mktemp("source") / "lintloop"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", "node_modules", "build", "dist", "*.egg-info", "__pycache__", ".lintloop_cache", "site"))
+    subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(source)],
                    check=True, capture_output=True, text=True, timeout=600)
     return out
 

@@ -412,6 +412,8 @@ def test_an_unusable_docs_url_is_ignored_with_a_warning(tmp_path):
     try:
         options = {"docsUrl": "https://example.org/{code:>999999999}"}
         assert "result" in session.request("initialize", {**INITIALIZE_PARAMS, "initializationOptions": options})
+        # Told once the server has read the request: the reply to it may come first (lintloop.server.handshake).
+        session.wait_for(lambda message: message.get("method") == "window/logMessage")
         assert session.logs(0) == [("lintloop: docsUrl ignored: a string where {code} and {name} are replaced, "
                                     "no other field such as {code:>999999999}")]
         seen = len(session.received)

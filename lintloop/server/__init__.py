@@ -6,6 +6,7 @@
 - `notebooks`: Jupyter notebooks (notebook document sync): linted as their `.ipynb` file, findings per cell;
 - `diagnostics`, `actions`, `hover`, `ruledocs`: what the editor is sent;
 - `transport`: the client's messages read off stdin within bounds, whatever it sends;
+- `handshake`: `initialize` answered before pygls is imported (what an editor waits for first);
 - `workers`: the worker processes every analysis of a document runs in (a crash or a runaway costs
   that analysis, reported as the document's LL004, never the server);
 - `app`: the pygls wiring.
@@ -17,6 +18,9 @@ from __future__ import annotations
 def run_server() -> int:
     """Serve LSP over stdin/stdout until the client exits; the exit code follows the spec
     (0 after a `shutdown` request, else 1)."""
-    from lintloop.server.app import serve  # pygls is imported by the server command only
+    from lintloop.server.handshake import open_session
 
-    return serve()
+    opening = open_session()  # answers `initialize` with the standard library alone
+    from lintloop.server.app import serve  # pygls is imported by the server command only, after that answer
+
+    return serve(opening=opening)

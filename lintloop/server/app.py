@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cattrs import Converter, transform_error
 from cattrs.errors import ClassValidationError
@@ -31,9 +31,10 @@ from pygls.workspace import TextDocument
 from lintloop import __version__
 from lintloop.config import ConfigError
 from lintloop.finding import Finding
-from lintloop.isolation import AnalysisError, AnalysisFailed, IsolatedExecutor, Limits
+from lintloop.isolation import AnalysisError, AnalysisFailed, Limits
 from lintloop.server import actions
 from lintloop.server.diagnostics import diagnostic
+from lintloop.server.handshake import Opening, open_session
 from lintloop.server.documents import (CONFIG_FILE_NAMES, Analysis, DocumentConfigError, DocumentLint,
                                        SettingsCache, Snapshot, analysis_of, is_config_file, lint_analysis,
                                        not_analysed, safe_fix_changes)
@@ -43,8 +44,8 @@ from lintloop.server.hover import hover
 from lintloop.server.positions import lintloop_position, overlaps
 from lintloop.server.ruledocs import RuleDocs, url_template_problem
 from lintloop.server.scheduling import CHANGE_DELAY_S, LintScheduler
-from lintloop.server.transport import Refused, decode, read_messages
-from lintloop.server.workers import worker_context
+from lintloop.server.transport import Refused, decode
+from lintloop.server.workers import IsolatedExecutor, worker_context
 from lintloop.suppression import Suppressions
 from lintloop.terminal import printable
 
@@ -67,6 +68,7 @@ class LintloopProtocol(LanguageServerProtocol):
         super().__init__(server, converter)
         self.initialize_received = False  # a valid `initialize` request came: the lifecycle has begun
         self.initialized_received = False
+        self.answered_early: Opening | None = None  # whose `initialize` handshake answered before pygls loaded
 
     def receive(self, body: bytes) -> None:
         """Handle one message's body. Every request is answered: a malformed one with its JSON-RPC error
@@ -143,6 +145,20 @@ class LintloopProtocol(LanguageServerProtocol):
             return JsonRpcMethodNotFound.of(method)
         return None
 
+    def _send_response(self, msg_id: Any, result: Any | None = None, error: Any | None = None) -> None:
+        """pygls's, but for the reply to an `initialize` the handshake answered already: withheld, and
+        logged should it differ from the one sent (handshake.initialize_result is out of step)."""
+        opening = self.answered_early
+        if opening is None or opening.answered_id is None or msg_id != opening.answered_id:
+            super()._send_response(msg_id, result, error)
+            return
+        self.answered_early = None
+        own = self._converter.unstructure(result) if error is None else None
+        if own != opening.answer:
+            problem = error.message if error is not None else f"its result would be {own}"
+            self._server.log(types.MessageType.Error, "lintloop: internal error: `initialize` was answered before "
+                             f"the LSP library loaded, and the server does not agree: {problem}")
+
     def reply_error(self, msg_id: int | str | None, error: JsonRpcException) -> None:
         # pygls's converter leaves out an id of None; JSON-RPC wants it, as null, where the request's id is unknown.
         response = self._converter.unstructure(types.ResponseErrorMessage(id=msg_id, error=error.to_response_error()))
@@ -214,12 +230,14 @@ class LintloopServer(LanguageServer):
         self.docs = RuleDocs()
         self.shutdown_requested = False
 
-    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
-        """pygls's start_io, with the client's messages read within bounds (transport.read_messages) and
-        each one answered or logged however malformed (LintloopProtocol.receive)."""
-        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+    def start_io(self, opening: Opening) -> None:  # type: ignore[override]
+        """pygls's start_io on the session `opening` (its messages read within bounds by
+        transport.read_messages), each message answered or logged however malformed
+        (LintloopProtocol.receive)."""
+        self.protocol.set_writer(StdoutWriter(opening.client_out))
+        self.protocol.answered_early = opening
         try:
-            asyncio.run(self.receive_all(read_messages(stdin or sys.stdin.buffer)))
+            asyncio.run(self.receive_all(opening.messages))
         except (BrokenPipeError, KeyboardInterrupt, SystemExit):
             pass  # the client has gone, or an `exit` notification ended the server
         finally:
@@ -508,12 +526,14 @@ def create_server(limits: Limits = Limits(), lint: Callable[[Analysis], FileResu
     return server
 
 
-def serve(server: LintloopServer | None = None) -> int:
-    """Serve the client on stdin/stdout until it exits (`create_server()` unless `server` is given)."""
+def serve(server: LintloopServer | None = None, opening: Opening | None = None) -> int:
+    """Serve the client on stdin/stdout until it exits (`create_server()` unless `server` is given;
+    `opening`: the session as handshake.open_session took it over, else taken over here)."""
+    opening = opening or open_session()  # before the fork server starts: it is not to hold the client's pipes
     server = server or create_server()
     _log_in_one_line()
     try:
-        server.start_io(*_client_streams())
+        server.start_io(opening)
     finally:
         server.analyses.shutdown(wait=False, cancel_futures=True)
     return 0 if server.shutdown_requested else 1
@@ -545,14 +565,3 @@ def _log_in_one_line() -> None:
     root = logging.getLogger()
     root.addHandler(handler)
     root.setLevel(logging.WARNING)
-
-
-def _client_streams() -> tuple[BinaryIO, BinaryIO]:
-    """The client's stdin and stdout, moved to descriptors of their own; descriptors 0 and 1 then read
-    nothing and write to stderr. So no stray print (of a library, of the engine) corrupts the protocol,
-    and the worker processes, which inherit 0-2, neither write into the client's pipes nor hold them open."""
-    client_in, client_out = os.fdopen(os.dup(0), "rb"), os.fdopen(os.dup(1), "wb")
-    with open(os.devnull, "rb") as nothing:
-        os.dup2(nothing.fileno(), 0)
-    os.dup2(2, 1)
-    return client_in, client_out

@@ -15,21 +15,16 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from lsprotocol import types
+from pygls.protocol import default_converter
 from pygls.workspace import TextDocument, Workspace
 
 from lintloop.finding import Edit, Finding
+from lintloop.server import handshake
 from lintloop.server.actions import EditTarget, combined_edit
 from lintloop.server.documents import CellVersion, Snapshot
 
-NOTEBOOK_TYPE = "jupyter-notebook"
-CELL_LANGUAGE = "python"
-# Markdown cells are synced too: a client may send only the cells its selector names, and a
-# finding's `cell` counts every cell of the notebook, as `lintloop check` does.
-NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
-    notebook_selector=[types.NotebookDocumentFilterWithCells(
-        notebook=NOTEBOOK_TYPE, cells=[types.NotebookCellLanguage(language=CELL_LANGUAGE),
-                                       types.NotebookCellLanguage(language="markdown")])],
-    save=True)
+# What the server syncs, as the early reply to `initialize` (handshake) announces it.
+NOTEBOOK_SYNC = default_converter().structure(handshake.NOTEBOOK_SYNC, types.NotebookDocumentSyncOptions)
 
 
 def open_document(workspace: Workspace, uri: str) -> TextDocument | None:
@@ -47,7 +42,7 @@ def ipynb_text(cells: Sequence[types.NotebookCell], documents: Sequence[TextDocu
         source = document.source if document is not None else ""
         if cell.kind != types.NotebookCellKind.Code:
             entries.append({"cell_type": "markdown", "metadata": {}, "source": source})
-        elif document is not None and document.language_id == CELL_LANGUAGE:
+        elif document is not None and document.language_id == handshake.CELL_LANGUAGE:
             entries.append({"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
                             "source": source})
         else:
