@@ -17,6 +17,7 @@ import os
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -386,7 +387,7 @@ def test_a_journal_folder_that_is_a_link_or_not_private_is_not_used(tmp_path, pa
     (tmp_path / "elsewhere").mkdir()
     (cache / "lintloop" / "journal").symlink_to(tmp_path / "elsewhere")
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
-    monkeypatch.setattr(source.private_directory.__globals__["tempfile"], "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # where user_cache falls back to
     (tmp_path / "tmp").mkdir()
     assert write_in_place(path, FIXED)
     assert list((tmp_path / "elsewhere").iterdir()) == []
