@@ -16,9 +16,9 @@ a class: {field's JSON name: [required, nullable, T]}.
 
 from __future__ import annotations
 
+import collections.abc
 import enum
 import json
-import sys
 import types as python_types
 import typing
 from pathlib import Path
@@ -64,10 +64,10 @@ class _Builder:
         if origin in (typing.Union, python_types.UnionType):
             members = [self.schema(member) for member in typing.get_args(hint) if member is not _NONE]
             return members[0] if len(members) == 1 else {"union": members}
-        if origin in (list, typing.Sequence, tuple) or str(origin) == "<class 'collections.abc.Sequence'>":
+        if origin in (list, tuple, collections.abc.Sequence):
             (item,) = {arg for arg in typing.get_args(hint) if arg is not Ellipsis}
             return {"list": self.schema(item)}
-        if origin in (dict, typing.Mapping) or str(origin) == "<class 'collections.abc.Mapping'>":
+        if origin in (dict, collections.abc.Mapping):
             key, value = typing.get_args(hint)
             assert key is str, hint
             return {"map": self.schema(value)}
@@ -113,4 +113,3 @@ def rendered() -> str:
 
 if __name__ == "__main__":
     SCHEMA_PATH.write_text(rendered())
-    sys.exit(0)

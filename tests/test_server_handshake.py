@@ -142,7 +142,7 @@ def test_a_changed_initialize_is_answered_early_only_where_pygls_reads_it(server
             parent = parent[step]
         change = data.draw(st.sampled_from(["replace", "remove", "add"]), label="change")
         if change == "remove":
-            parent.pop(path[-1]) if isinstance(parent, dict) else parent.pop(path[-1])
+            parent.pop(path[-1])  # a key, or an index
         elif change == "add" and isinstance(parent[path[-1]], dict):
             parent[path[-1]][data.draw(st.sampled_from(["valueSet", "dynamicRegistration", "x", "synchronization"]))] = \
                 data.draw(JSON, label="added")

@@ -66,11 +66,14 @@ def open_session() -> Opening:
             return opening  # the server answers with its parse error
         answer = initialize_result(request)
         if answer is not None:
-            opening.answered_id, opening.answer = request["id"], answer
             body = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": answer}).encode()
-            client_out.write(b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8\r\n\r\n"
-                             % len(body) + body)
-            client_out.flush()
+            try:
+                client_out.write(b"Content-Length: %d\r\nContent-Type: application/vscode-jsonrpc; charset=utf-8"
+                                 b"\r\n\r\n" % len(body) + body)
+                client_out.flush()
+            except OSError:
+                return opening  # the client has gone: the server finds so as it would have
+            opening.answered_id, opening.answer = request["id"], answer
     return opening
 
 
@@ -95,13 +98,13 @@ def initialize_result(message: Any) -> dict[str, Any] | None:
         return None
     capabilities = params["capabilities"]
     encodings = (capabilities.get("general") or {}).get("positionEncodings")
-    # lintloop's columns are code points: UTF-32 whenever the client offers it (app.LintloopProtocol).
     sync = {"openClose": True, "change": INCREMENTAL_SYNC, "save": True}
     text_sync = (capabilities.get("textDocument") or {}).get("synchronization") or {}
     for will in ("willSave", "willSaveWaitUntil"):  # pygls: the client's flag `and` a feature lintloop has not
         if text_sync.get(will) is not None:
             sync[will] = False
     server: dict[str, Any] = {
+        # lintloop's columns are code points: UTF-32 whenever the client offers it (app.LintloopProtocol).
         "positionEncoding": "utf-32" if encodings and "utf-32" in encodings else "utf-16",
         "textDocumentSync": sync,
         "hoverProvider": True,
