@@ -68,6 +68,7 @@ _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER = 1, 36  # <linux/prctl.h>
 _CLONE_NEWNS, _CLONE_NEWUSER, _CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000  # <linux/sched.h>
 _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_SLAVE = 0x2, 0x4, 0x8, 0x4000, 0x80000  # <linux/mount.h>
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_CMDLINE_TRIES = 10  # of 5 ms: a process in execve reads an empty cmdline for a moment
 
 
 def process_stat(pid: int) -> list[bytes] | None:
@@ -89,14 +90,25 @@ def describe_process(pid: int) -> dict | None:
     if stat is None or stat[0] in (b"Z", b"X"):
         return None
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            argv = fh.read()
+        argv = _cmdline(pid)
         with open("/proc/uptime", "rb") as fh:
             uptime = float(fh.read().split()[0])
     except (OSError, ValueError, IndexError):
         return {"pid": pid, "t": None, "command": None}
     command = [arg.decode("utf-8", "replace") for arg in argv.rstrip(b"\0").split(b"\0")] if argv else None
     return {"pid": pid, "t": round(uptime - int(stat[19]) / _CLOCK_TICKS, 2), "command": command}
+
+
+def _cmdline(pid: int) -> bytes:
+    """A live process's /proc cmdline. It reads empty while the process is in execve (the old program's
+    memory is gone, the new one's not yet mapped): read again for up to ~50 ms."""
+    for _ in range(_CMDLINE_TRIES):
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            argv = fh.read()
+        if argv:
+            return argv
+        time.sleep(0.005)
+    return argv
 
 
 def _become_subreaper() -> None:
