@@ -39,7 +39,7 @@ REVIEW = HERE / "realworld_review.tsv"
 MISSES = HERE / "realworld_misses.tsv"
 VERDICTS = ("TP", "FP-demo", "FP-small", "FP-premise", "FP-other")
 SUFFIXES = (".py", ".ipynb")
-SETS = ("reviewed", "tune", "held-out")
+SETS = ("reviewed", "tune-1", "held-out-1", "tune-2", "held-out-2")
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Repository:
     commit: str
     frameworks: str
     kind: str
-    set: str  # reviewed, tune or held-out (realworld.tsv)
+    set: str  # one of SETS (realworld.tsv)
 
     @property
     def folder(self) -> str:
@@ -88,6 +88,7 @@ def build(repo: Repository, cache: Path, mirror: Path | None) -> Path:
             run(["git", f"--git-dir={git_dir}", "fetch", "--quiet", "--depth", "1",
                  f"https://github.com/{repo.name}.git", repo.commit])
             missing = export(git_dir, repo.commit, dest)
+    dest.mkdir(parents=True, exist_ok=True)  # a snapshot may hold none of the files
     (dest / "lintloop.toml").write_text("# the default rules (bench/realworld.py)\n")
     (dest / ".complete").write_text(f"{missing} files absent from the snapshot\n")
     return dest

@@ -20,7 +20,8 @@ from lintloop.digests import file_digest
 from lintloop.finding import Edit, Finding, Fix, engine_finding
 from lintloop.frameworks import evidenced_frameworks, names_nothing
 from lintloop.isolation import deep_recursion, with_big_stack
-from lintloop.notebook import Notebook, NotebookError, NotebookModule, exercise_blank, is_notebook
+from lintloop.notebook import (Notebook, NotebookError, NotebookModule, blanks_filled, exercise_placeholder,
+                               is_notebook)
 from lintloop.positions import node_positions
 from lintloop.project_view import ProjectView, decides, imported_definitions, importers, project_view
 from lintloop.rule import Report, Rule, RuleSet
@@ -161,8 +162,17 @@ def _parsable_module(display: str, notebook: Notebook, module: NotebookModule) -
         return module, []
     broken = _broken_cells(display, module)
     texts = module.cell_texts()
-    reported = [f for f in broken if not exercise_blank(texts[f.cell])]
+    reported = [f for f in broken if not _left_for_reader(display, texts[f.cell])]
     return notebook.module(leave_out=frozenset(f.cell for f in broken if f.cell is not None)), reported
+
+
+def _left_for_reader(display: str, text: str) -> bool:
+    """Is an unparsable cell an exercise: a course's placeholder in it, or its only gaps blanks the
+    reader fills (`loss =`, a `def` whose body is a `# TODO` comment)?"""
+    if exercise_placeholder(text):
+        return True
+    filled = blanks_filled(text)
+    return filled != text and syntax_error(display, filled, Checks.CELL) is None
 
 
 def _broken_cells(display: str, module: NotebookModule) -> list[Finding]:

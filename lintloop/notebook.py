@@ -371,12 +371,49 @@ def masked_lines(source: str, masked: dict[int, str]) -> list[str] | None:
 
 # The placeholders course notebooks leave for the student to fill (`tfds.load( # YOUR CODE HERE )`,
 # `### START CODE HERE ###`): a cell holding one is incomplete on purpose.
-_EXERCISE_BLANK = re.compile(r"(?i)\byour code here\b|\b(?:start|end) code here\b|#\s*fill (?:me|this|in)\b")
+_EXERCISE_PLACEHOLDER = re.compile(r"(?i)\byour code here\b|\b(?:start|end) code here\b|#\s*fill (?:me|this|in)\b")
+_COMPOUND_HEADER = re.compile(r"\s*(?:async\s+)?(?:def|class|if|elif|else|for|while|with|try|except|finally|match|case)\b")
+_NOT_ASSIGNMENT = ("==", "!=", "<=", ">=")
 
 
-def exercise_blank(text: str) -> bool:
-    """Does a cell's text hold an exercise placeholder left for the reader?"""
-    return _EXERCISE_BLANK.search(text) is not None
+def exercise_placeholder(text: str) -> bool:
+    """Does a cell's text hold a placeholder of the exercise conventions left for the reader?"""
+    return _EXERCISE_PLACEHOLDER.search(text) is not None
+
+
+def blanks_filled(text: str) -> str:
+    """The cell's text with each blank a reader is left to fill given `...`: an assignment with no
+    value (`loss =`, `lr=  # try 0.01`) and a block whose body is only comments, the reader's
+    instruction (`def train():` then `# TODO: your loop`). Where the text with them filled parses, the cell is an exercise: its only
+    gaps are the blanks (a typo or a broken bracket is not one, and stays unparsable)."""
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    scanner = _LogicalLines()
+    header_indent: int | None = None  # a block header's, while its body has no code yet
+    instructed = False  # a comment in that empty body: the instruction to the reader
+    first = ""  # the first physical line of the statement being read
+    for line in lines:
+        body = line.rstrip("\r\n")
+        starts = scanner.at_statement_start
+        if starts and body.lstrip().startswith("#"):
+            instructed = True
+        elif starts and body.strip():
+            indent = len(body) - len(body.lstrip())
+            if header_indent is not None and indent <= header_indent and instructed:
+                out.append(" " * (header_indent + 4) + "...\n")
+            header_indent = None
+            first = body
+        code_end = scanner.feed(line)
+        code = body[:code_end].rstrip()
+        if scanner.at_statement_start and code:
+            if code.endswith("=") and not code.endswith(_NOT_ASSIGNMENT):
+                line = code + " ..." + body[len(code):] + line[len(body):]
+            elif code.endswith(":") and _COMPOUND_HEADER.match(first):
+                header_indent, instructed = len(first) - len(first.lstrip()), False
+        out.append(line)
+    if header_indent is not None and instructed:
+        out.append(("\n" if out and not out[-1].endswith("\n") else "") + " " * (header_indent + 4) + "...\n")
+    return "".join(out)
 
 
 def _first_code(lines: list[str]) -> int | None:
@@ -461,7 +498,8 @@ class _LogicalLines:
     def at_statement_start(self) -> bool:
         return self.depth == 0 and self.open_string is None and not self.backslash
 
-    def feed(self, line: str) -> None:
+    def feed(self, line: str) -> int:
+        """Read one physical line; return where its code ends (its comment's `#`, or its length)."""
         text = line.rstrip("\r\n")
         i, n = 0, len(text)
         self.backslash = False
@@ -481,13 +519,13 @@ class _LogicalLines:
                     # (else it is a syntax error, which the parser reports).
                     if len(close) == 1 and not text.endswith("\\"):
                         self.open_string = None
-                    return
+                    return n
                 i = j + len(close)
                 self.open_string = None
                 continue
             char = text[i]
             if char == "#":
-                return
+                return i
             if char in "([{":
                 self.depth += 1
             elif char in ")]}":
@@ -499,6 +537,7 @@ class _LogicalLines:
             elif char == "\\" and i == n - 1:
                 self.backslash = True
             i += 1
+        return n
 
 
 # ----- writing sources back ------------------------------------------------------------------

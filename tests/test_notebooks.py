@@ -14,7 +14,7 @@ from lintloop.cli import main
 from lintloop.config import load_settings
 from lintloop.discovery import discover
 from lintloop.linter import lint_bytes
-from lintloop.notebook import Notebook, NotebookError, masked_lines
+from lintloop.notebook import Notebook, NotebookError, blanks_filled, masked_lines
 from lintloop.rule import RuleSet
 from lintloop.rules import ALL_RULES
 from lintloop.runner import Job, run_job
@@ -129,6 +129,57 @@ def test_an_exercise_left_for_the_reader_is_left_out_without_a_finding(tmp_path)
     path = tmp_path / "exercise.ipynb"
     path.write_text(_notebook(*cells))
     assert [(f.code, f.cell) for f in _lint(path)] == [("LL301", 4), ("LL001", 5)]
+
+
+# Course notebooks leave blanks in their own words: a value to write, a body to fill.
+EXERCISE_BLANKS = [
+    "## TODO: define the loss and the optimizer\ncriterion =\noptimizer =\n",
+    "out = # output of your network, should have shape (64,10)\n",
+    "lr=\nbeta1=\nbeta2=\n\nd_optimizer = optim.Adam(D.parameters(), lr, [beta1, beta2])\n",
+    "def split_data(SOURCE, TRAINING, TESTING, SPLIT_SIZE):\n# YOUR CODE STARTS HERE\n# YOUR CODE ENDS HERE\n\n\n"
+    "split_data('a', 'b', 'c', .9)\n",
+    "try:\n    #YOUR CODE GOES HERE\nexcept OSError:\n    print('no room')\n",
+    "def real_loss(D_out):\n    # compute the loss\n\ndef fake_loss(D_out):\n    loss =\n    return loss\n",
+    "for epoch in range(n_epochs):\n    for x, y in loader:\n        ## TODO: one step\n        \n    print(epoch)\n",
+    "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        # define the layers\n"
+    "\n    def forward(self, x):\n        # the forward pass\n",
+]
+# Not blanks: what is missing is not a value or a body.
+BROKEN_CELLS = [
+    "print(losses[-1]\n",
+    "total = loss +\n",
+    "outputs layers.Dense(10)(x)\n",
+    "x = 1\n  y = 2\n",
+    "if ready ==\n    go()\n",
+    "def f(x)\n    return x\n",
+    "def f(x):\nreturn x\n",
+    "View experiment: https://tensorboard.dev/experiment/abc/\n",
+    "x\u00a0= 1\n",
+]
+
+
+@pytest.mark.parametrize("blank", EXERCISE_BLANKS)
+def test_a_cell_whose_only_gaps_are_blanks_is_an_exercise(tmp_path, blank):
+    path = tmp_path / "exercise.ipynb"
+    path.write_text(_notebook("import torch\nimport torch.nn as nn", blank,
+                              "losses = []\nfor x in loader:\n    loss = model(x).sum()\n    optimizer.zero_grad()\n    loss.backward()\n"
+                              "    optimizer.step()\n    losses.append(loss)"))
+    assert [(f.code, f.cell) for f in _lint(path)] == [("LL301", 3)]
+
+
+@pytest.mark.parametrize("cell", BROKEN_CELLS)
+def test_a_cell_broken_otherwise_is_reported(tmp_path, cell):
+    path = tmp_path / "broken.ipynb"
+    path.write_text(_notebook("import torch", cell))
+    assert [(f.code, f.cell) for f in _lint(path)] == [("LL001", 2)]
+
+
+def test_blanks_are_filled_where_the_reader_fills_them():
+    assert blanks_filled("x =  # your value\ny = x == 1\n") == "x = ...  # your value\ny = x == 1\n"
+    assert blanks_filled("s = '#='\nd = {'a':\n  1}\n") == "s = '#='\nd = {'a':\n  1}\n"
+    assert blanks_filled("def f():\n    # body\nf()\n") == "def f():\n    # body\n    ...\nf()\n"
+    assert blanks_filled("while True:\n    # wait") == "while True:\n    # wait\n    ...\n"
+    assert blanks_filled("if a: b\nx = 1\n") == "if a: b\nx = 1\n"
 
 
 def test_an_ipython_cell_fixes_back_to_itself(tmp_path):
