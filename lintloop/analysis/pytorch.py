@@ -41,11 +41,13 @@ NEW_AMP = {"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.auto
 # What autocast runs in when `dtype` is not given (torch.get_autocast_dtype, measured on torch 2.13).
 _DEFAULT_DTYPE = {"cuda": "float16", "cpu": "bfloat16"}
 # `batch_of_one`: how far names and moves are followed; what keeps a tensor's batch dimension.
-_BATCH_DEPTH = 4
+_BATCH_DEPTH = 8
 _MOVES = {"to", "float", "double", "half", "cuda", "cpu", "long", "int", "contiguous", "type"}
 _NEW_AXES = {"np.newaxis", "numpy.newaxis"}
-_FROM_DATA = {"torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor"}
-_SIZED_CONSTRUCTORS = {"torch.zeros", "torch.ones", "torch.randn", "torch.rand", "torch.empty", "torch.full"}
+_FROM_DATA = {"torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor",
+              "torch.from_numpy", "numpy.array", "numpy.asarray"}
+_SIZED_CONSTRUCTORS = {"torch.zeros", "torch.ones", "torch.randn", "torch.rand", "torch.empty", "torch.full",
+                       "numpy.zeros", "numpy.ones", "numpy.empty", "numpy.full"}
 _DTYPES = {"torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16",
            "torch.float32": "float32", "torch.float": "float32"}
 
@@ -144,13 +146,17 @@ class PyTorch(Analysis):
             held = self.ctx.flow.value_at(expr.value, at)
             return held is not None and self.batch_of_one(held[0], held[1], depth + 1)
         if isinstance(expr, cst.Subscript):
-            first = expr.slice[0].slice if expr.slice else None
-            return isinstance(first, cst.Index) and isinstance(first.value, cst.Name) and \
-                first.value.value == "None" or isinstance(first, cst.Index) and dotted(first.value) in _NEW_AXES
+            axes = [isinstance(e.slice, cst.Index) and (dotted(e.slice.value) == "None" or dotted(e.slice.value)
+                                                          in _NEW_AXES) for e in expr.slice]
+            # `x[None]` puts a batch axis of one first; `seq[:, None]` makes one sequence of a flat one.
+            return bool(axes) and (axes[0] or any(axes) and self._one_sequence(expr.value, at, depth + 1))
         if not isinstance(expr, cst.Call):
             return False
         method = call_name(expr)
         args = positional_args(expr)
+        callee = self.ctx.names.callee(expr) or ""
+        if callee in _FROM_DATA and args and not isinstance(args[0], (cst.List, cst.Tuple)):
+            return self.batch_of_one(args[0], at, depth + 1)  # `torch.LongTensor(seq)`: as `seq` is shaped
         if isinstance(expr.func, cst.Attribute) and method == "unsqueeze":
             dim = args[0] if args else argument(expr, 0, "dim")
             return isinstance(dim, cst.Integer) and dim.value == "0"
@@ -165,4 +171,34 @@ class PyTorch(Analysis):
             return len(rows) == 1 and isinstance(rows[0].value, (cst.List, cst.Tuple))
         if isinstance(expr.func, cst.Attribute) and method in _MOVES:
             return self.batch_of_one(expr.func.value, at, depth + 1)
+        return False
+
+    def _one_sequence(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
+        """Is `expr` one flat sequence of Python values made a tensor (`torch.tensor(tokens)`, where `tokens`
+        is a list of ids, maybe grown by `[start] + prompt`)? Through device and dtype moves."""
+        if depth > _BATCH_DEPTH:
+            return False
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and call_name(expr) in _MOVES:
+            return self._one_sequence(expr.func.value, at, depth + 1)
+        if isinstance(expr, cst.Call) and (self.ctx.names.callee(expr) or "") in _FROM_DATA \
+                and positional_args(expr):
+            return self._flat_list(positional_args(expr)[0], at, 0)
+        return False
+
+    def _flat_list(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
+        """A list display of no nested lists, or a sum of such lists, through names."""
+        if depth > _BATCH_DEPTH:
+            return False
+        if isinstance(expr, cst.Name):
+            held = self.ctx.flow.value_at(expr.value, at)
+            return held is not None and self._flat_list(held[0], held[1], depth + 1)
+        nested = (cst.List, cst.Tuple, cst.ListComp)
+        if isinstance(expr, cst.List):
+            return not any(isinstance(e.value, nested) for e in expr.elements)
+        if isinstance(expr, cst.ListComp):
+            return not isinstance(expr.elt, nested)
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+            parts = (expr.left, expr.right)
+            return any(isinstance(p, (cst.List, cst.ListComp)) for p in parts) and all(
+                isinstance(p, cst.Name) or self._flat_list(p, at, depth + 1) for p in parts)
         return False

@@ -108,6 +108,21 @@ class Trainer:
     not_flagged = (
         Example("""
 import torch
+for i, (real, _) in enumerate(loader):
+    if i % d_every == 0:
+        opt_d.zero_grad()
+        fake = netg(torch.randn(real.size(0), nz)).detach()
+        loss_d = netd(fake).mean() - netd(real).mean()
+        loss_d.backward()
+        opt_d.step()
+    if i % g_every == 0:
+        opt_g.zero_grad()
+        loss_g = -netd(netg(torch.randn(real.size(0), nz))).mean()
+        loss_g.backward()
+        opt_g.step()
+"""),
+        Example("""
+import torch
 def average_grad(p):
     p.grad /= accum
 def average_grads(model):
@@ -207,9 +222,12 @@ for idx, batch in enumerate(dataloader):
                           if not in_else and isinstance(g, cst.If) and counter_guard(g.test)), None)
             if guard is None or id(step.node) in self._reported:
                 continue
-            backwards = [e for e in events if e.kind == "backward" and all(g is not guard for g, _ in e.guards)]
+            # The backwards whose gradients carry over to the guarded step: those run every iteration (one under
+            # a counter guard of its own belongs to another update, as in a GAN's alternating steps).
+            backwards = [e for e in events if e.kind == "backward"
+                         and not any(isinstance(g, cst.If) and counter_guard(g.test) for g, _ in e.guards)]
             if not backwards or any(b.via == "accelerator" or self._scaled(b) for b in backwards) \
-                    or self._grads_divided(iteration):
+                    or self._cleared_before(step, guard, events) or self._grads_divided(iteration):
                 continue
             self._reported.add(id(step.node))
             step_code, backward_code = self.ctx.snippet(step.node, 30), self.ctx.snippet(backwards[0].node, 40)
@@ -220,6 +238,18 @@ for idx, batch in enumerate(dataloader):
                         note=f"it runs only when `{self.ctx.snippet(guard.test, 50)}` but `{backward_code}` runs every "
                              "iteration on an undivided loss: for k micro-batches the update is k times their mean "
                              "gradient, as with a k times larger learning rate")
+
+    @staticmethod
+    def _cleared_before(step: Event, guard: cst.If, events: list[Event]) -> bool:
+        """Does the guarded block zero the stepped optimizer's gradients before its step (`if i % k == 0:`
+        `opt.zero_grad()`, `loss.backward()`, `opt.step()`: a step every k iterations on one fresh
+        gradient, nothing accumulated)?"""
+        stepped = step.argument if step.kind == "scaler_step" else step.target
+        for event in events[:events.index(step)]:
+            if event.kind == "zero_grad" and any(g is guard for g, _ in event.guards) \
+                    and event.target in (stepped, None):
+                return True
+        return False
 
     def _scaled(self, backward: Event) -> bool:
         """Is the backpropagated loss divided (or multiplied by a factor) before `backward()`?"""

@@ -216,6 +216,39 @@ for _ in range(8):
     )
     not_flagged = (
         Example("""
+import numpy as np
+import torch
+def generate(rnn, prime_id, predict_len=100):
+    rnn.eval()
+    current_seq = np.full((1, sequence_length), pad_value)
+    current_seq[-1][-1] = prime_id
+    words = []
+    for _ in range(predict_len):
+        current_seq = torch.LongTensor(current_seq)
+        hidden = rnn.init_hidden(current_seq.size(0))
+        output, _ = rnn(current_seq, hidden)
+        p = torch.softmax(output, dim=1).data
+        word = int(p.argmax())
+        words.append(word)
+        current_seq = np.roll(current_seq.numpy(), -1, 1)
+        current_seq[-1][-1] = word
+    return words
+"""),
+        Example("""
+import torch as t
+def gen(model, start_words, max_len=100):
+    model.eval()
+    res = [START] + [word2ix[w] for w in start_words]
+    for _ in range(max_len):
+        src = t.tensor(res).to(device)[:, None]
+        memory, logits = model(src)
+        next_word = logits[-1, 0].argmax().item()
+        if next_word == EOP:
+            break
+        res.append(next_word)
+    return res
+"""),
+        Example("""
 import gymnasium as gym
 import torch
 from torch import nn
