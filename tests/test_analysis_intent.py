@@ -7,7 +7,7 @@ import libcst as cst
 import pytest
 
 from lintloop.analysis import FileContext
-from lintloop.analysis.intent import names_tracing
+from lintloop.analysis.intent import names_tracing, prose_shows
 from lintloop.linter import lint_text
 from lintloop.rule import RuleSet
 from lintloop.rules import BY_CODE
@@ -24,13 +24,14 @@ def findings(code: str, rule_code: str, screen: bool = True) -> list[tuple[int, 
 
 
 @pytest.mark.parametrize("text", ["Tracing with", "Traced!", "compiling step", "--- retracing ---", "JIT-compiled",
-                                  "n_traces", "numTraces", "TRACE", "recompilation of f", "retraced"])
+                                  "n_traces", "numTraces", "TRACE", "recompilation of f", "retraced",
+                                  "追踪变量：", "跟踪： n = {}", "トレース中", "컴파일 중"])
 def test_words_that_announce_tracing(text):
     assert names_tracing(text)
 
 
 @pytest.mark.parametrize("text", ["Traceback", "backtrace", "tracer", "racetrack", "contraction", "compiler flags",
-                                  "loss", "extracted", "step_count"])
+                                  "loss", "extracted", "step_count", "回溯", "损失"])
 def test_words_that_merely_contain_the_letters(text):
     assert not names_tracing(text)
 
@@ -353,3 +354,14 @@ def test_a_helper_called_from_a_traced_function_is_left_to_the_outer_call():
         outer(1.0, i)
     """
     assert [line for line, _ in findings(code, "LL205")] == [9]
+
+
+@pytest.mark.parametrize(("prose", "shown"), [
+    ("## 跟踪和多态\nPython的动态类型意味着您可以使用各种参数类型调用函数", True),
+    ("如果Python参数发生变化，那么必须回溯图。", True),
+    ("## Tracing\nA Python side effect runs only once.", True),
+    ("## 训练模型\n我们用Adam优化器训练。", False),
+    ("## Training\nWe train with Adam.", False),
+])
+def test_prose_that_speaks_of_tracing(prose, shown):
+    assert prose_shows("tracing", prose) is shown

@@ -26,6 +26,9 @@ from lintloop.analysis.nodes import call_name, string_value
 # Words that announce tracing or compiling ("Tracing with", "Traced!", "--- retracing ---",
 # "JIT-compiled", "n_traces"); not words that merely contain the letters (`backtrace`, `Traceback`, `tracer`).
 _TRACING_WORD = re.compile(r"(?:re)?(?:trac(?:e|es|ed|ing)|compil(?:e|es|ed|ing|ation|ations))", re.IGNORECASE)
+# The same words in the languages of the guides people translate: Chinese (追踪/跟踪 trace, 编译 compile),
+# Japanese (トレース, コンパイル), Korean (트레이스, 추적, 컴파일). No spaces separate them: searched as text.
+_TRACING_WORD_CJK = re.compile(r"追踪|跟踪|编译|編譯|トレース|コンパイル|트레이스|추적|컴파일")
 # Words of a text or an identifier: letters split at case changes (`numTraces`, `JITCompiled`).
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
 # Calls whose unit the screen selects whenever a rule with these tokens fires: a read of a trace
@@ -42,11 +45,13 @@ TracedNode = cst.FunctionDef | cst.Lambda
 _GRAPH_PRINTS = frozenset({"tensorflow.print", "jax.debug.print"})
 
 # What the markdown cell just before a code cell says the cell shows, by topic: a notebook cell under
-# "Python side effects run only once, when the function is traced" shows the pitfall on purpose.
+# "Python side effects run only once, when the function is traced" shows the pitfall on purpose. (回溯, Chinese
+# for retrace, also translates a Python traceback: prose about tracing only, never a print's text.)
 # A rule names its topic (`Rule.shown_in_prose`); its findings in such a cell are not reported.
 PROSE_TOPICS = {
     "tracing": re.compile(r"\b(?:re)?trac(?:e|es|ed|ing)\b|side[- ]effects?|\b(?:runs?|run|executed?|executes|printed|"
-                          r"happens?) (?:only )?once\b|only (?:the )?(?:first|once)", re.IGNORECASE),
+                          r"happens?) (?:only )?once\b|only (?:the )?(?:first|once)|回溯|" + _TRACING_WORD_CJK.pattern,
+                          re.IGNORECASE),
     "keys": re.compile(r"\bsame (?:random )?(?:keys?|seeds?|numbers|results|values|samples)\b|"
                        r"\breus(?:e|es|ed|ing) (?:the |a )?(?:same )?(?:keys?|seeds?)\b|\bdeterministic", re.IGNORECASE),
 }
@@ -59,7 +64,8 @@ def prose_shows(topic: str, prose: str) -> bool:
 
 def names_tracing(text: str) -> bool:
     """Does `text` (a literal's text, an identifier) hold a word that announces tracing or compiling?"""
-    return any(_TRACING_WORD.fullmatch(word) for word in _WORDS.findall(text))
+    return any(_TRACING_WORD.fullmatch(word) for word in _WORDS.findall(text)) or \
+        _TRACING_WORD_CJK.search(text) is not None
 
 
 def literal_texts(call: cst.Call) -> list[str]:

@@ -161,6 +161,25 @@ scaler.scale(loss).backward()
     )
     not_flagged = (
         Example("""
+import numpy as np
+import torch
+from torch import nn
+class Policy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+        self.log_alpha = torch.tensor(np.log(0.01))
+        self.log_alpha.requires_grad = True
+        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=1e-3)
+
+    def train_net(self, s):
+        log_prob = self.fc(s).log_softmax(-1)[:, 0]
+        self.alpha_optimizer.zero_grad()
+        alpha_loss = -(self.log_alpha.exp() * (log_prob + target_entropy).detach()).mean()
+        alpha_loss.backward()
+        self.alpha_optimizer.step()
+"""),
+        Example("""
 import torch
 import torch.nn.functional as F
 q_net = torch.nn.Linear(4, 2)
@@ -206,6 +225,7 @@ loss.backward()
         super().__init__(*args, **kwargs)
         self._reported: set[cst.CSTNode] = set()
         self._appends: dict[tuple[cst.CSTNode, str], list[cst.BaseExpression]] | None = None
+        self._made_trainable: set[str] | None = None
 
     def visit_Call(self, node: cst.Call) -> None:
         target = self._differentiated(node)
@@ -281,8 +301,27 @@ loss.backward()
                                       cst.CompFor, cst.SubscriptElement, cst.Index, cst.Slice)):
                     self._trace(child.value if isinstance(child, cst.Arg) else child, at, cutter, paths, depth + 1)
 
+    def _trainable(self, name: str) -> bool:
+        """Is `name` made a trainable leaf where it is not created: `x.requires_grad = True`,
+        `x.requires_grad_()` (a temperature `log_alpha` of SAC, a Lagrange multiplier)?"""
+        if self._made_trainable is None:
+            self._made_trainable = set()
+            for node in self.ctx.nodes(cst.Assign):
+                for target in node.targets:
+                    if isinstance(target.target, cst.Attribute) and target.target.attr.value == "requires_grad" \
+                            and isinstance(node.value, cst.Name) and node.value.value == "True":
+                        self._made_trainable.add(dotted(target.target.value) or "")
+            for call in self.ctx.nodes(cst.Call):
+                if call_name(call) == "requires_grad_" and receiver(call) is not None and not any(
+                        isinstance(a.value, cst.Name) and a.value.value == "False" for a in call.args):
+                    self._made_trainable.add(dotted(receiver(call)) or "")
+        return name in self._made_trainable
+
     def _trace_name(self, expr: cst.Name, at: cst.CSTNode, cutter: cst.CSTNode | None, paths: _Paths,
                     depth: int) -> None:
+        if cutter is None and self._trainable(expr.value):
+            paths.live = True
+            return
         binding = self.ctx.flow.last_binding(expr.value, at)
         if binding is None:
             return  # a builtin, an import, or data bound where we cannot see (a comprehension's variable)
@@ -318,6 +357,9 @@ loss.backward()
         if self.ctx.names.qualname(expr) is not None or self.ctx.modules.is_module(expr, at):
             return  # `torch.float32`; a module object (its calls are what counts)
         name = dotted(expr) or ""
+        if cutter is None and name and self._trainable(name):
+            paths.live = True
+            return
         if name.startswith("self."):
             binding = self.ctx.flow.last_binding(name, at)
             if binding is not None and binding.value is not None:

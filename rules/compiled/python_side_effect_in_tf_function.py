@@ -173,6 +173,16 @@ print("eval batches:", len(losses), "mean loss:", sum(losses) / len(losses))
     not_flagged = (
         Example("""
 import tensorflow as tf
+state = []
+@tf.function
+def scaled(x):
+    if not state:
+        state.append(tf.Variable(2.0 * x))
+        state.append(tf.Variable(state[0] * 3.0))
+    return state[0] * x * state[1]
+"""),
+        Example("""
+import tensorflow as tf
 @tf.function
 def unroll(x, steps):
     outputs = []
@@ -287,6 +297,19 @@ def step(x):
 """),
     )
 
+    def _first_time_only(self, node: cst.CSTNode, target: cst.BaseExpression, fn: cst.CSTNode) -> bool:
+        """Is the change made only while `target` is still empty, in the function itself (`if not state:`
+        `state.append(tf.Variable(...))`, `if obj.v is None:`): state created on the first call, the
+        documented way to make variables in a tf.function, meant to run once?"""
+        changed = self.ctx.module.code_for_node(target)
+        for guard in self.ctx.ancestors(node):
+            if guard is fn:
+                return False
+            if isinstance(guard, cst.If) and self.ctx.is_inside(node, guard.body) and _tests_empty(guard.test, changed,
+                                                                                                  self.ctx.module):
+                return True
+        return False
+
     def visit_Call(self, node: cst.Call) -> None:
         self._check(node)
 
@@ -305,7 +328,7 @@ def step(x):
         tf = ctx.tf
         traced = tf.traced_chain(node)
         if traced is None or ctx.outer_state.local_to_trace(target, node, traced[1]) \
-                or ctx.intent.counts_traces(node, target, traced[1]):
+                or ctx.intent.counts_traces(node, target, traced[1]) or self._first_time_only(node, target, traced[1]):
             return  # a variable of the trace itself; a trace counter read to count traces counts them on purpose
         chain, fn = traced
         label, _, aside = tf.describe(fn).partition(" (")  # "the Keras `train_step`", "traced by `fit`..."
@@ -327,3 +350,19 @@ def step(x):
                          "keep the state in a `tf.Variable` / `tf.TensorArray` / Keras metric",
                     note=f"{how}it changes {outside}, once per trace (first call and each retrace), not on "
                          "every call")
+
+
+def _tests_empty(test: cst.BaseExpression, changed: str, module: cst.Module) -> bool:
+    """`not x`, `x is None`, `len(x) == 0`, `x == []` for the code `changed`."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return module.code_for_node(test.expression) == changed
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        left, (compared,) = test.left, test.comparisons
+        right = module.code_for_node(compared.comparator)
+        if isinstance(left, cst.Call) and module.code_for_node(left.func) == "len" and len(left.args) == 1:
+            return module.code_for_node(left.args[0].value) == changed and right == "0" \
+                and isinstance(compared.operator, (cst.Equal, cst.LessThanEqual))
+        return module.code_for_node(left) == changed and (
+            isinstance(compared.operator, cst.Is) and right == "None"
+            or isinstance(compared.operator, cst.Equal) and right in ("[]", "None", "0"))
+    return False
