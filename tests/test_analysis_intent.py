@@ -365,3 +365,54 @@ def test_a_helper_called_from_a_traced_function_is_left_to_the_outer_call():
 ])
 def test_prose_that_speaks_of_tracing(prose, shown):
     assert prose_shows("tracing", prose) is shown
+
+
+# (code, flagged): LL206 asks `shown_call_by_call`; each case runs with the screen on and off.
+_CALL_BY_CALL = [
+    # A guide: each call's result printed, one after the other.
+    ("""
+    import jax
+    @jax.jit
+    def f(x):
+        print("x is", x)
+        return x + 1
+    print(f(1.0))
+    print("again:", f(2.0))
+    """, False),
+    # The same through `jax.jit(g)(...)`, and a name bound to it.
+    ("""
+    import jax
+    def g(x):
+        print(x)
+        return x
+    print("first:", jax.jit(g)(4.0))
+    step = jax.jit(g)
+    print("second:", step(5.0))
+    """, False),
+    # One printed call is not a demonstration of what happens on the next.
+    ("""
+    import jax
+    @jax.jit
+    def f(x):
+        print(x)
+        return x + 1
+    print(f(1.0))
+    """, True),
+    # A program: its step called in a loop, the results printed.
+    ("""
+    import jax
+    @jax.jit
+    def step(x):
+        print(x)
+        return x + 1
+    for batch in batches:
+        print(step(batch))
+    print(step(last))
+    """, True),
+]
+
+
+@pytest.mark.parametrize(("code", "flagged"), _CALL_BY_CALL)
+@pytest.mark.parametrize("screen", [True, False])
+def test_a_traced_function_shown_call_by_call(code, flagged, screen):
+    assert bool(findings(code, "LL206", screen)) is flagged

@@ -41,6 +41,8 @@ _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "log"})
 _NOT_READS = (cst.Param, cst.AsName, cst.ImportAlias, cst.NameItem, cst.FunctionDef, cst.ClassDef)
 
 TracedNode = cst.FunctionDef | cst.Lambda
+# Where a call may run many times: a program's step, not a guide's one-by-one calls.
+_REPEATING = (cst.For, cst.While, cst.FunctionDef, cst.Lambda, cst.CompFor, cst.ClassDef)
 # Prints that run on every call of traced code.
 _GRAPH_PRINTS = frozenset({"tensorflow.print", "jax.debug.print"})
 
@@ -123,6 +125,34 @@ class Intent(Analysis):
                 if shown <= printed:
                     return True
         return False
+
+    def shown_call_by_call(self, traced: TracedNode) -> bool:
+        """Is the traced function called two or more times outside any function or loop, each call's result
+        printed (`print(f(x, y))` then `print(f(x2, y2))`; `print("2nd:", jit(g)(5.))`)? A guide showing
+        what runs on which call, while tracing and after; a program runs its step in a loop. (Units with a
+        `print` are selected by every rule asking this: the answer is the same with the screen on and off.)"""
+        runners = self._runner_names(traced)
+        if not runners:
+            return False
+        shown = 0
+        for call in self.ctx.nodes(cst.Call):
+            func = call.func
+            calls_it = isinstance(func, cst.Name) and func.value in runners or isinstance(func, cst.Call) and any(
+                isinstance(a.value, cst.Name) and a.value.value in runners for a in func.args)  # `jit(g)(5.)`
+            if not calls_it or not self._printed(call):
+                continue
+            if any(isinstance(a, _REPEATING) for a in self.ctx.ancestors(call)):
+                continue
+            shown += 1
+            if shown >= 2:
+                return True
+        return False
+
+    def _printed(self, call: cst.Call) -> bool:
+        """Is `call`'s result an argument of the builtin `print`?"""
+        parent = self.ctx.parents.get(call)
+        printing = self.ctx.parents.get(parent) if isinstance(parent, cst.Arg) else None
+        return isinstance(printing, cst.Call) and self.ctx.names.is_builtin(printing.func, "print")
 
     def announces_tracing(self, call: cst.Call) -> bool:
         """A call (a `print`) whose literal text says it traces, retraces or compiles: the documented way

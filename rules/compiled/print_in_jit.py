@@ -178,6 +178,19 @@ def train_step(model, optimizer, batch):
 import jax
 import jax.numpy as jnp
 @jax.jit
+def f(x, y):
+    print("Running f():")
+    print(f"  x = {x}")
+    return jnp.dot(x + 1, y + 1)
+
+print(f(jnp.ones((3, 4)), jnp.ones(4)))
+print("Second call:")
+print(f(jnp.zeros((3, 4)), jnp.zeros(4)))
+"""),
+        Example("""
+import jax
+import jax.numpy as jnp
+@jax.jit
 def double(x):
     print("print:", x)
     jax.debug.print("jax.debug.print: {}", x)
@@ -309,8 +322,8 @@ def cumulative(xs):
                     and all(isinstance(p, _LITERALS) or jax_code.is_static_info(p) for p in printed):
                 return
             traced = jax_code.traced_chain(node)
-            if traced is None:
-                return
+            if traced is None or self.ctx.intent.shown_call_by_call(traced[1]):
+                return  # a guide printing the result of each call: it shows when the print runs
             transform = jax_code.compiled_functions.get(traced[1]) or jax_code.traced_bodies.get(traced[1])
             when = ("on the first call and each retrace" if transform is None or transform.compiles
                     else f"once per trace of the `{transform.kind}`, not on every iteration or call")

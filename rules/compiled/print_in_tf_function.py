@@ -190,6 +190,17 @@ def collect(env_step):
         Example("""
 import tensorflow as tf
 @tf.function
+def double(a):
+    print("a is", a)
+    return a + a
+
+print("result:", double(tf.constant(1)))
+print("result:", double(tf.constant(1.1)))
+print("result:", double(tf.constant("c")))
+"""),
+        Example("""
+import tensorflow as tf
+@tf.function
 def show(num):
     print(num)
     tf.print(num)
@@ -282,8 +293,8 @@ for x in batches:
                 or self.ctx.intent.beside_graph_print(node):
             return  # a print that says it traces, or shown beside tf.print of the same value: on purpose
         traced = self.ctx.tf.traced_chain(node)
-        if traced is None:
-            return
+        if traced is None or self.ctx.intent.shown_call_by_call(traced[1]):
+            return  # a guide printing the result of each call: it shows when the print runs
         chain, fn = traced
         tf = self.ctx.tf
         label, _, aside = tf.describe(fn).partition(" (")  # "the Keras `train_step`", "traced by `fit`..."

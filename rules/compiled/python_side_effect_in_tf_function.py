@@ -328,7 +328,8 @@ def step(x):
         tf = ctx.tf
         traced = tf.traced_chain(node)
         if traced is None or ctx.outer_state.local_to_trace(target, node, traced[1]) \
-                or ctx.intent.counts_traces(node, target, traced[1]) or self._first_time_only(node, target, traced[1]):
+                or ctx.intent.counts_traces(node, target, traced[1]) or ctx.intent.shown_call_by_call(traced[1]) \
+                or self._first_time_only(node, target, traced[1]):
             return  # a variable of the trace itself; a trace counter read to count traces counts them on purpose
         chain, fn = traced
         label, _, aside = tf.describe(fn).partition(" (")  # "the Keras `train_step`", "traced by `fit`..."

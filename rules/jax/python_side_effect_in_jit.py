@@ -281,7 +281,8 @@ def f(x):
         jax = self.ctx.jax
         traced = jax.traced_chain(node)
         if traced is None or self.ctx.outer_state.local_to_trace(target, node, traced[1]) \
-                or self.ctx.intent.counts_traces(node, target, traced[1]):
+                or self.ctx.intent.counts_traces(node, target, traced[1]) \
+                or self.ctx.intent.shown_call_by_call(traced[1]):
             return  # a variable of the trace itself; a trace counter read to count traces counts them on purpose
         chain, fn = traced
         if chain:  # a helper the traced function calls: named in the headline, its call chain in the note
