@@ -102,6 +102,12 @@ def _environment() -> str:
     return f"{__version__};{sys.implementation.cache_tag};{_libcst_version()};{_engine_fingerprint()}"
 
 
+@functools.lru_cache(maxsize=16)
+def _key_header(environment: str, codes: tuple[str, ...], options: str, mode: str, explicit: bool) -> hashlib._Hash:
+    """The digest of what every file of a run shares in its key, computed once: each key copies it."""
+    return hashlib.sha256(json.dumps([FORMAT, environment, mode, list(codes), options, explicit]).encode() + b"\0")
+
+
 def _libcst_version() -> str:
     """libcst's version, read from its `_version.py` (written by setuptools-scm) without importing
     libcst (~80 ms; a run answered from the cache needs none of it) or importlib.metadata (~50 ms)."""
@@ -214,8 +220,10 @@ class ResultCache:
     def key(display: str, codes: tuple[str, ...] | list[str], options: str, data: bytes, mode: str = "check",
             explicit: bool = True) -> str:
         """`explicit`: the file was named (a file found in a directory may be passed over unparsed)."""
-        header = json.dumps([FORMAT, _environment(), mode, display, sorted(codes), options, explicit])
-        return hashlib.sha256(header.encode() + b"\0" + data).hexdigest()
+        digest = _key_header(_environment(), tuple(sorted(codes)), options, mode, explicit).copy()
+        digest.update(json.dumps(display).encode() + b"\0")
+        digest.update(data)
+        return digest.hexdigest()
 
     def entry_path(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json"

@@ -9,12 +9,7 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from lintloop.config import Settings, gitignore_spec
-
-if TYPE_CHECKING:
-    import pathspec
+from lintloop.config import GitignoreSpec, Settings, gitignore_spec
 
 @dataclass(frozen=True)
 class SourceFile:
@@ -105,7 +100,7 @@ class _Included:
         return self.spec.match_file(Path(os.path.relpath(path, top)).as_posix())
 
 
-def _walk(top: Path, argument: str, excluded: pathspec.PathSpec, included: _Included,
+def _walk(top: Path, argument: str, excluded: GitignoreSpec, included: _Included,
           root: str, problems: list[str], anchor: str) -> list[tuple[str, SourceFile]]:
     """The files to lint below `top`, each with its resolved path. A path is resolved once per
     directory, not per file: os.walk enters real directories only (not links), so a child's resolved
@@ -153,8 +148,8 @@ def _display(path: Path, top: Path, argument: str) -> str:
     return relative if argument == "." else os.path.join(argument, relative)
 
 
-def _skipped(full: str, name: str, is_dir: bool, excluded: pathspec.PathSpec, root: str,
-             ignores: list[tuple[str, pathspec.PathSpec]]) -> bool:
+def _skipped(full: str, name: str, is_dir: bool, excluded: GitignoreSpec, root: str,
+             ignores: list[tuple[str, GitignoreSpec]]) -> bool:
     """Excluded by configuration (relative to the config root, or by its bare name), or gitignored;
     `full`: the resolved path."""
     suffix = "/" if is_dir else ""
@@ -163,7 +158,7 @@ def _skipped(full: str, name: str, is_dir: bool, excluded: pathspec.PathSpec, ro
     return any(_matches(spec, full, base, suffix) for base, spec in ignores)
 
 
-def _matches(spec: pathspec.PathSpec, path: str, base: str | None, suffix: str) -> bool:
+def _matches(spec: GitignoreSpec, path: str, base: str | None, suffix: str) -> bool:
     """`path` (resolved) matched relative to the directory `base` (resolved; None: as it is); a path
     outside `base` matches nothing."""
     if base is not None:
@@ -174,7 +169,7 @@ def _matches(spec: pathspec.PathSpec, path: str, base: str | None, suffix: str) 
     return spec.match_file(path.replace(os.sep, "/") + suffix)
 
 
-def _read_spec(gitignore: Path) -> pathspec.PathSpec:
+def _read_spec(gitignore: Path) -> GitignoreSpec:
     """A .gitignore's patterns. As git does, a pattern that is not valid (a lone backslash) is passed
     over, and a .gitignore that is no regular file (a FIFO would block the run) holds none."""
     try:
@@ -196,7 +191,7 @@ def _valid_pattern(line: str) -> bool:
     return True
 
 
-def _ancestor_gitignores(top: Path) -> list[tuple[Path, pathspec.PathSpec]]:
+def _ancestor_gitignores(top: Path) -> list[tuple[Path, GitignoreSpec]]:
     """.gitignore files above `top`, up to the repository root (the directory holding .git)."""
     chain = []
     for directory in top.parents:

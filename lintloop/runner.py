@@ -148,7 +148,7 @@ def answered_here(job: Job) -> JobResult | None:
     if job.mode != "check":
         return None
     try:
-        data, _ = read_regular_file(Path(job.path))
+        data, _ = read_regular_file(job.path)
     except OSError:
         return None  # the worker reports it
     return _answered_without_engine(job, data)
@@ -169,8 +169,13 @@ def _answered_without_engine(job: Job, data: bytes) -> JobResult | None:
 
 def _cache_entry(job: Job, data: bytes) -> tuple[ResultCache, str]:
     assert job.cache_dir is not None
-    cache = ResultCache(job.cache_dir)
+    cache = _result_cache(job.cache_dir)
     return cache, cache.key(job.display, job.codes, job.options, data, job.mode, job.explicit)
+
+
+@functools.lru_cache(maxsize=4)
+def _result_cache(directory: str) -> ResultCache:
+    return ResultCache(directory)  # one per process and directory: thousands of files ask it
 
 
 def _job_result(job: Job, outcome: object) -> JobResult:
@@ -223,7 +228,7 @@ def _settled(path: Path) -> Iterator[None]:
         yield
 
 
-def read_regular_file(path: Path) -> tuple[bytes, os.stat_result]:
+def read_regular_file(path: str | os.PathLike[str]) -> tuple[bytes, os.stat_result]:
     """The file's bytes and its status when read. Opened without blocking, so that a FIFO (or a device)
     named like a source file, or put in a file's place after discovery, is refused, never waited on."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
