@@ -694,7 +694,7 @@ def _constant_index(node: cst.Subscript) -> int | None:
 class Prng(Analysis):
     """The key flow of every function of the file and its module code (see the module docstring)."""
 
-    asks = frozenset({"calls", "flow", "loop_values"})
+    asks = frozenset({"calls", "flow", "intent", "loop_values"})
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
@@ -727,12 +727,12 @@ class Prng(Analysis):
 
     def _on_purpose(self, pair: Reuse) -> bool:
         """A pair of draws from one key that is no bug: the numbers shown (a draw as a bare expression, a
-        notebook displaying it: the determinism demonstration), or compared with each other (`assert (a ==
+        notebook displaying it, or printed: the determinism demonstration), or compared with each other (`assert (a ==
         b).all()`, `np.testing.assert_allclose(a, b)`: a key reused to compare two computations); or flax
         `apply(rngs=...)` of two different modules (flax folds each module's path into its keys)."""
         first, second = pair.first.call, pair.draw.call
-        if any(isinstance(self.ctx.parents.get(c), cst.Expr) for c in (first, second)):
-            return True
+        if any(self.ctx.intent.only_shown(c) for c in (first, second)):
+            return True  # `random.normal(key, (1,))` displayed, or `print(random.normal(key, (1,)))`
         modules = {self._applied_module(first), self._applied_module(second)}
         if None not in modules and len(modules) == 2:
             return True

@@ -284,6 +284,12 @@ def encode(params, images, key):
     )
     not_flagged = (
         Example("""
+from jax import random
+key = random.PRNGKey(0)
+print(random.normal(key, shape=(1,)))
+print(random.normal(key, shape=(1,)))  # the same numbers: a key is not a state
+"""),
+        Example("""
 import jax
 import jax.numpy as jnp
 def layer(w, x):
