@@ -84,11 +84,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_site_builds_strict_with_a_page_per_rule_and_no_source_files(site: Path) -> None:
-    for page in ("index.html", "configuration/index.html", "cli/index.html", "suppression/index.html",
-                 "notebooks/index.html", "editors/index.html", "ci/index.html", "probe/index.html",
-                 "probe-evidence/index.html", "rules/index.html"):
+    # Pages are files (`offline`: the site opened from disk follows its links without a server).
+    for page in ("index.html", "configuration.html", "cli.html", "suppression.html", "notebooks.html", "editors.html",
+                 "ci.html", "probe.html", "probe-evidence.html", "rules/index.html"):
         assert (site / page).is_file(), page
-    assert sorted(p.name for p in (site / "rules").iterdir() if p.is_dir()) == sorted(r.code for r in ALL_RULES)
+    assert sorted(p.stem for p in (site / "rules").glob("LL*.html")) == sorted(r.code for r in ALL_RULES)
     # The committed probe reports load plotly's script from beside them: the build writes it there.
     assert (site / "evidence" / "plotly.min.js").stat().st_size > 1_000_000
     assert {p.name for p in (site / "evidence").glob("*.html")} >= {"tests_fixtures_LL301_bad.py.html"}
@@ -125,7 +125,7 @@ def test_a_rule_page_changes_with_its_rules_metadata(monkeypatch: pytest.MonkeyP
 
 def test_every_rule_page_shows_the_rules_documentation_and_examples(site: Path) -> None:
     for rule in ALL_RULES:
-        text = _page_text(site / "rules" / rule.code / "index.html")
+        text = _page_text(site / "rules" / f"{rule.code}.html")
         assert _squeezed(f"{rule.code} {rule.name}") in text
         for field in (rule.summary, rule.why, rule.symptom, rule.remedy, rule.fix_safety):
             assert _squeezed(field) in text, (rule.code, field)
@@ -141,14 +141,14 @@ def test_the_configuration_page_documents_every_key_and_rule_option(site: Path) 
     source = (DOCS / "configuration.md").read_text(encoding="utf-8")
     for key in sorted(KNOWN_KEYS):
         assert f"\n`{key}`\n:" in source, f"configuration.md does not document `{key}`"
-    text = _page_text(site / "configuration" / "index.html")
+    text = _page_text(site / "configuration.html")
     for rule in ALL_RULES:
         for option in rule.options:
             assert _squeezed(f"{rule.code} {option}") in text, (rule.code, option)
 
 
 def test_the_cli_reference_lists_every_command_and_option(site: Path) -> None:
-    text = _page_text(site / "cli" / "index.html")
+    text = _page_text(site / "cli.html")
     parser = build_parser()
     [commands] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     for name, command in commands.choices.items():
@@ -191,7 +191,7 @@ class _QuietHandler(SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def served(site: Path) -> Iterator[str]:
-    """The built site over http on localhost: the search runs in a web worker, which file:// pages cannot start."""
+    """The built site over http on localhost, as a host publishes it."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(site)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -282,7 +282,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Chromium]:
 
 def test_a_rule_page_renders_its_title_and_examples(browser: _Chromium, served: str) -> None:
     rule = BY_CODE["LL301"]
-    browser.open(f"{served}/rules/LL301/")
+    browser.open(f"{served}/rules/LL301.html")
     title = browser.evaluate("document.querySelector('article h1').firstChild.textContent")
     assert title == f"{rule.code} {rule.name}"
     blocks = browser.evaluate("[...document.querySelectorAll('article pre code')].map(code => code.innerText)")
@@ -294,9 +294,9 @@ def test_a_rule_page_renders_its_title_and_examples(browser: _Chromium, served: 
 
 
 def test_the_rule_index_links_every_rule_grouped_by_family(browser: _Chromium, served: str) -> None:
-    browser.open(f"{served}/rules/")
+    browser.open(f"{served}/rules/index.html")
     links = browser.evaluate("[...document.querySelectorAll('article table a')].map(a => [a.textContent, a.href])")
-    assert sorted(links) == sorted([rule.code, f"{served}/rules/{rule.code}/"] for rule in ALL_RULES)
+    assert sorted(links) == sorted([rule.code, f"{served}/rules/{rule.code}.html"] for rule in ALL_RULES)
     families = browser.evaluate("[...document.querySelectorAll('article h2')].map(h => h.id)")
     assert families == list(dict.fromkeys(rule.__module__.split(".")[2] for rule in ALL_RULES))
 
@@ -309,10 +309,23 @@ def test_the_search_box_finds_a_rule_page(browser: _Chromium, served: str) -> No
     # A query in the address (material reads `?q=` into the search box) ...
     name_query = BY_CODE["LL301"].name
     browser.open(f"{served}/?q={name_query}")
-    assert "/rules/LL301/" in _search_results(browser)
+    assert "/rules/LL301.html" in _search_results(browser)
     # ... and one typed into the search box of another page.
-    browser.open(f"{served}/cli/")
+    browser.open(f"{served}/cli.html")
     browser.evaluate("document.querySelector('.md-search__input').focus()")
     browser.command("Input.insertText", text="LL303")
     browser.command("Input.dispatchKeyEvent", type="keyUp", key="3", code="Digit3", windowsVirtualKeyCode=51)
-    assert "/rules/LL303/" in _search_results(browser)
+    assert "/rules/LL303.html" in _search_results(browser)
+
+
+def test_the_site_opened_from_disk_searches_without_the_network(browser: _Chromium, site: Path) -> None:
+    # From file:// a page may not start a web worker: the shipped iframe-worker shim runs the search, and no
+    # page asks another host for a script (the default would load the shim from unpkg.com).
+    assert (site / "assets/javascripts/iframe-worker/shim.js").is_file()
+    for page in site.rglob("*.html"):
+        assert not re.search(r"<script[^>]+src=\"https?:", page.read_text(encoding="utf-8")), page
+    browser.open(f"{(site / 'index.html').as_uri()}?q={BY_CODE['LL301'].name}")
+    assert any(path.endswith("/rules/LL301.html") for path in _search_results(browser))
+    browser.open((site / "cli.html").as_uri())
+    links = browser.evaluate("[...document.querySelectorAll('.md-nav a')].map(a => a.href)")
+    assert (site / "configuration.html").as_uri() in links  # a link to a page, not a folder
