@@ -39,6 +39,24 @@ def test_count_is_known_only_where_the_text_says(header, count):
     assert ctx.iteration.count(loop) == count
 
 
+@pytest.mark.parametrize("body, count", [
+    ("out = model(x)\n    break", 1),  # a look at the first batch
+    ("if x is None:\n        continue\n    out = model(x)\n    break", None),  # a skipped item goes on
+    ("for y in x:\n        continue\n    break", 1),  # the inner loop's own continue
+    ("if done:\n        break\n    out = model(x)", None),
+    ("out = model(x)", None),
+])
+def test_a_body_ending_in_break_runs_once(body, count):
+    ctx = context(f"for x in loader:\n    {body}\n")
+    assert ctx.iteration.count(ctx.nodes(cst.For)[0]) == count
+
+
+
+def test_a_body_ending_in_break_runs_at_most_its_length():
+    ctx = context("for x in range(0):\n    out = model(x)\n    break\n")
+    assert ctx.iteration.count(ctx.nodes(cst.For)[0]) == 0
+
+
 @pytest.mark.parametrize("body, updates", [
     ("    loss.backward()\n    optimizer.step()", True),
     ("    loss.backward()\n    with torch.no_grad():\n        for p in params:\n            p -= lr * p.grad", True),

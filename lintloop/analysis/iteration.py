@@ -13,6 +13,7 @@ caller's `opt`. Rules ask this model; none walks a loop itself.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -134,9 +135,13 @@ class Iterations(Analysis):
     def count(self, loop: Loop) -> int | None:
         """How many times `loop` runs, where its text says: a `for` over `range(...)` with integer bounds
         (literal, or a name assigned one), or over a literal list, tuple, set or dict (or a name assigned
-        one), also through `enumerate`, `zip`, `tqdm`, `.items()`. None for anything else (a loader, a
-        dataset, a `while`). (`ctx.loop_values.few_iterations` asks a narrower question: literal bounds only.)"""
-        return self._length(loop.iter, loop) if isinstance(loop, cst.For) else None
+        one), also through `enumerate`, `zip`, `tqdm`, `.items()`; at most once where its body ends in an
+        unconditional `break` (a look at the first batch). None for anything else (a loader, a dataset, a
+        `while`). (`ctx.loop_values.few_iterations` asks a narrower question: literal bounds only.)"""
+        length = self._length(loop.iter, loop) if isinstance(loop, cst.For) else None
+        if _runs_once(loop):
+            return 1 if length is None else min(length, 1)
+        return length
 
     def _length(self, expr: cst.BaseExpression, at: cst.CSTNode) -> int | None:
         value = self.ctx.flow.resolve_value(expr, at)
@@ -484,3 +489,20 @@ def _iterated(expr: cst.BaseExpression) -> str | None:
     while isinstance(expr, cst.Call) and positional_args(expr):
         expr = positional_args(expr)[0]
     return dotted(expr)
+
+
+def _runs_once(loop: Loop) -> bool:
+    """Does the loop's body end in an unconditional `break`, with no `continue` of its own before it?"""
+    body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else ()
+    last = body[-1] if body else None
+    if not (isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Break)):
+        return False
+    return not any(isinstance(node, cst.Continue) for node in _own_statements(loop.body))
+
+
+def _own_statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The nodes of a loop's body outside the loops and functions nested in it."""
+    for child in node.children:
+        yield child
+        if not isinstance(child, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            yield from _own_statements(child)

@@ -16,6 +16,9 @@ from lintloop.screen import Needs
 # Contexts and decorators under which autograd records nothing (or, for `set_grad_enabled(cond)`,
 # records only when the code says so).
 _GRAD_OFF = NO_GRAD_CALLS | {"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"}
+# Gradients taken without `backward()`; under `no_grad` they raise (nothing requires grad).
+_DIFFERENTIATING = {"torch.autograd.grad", *(f"torch.autograd.functional.{name}"
+                                             for name in ("jacobian", "hessian", "vjp", "jvp", "hvp", "vhp"))}
 
 # Decorators known not to change autograd's mode.
 _PLAIN_DECORATORS = {"staticmethod", "classmethod", "property", "functools.wraps", "functools.cache",
@@ -216,6 +219,30 @@ for _ in range(8):
     )
     not_flagged = (
         Example("""
+import torch
+import torch.nn.functional as F
+def pgd(model, x, y, eps=8 / 255, alpha=2 / 255, steps=10):
+    delta = torch.zeros_like(x, requires_grad=True)
+    for _ in range(steps):
+        loss = F.cross_entropy(model(x + delta), y)
+        grad, = torch.autograd.grad(loss, delta)
+        delta = (delta + alpha * grad.sign()).clamp(-eps, eps).detach().requires_grad_()
+    return delta
+model.eval()
+correct = 0
+for x, y in test_loader:
+    delta = pgd(model, x, y)
+    correct += (model(x + delta).argmax(1) == y).sum().item()
+"""),
+        Example("""
+import torch
+model.eval()
+for images, labels in test_loader:
+    outputs = model(images)
+    print(outputs.argmax(1)[:8], labels[:8])
+    break
+"""),
+        Example("""
 import numpy as np
 import torch
 def generate(rnn, prime_id, predict_len=100):
@@ -376,7 +403,8 @@ for x, y in loader:
                 isinstance(scope, cst.FunctionDef) and self._only_called_without_grad(scope)):
             return
         for loop, inner, reached in self._loops_after(node, model, scope):
-            if self._switched_back(model, node, reached) or self.ctx.iteration.of(loop).of("backward"):
+            if self._switched_back(model, node, reached) or self.ctx.iteration.of(loop).of("backward") \
+                    or self._differentiates(loop, inner):
                 return
             forward = next((c for c, name in self._calls_per_iteration(loop, inner) if self._runs(c, name)
                             and not self._grad_off(c)), None)
@@ -428,6 +456,11 @@ for x, y in loader:
                             if receiver(c) is not None):
                         continue  # not given the model, or run without grad, or switches it back itself
                     yield from ((loop, inner, call) for loop in self.ctx.nodes_in_scope((cst.For, cst.While), fn).nodes)
+
+    def _differentiates(self, loop: cst.For | cst.While, model: str) -> bool:
+        """Does an iteration take gradients without `backward()`: `torch.autograd.grad` (an adversarial
+        evaluation's attack, a gradient penalty), `torch.autograd.functional.jacobian`? They need autograd on."""
+        return any((self.ctx.names.callee(call) or "") in _DIFFERENTIATING for call, _ in self._calls_per_iteration(loop, model))
 
     def _calls_per_iteration(self, loop: cst.For | cst.While, model: str) -> Iterator[tuple[cst.Call, str]]:
         """The calls an iteration of `loop` makes, each with the model's name where it is: those of the
