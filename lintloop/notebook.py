@@ -31,7 +31,7 @@ NOTEBOOK_SUFFIX = ".ipynb"
 # Cell magics whose body is Python run in the kernel: their first line is masked, the body linted.
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "memit", "mprun"})
 CELL_MARKER = "# lintloop-cell "
-# IPython removes a cell's common indentation before running it; an indented cell is linted as
+# IPython removes the indentation a cell starts with before running it; an indented cell is linted as
 # the body of an `if True:` on its marker line, so that its columns stay the cell's.
 INDENTED_CELL_MARKER = "if True:  " + CELL_MARKER
 _CELL_MARKER_LINE = re.compile(r"(?:if True:  )?# lintloop-cell (\d+)\r?\n?")
@@ -304,11 +304,14 @@ def _without_prompts(source: str) -> str:
 
 
 def _indented(lines: list[str]) -> bool:
-    """Is every line of code of the cell indented (IPython then removes the common indentation)?"""
+    """Does the cell start indented? IPython's `leading_indent` then removes it: up to IPython 8 (Colab's)
+    the first line's indentation from every line that starts with it, leaving the others (a closing
+    `}` at the margin); from IPython 9 the indentation common to all lines. The body of an `if True:`
+    reads a cell as either does, where it runs at all. Its first statement must be indented too: a
+    comment alone is no block (`if True:` with no statement would not parse)."""
     code = [line for line in lines if line.strip()]
-    # A cell of comments only is no block (`if True:` with no statement would not parse).
-    return (bool(code) and all(line[:1] in " \t" for line in code)
-            and any(not line.lstrip().startswith("#") for line in code))
+    statements = [line for line in code if not line.lstrip().startswith("#")]
+    return bool(statements) and code[0][:1] in " \t" and statements[0][:1] in " \t"
 
 
 def _python_kernel(metadata: object) -> bool:
@@ -372,8 +375,10 @@ def masked_lines(source: str, masked: dict[int, str]) -> list[str] | None:
 # The placeholders course notebooks leave for the student to fill (`tfds.load( # YOUR CODE HERE )`,
 # `### START CODE HERE ###`): a cell holding one is incomplete on purpose.
 _EXERCISE_PLACEHOLDER = re.compile(r"(?i)\byour code here\b|\b(?:start|end) code here\b|#\s*fill (?:me|this|in)\b")
-_COMPOUND_HEADER = re.compile(r"\s*(?:async\s+)?(?:def|class|if|elif|else|for|while|with|try|except|finally|match|case)\b")
+_COMPOUND_HEADER = re.compile(
+    r"\s*(?:async\s+)?(?:def|class|if|elif|else|for|while|with|try|except|finally|match|case)\b")
 _NOT_ASSIGNMENT = ("==", "!=", "<=", ">=")
+_PLACEHOLDER_VALUE = re.compile(r"\?+|\.{4,}")  # no Python token: a value left for the reader
 
 
 def exercise_placeholder(text: str) -> bool:
@@ -383,9 +388,11 @@ def exercise_placeholder(text: str) -> bool:
 
 def blanks_filled(text: str) -> str:
     """The cell's text with each blank a reader is left to fill given `...`: an assignment with no
-    value (`loss =`, `lr=  # try 0.01`) and a block whose body is only comments, the reader's
-    instruction (`def train():` then `# TODO: your loop`). Where the text with them filled parses, the cell is an exercise: its only
-    gaps are the blanks (a typo or a broken bracket is not one, and stays unparsable)."""
+    value (`loss =`, `lr=  # try 0.01`), a block whose body is only comments, the reader's instruction
+    (`def train():` then `# TODO: your loop`), and a question mark or a run of dots where a value
+    belongs (`attack(x, eps, ?)`, `norm = ....`). Where the text with them filled parses, the cell is an
+    exercise: its only gaps are the blanks (a typo or a broken bracket is not one, and stays unparsable).
+    (Filled inside a string too: a string parses either way.)"""
     lines = text.splitlines(keepends=True)
     out: list[str] = []
     scanner = _LogicalLines()
@@ -404,6 +411,10 @@ def blanks_filled(text: str) -> str:
             header_indent = None
             first = body
         code_end = scanner.feed(line)
+        filled = _PLACEHOLDER_VALUE.sub("...", body[:code_end])
+        if filled != body[:code_end]:
+            body, line = filled + body[code_end:], filled + line[code_end:]
+            code_end = len(filled)
         code = body[:code_end].rstrip()
         if scanner.at_statement_start and code:
             if code.endswith("=") and not code.endswith(_NOT_ASSIGNMENT):

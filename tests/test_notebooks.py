@@ -143,6 +143,8 @@ EXERCISE_BLANKS = [
     "for epoch in range(n_epochs):\n    for x, y in loader:\n        ## TODO: one step\n        \n    print(epoch)\n",
     "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        # define the layers\n"
     "\n    def forward(self, x):\n        # the forward pass\n",
+    "# your attack here\nx_adv = fgsm_attack(x_img, epsilon, ?)\n",
+    "test_embeddings_norm = ....\nprint(test_embeddings_norm.shape)\n",
 ]
 # Not blanks: what is missing is not a value or a body.
 BROKEN_CELLS = [
@@ -155,6 +157,7 @@ BROKEN_CELLS = [
     "def f(x):\nreturn x\n",
     "View experiment: https://tensorboard.dev/experiment/abc/\n",
     "x\u00a0= 1\n",
+    "print(x ? y)\n",  # a value with an operator missing, not a blank
 ]
 
 
@@ -165,6 +168,15 @@ def test_a_cell_whose_only_gaps_are_blanks_is_an_exercise(tmp_path, blank):
                               "losses = []\nfor x in loader:\n    loss = model(x).sum()\n    optimizer.zero_grad()\n    loss.backward()\n"
                               "    optimizer.step()\n    losses.append(loss)"))
     assert [(f.code, f.cell) for f in _lint(path)] == [("LL301", 3)]
+
+
+def test_a_cell_that_starts_indented_runs_as_ipython_dedents_it(tmp_path):
+    # IPython strips the first line's indentation from every line starting with it (a pasted block) and
+    # leaves the others: a closing brace at the margin, a statement after the block.
+    path = tmp_path / "pasted.ipynb"
+    path.write_text(_notebook("import torch", " params = {\n    'lr': 0.1,\n}\n", "  x = 1\ny = 2",
+                              "  # set up\nz = 3", "    a = 1\n  b = 2"))
+    assert [(f.code, f.cell) for f in _lint(path)] == [("LL001", 5)]
 
 
 @pytest.mark.parametrize("cell", BROKEN_CELLS)

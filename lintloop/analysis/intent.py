@@ -52,7 +52,8 @@ _GRAPH_PRINTS = frozenset({"tensorflow.print", "jax.debug.print"})
 # A rule names its topic (`Rule.shown_in_prose`); its findings in such a cell are not reported.
 PROSE_TOPICS = {
     "tracing": re.compile(r"\b(?:re)?trac(?:e|es|ed|ing)\b|side[- ]effects?|\b(?:runs?|run|executed?|executes|printed|"
-                          r"happens?) (?:only )?once\b|only (?:the )?(?:first|once)|回溯|" + _TRACING_WORD_CJK.pattern,
+                          r"happens?) (?:only )?once\b|only (?:the )?(?:first|once)|"
+                          r"回溯|" + _TRACING_WORD_CJK.pattern,
                           re.IGNORECASE),
     "keys": re.compile(r"\bsame (?:random )?(?:keys?|seeds?|numbers|results|values|samples)\b|"
                        r"\breus(?:e|es|ed|ing) (?:the |a )?(?:same )?(?:keys?|seeds?)\b|\bdeterministic", re.IGNORECASE),

@@ -966,9 +966,10 @@ class Prng(Analysis):
 
 
 
+# Calls whose inputs are compiled or timed, not computed with: fake inputs of a benchmark; and a model's
+# `init(rng, x)` (flax, haiku), which reads only the shapes of its sample input (the key makes the values).
+_COMPILE_OR_TIME = frozenset({"block_until_ready", "lower", "make_jaxpr", "eval_shape", "timeit", "init"})
 # Calls that compare their arguments (besides `assert*` methods and functions).
-# Calls whose inputs are compiled or timed, not computed with: fake inputs of a benchmark.
-_COMPILE_OR_TIME = frozenset({"block_until_ready", "lower", "make_jaxpr", "eval_shape", "timeit"})
 _COMPARISONS = frozenset({"allclose", "array_equal", "array_equiv", "isclose", "equal", "not_equal"})
 
 

@@ -69,6 +69,11 @@ class Autocast:
         return self.dtype == "float16" and self.enabled is not False
 
 
+# The units that set `requires_grad` (`requires_grad_set`): a rule asking it adds these to each of its
+# statement groups, so that the screen selects them and the answer is the same with the screen on and off.
+REQUIRES_GRAD_TOKENS = ("name:requires_grad", "call:requires_grad_")
+
+
 class PyTorch(Analysis):
     asks = frozenset({"flow"})
 
@@ -76,6 +81,36 @@ class PyTorch(Analysis):
     def no_grad(self) -> WithBlocks:
         """`with torch.no_grad():` / `torch.inference_mode()` blocks: nothing computed there holds a graph."""
         return WithBlocks(self.ctx, "no_grad", lambda call: self.ctx.names.callee(call) in NO_GRAD_CALLS)
+
+    @computed
+    def requires_grad_set(self) -> dict[str, set[bool]]:
+        """What the file sets `requires_grad` to, by the object's dotted name: `x.requires_grad = True`,
+        `x.requires_grad_()`, `model.requires_grad_(False)`; and for a module whose parameters a loop sets
+        (`for p in backbone.parameters(): p.requires_grad = False`), under the module's name."""
+        found: dict[str, set[bool]] = {}
+        for node in self.ctx.nodes(cst.Assign):
+            setting = _literal_bool(node.value)
+            for target in node.targets:
+                if setting is None or not isinstance(target.target, cst.Attribute) \
+                        or target.target.attr.value != "requires_grad":
+                    continue
+                name = dotted(target.target.value)
+                loop = next((a for a in self.ctx.ancestors(node) if isinstance(a, cst.For)), None)
+                if loop is not None and isinstance(loop.target, cst.Name) and name == loop.target.value \
+                        and isinstance(loop.iter, cst.Call) and call_name(loop.iter) == "parameters" \
+                        and isinstance(loop.iter.func, cst.Attribute):
+                    name = dotted(loop.iter.func.value)  # each parameter of the module
+                if name is not None:
+                    found.setdefault(name, set()).add(setting)
+        for call in self.ctx.nodes(cst.Call):
+            if call_name(call) != "requires_grad_" or not isinstance(call.func, cst.Attribute):
+                continue
+            given = argument(call, 0, "requires_grad")
+            setting = True if given is None else _literal_bool(given)
+            name = dotted(call.func.value)
+            if setting is not None and name is not None:
+                found.setdefault(name, set()).add(setting)
+        return found
 
     @computed
     def autocasts(self) -> list[Autocast]:
@@ -202,3 +237,7 @@ class PyTorch(Analysis):
             return any(isinstance(p, (cst.List, cst.ListComp)) for p in parts) and all(
                 isinstance(p, cst.Name) or self._flat_list(p, at, depth + 1) for p in parts)
         return False
+
+
+def _literal_bool(expr: cst.BaseExpression) -> bool | None:
+    return {"True": True, "False": False}.get(expr.value) if isinstance(expr, cst.Name) else None

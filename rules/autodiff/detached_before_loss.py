@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from lintloop.analysis.nodes import call_name, children, dotted, keyword_arg, positional_args, receiver
+from lintloop.analysis.pytorch import REQUIRES_GRAD_TOKENS
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 
@@ -54,7 +55,7 @@ class DetachedBeforeLoss(Rule):
     needs = Needs(file=(("call:detach", "call:detach_", "call:item", "call:numpy", "call:tolist", "name:data",
                          "call:tensor", "call:Tensor", "call:FloatTensor", "call:LongTensor", "call:from_numpy",
                          "call:float", "call:int"),),
-                  statement=(("call:backward", "call:manual_backward", "call:grad"),))
+                  statement=(("call:backward", "call:manual_backward", "call:grad", *REQUIRES_GRAD_TOKENS),))
     probe = "grad/error"
     summary = ("The model output reaches a loss that is `.backward()`-ed only through `.detach()`, `.item()`, "
                "`.numpy()`, `.tolist()`, `.data`, `torch.tensor(t)` / `torch.tensor(list_of_outputs)` or "
@@ -225,7 +226,6 @@ loss.backward()
         super().__init__(*args, **kwargs)
         self._reported: set[cst.CSTNode] = set()
         self._appends: dict[tuple[cst.CSTNode, str], list[cst.BaseExpression]] | None = None
-        self._made_trainable: set[str] | None = None
 
     def visit_Call(self, node: cst.Call) -> None:
         target = self._differentiated(node)
@@ -304,18 +304,7 @@ loss.backward()
     def _trainable(self, name: str) -> bool:
         """Is `name` made a trainable leaf where it is not created: `x.requires_grad = True`,
         `x.requires_grad_()` (a temperature `log_alpha` of SAC, a Lagrange multiplier)?"""
-        if self._made_trainable is None:
-            self._made_trainable = set()
-            for node in self.ctx.nodes(cst.Assign):
-                for target in node.targets:
-                    if isinstance(target.target, cst.Attribute) and target.target.attr.value == "requires_grad" \
-                            and isinstance(node.value, cst.Name) and node.value.value == "True":
-                        self._made_trainable.add(dotted(target.target.value) or "")
-            for call in self.ctx.nodes(cst.Call):
-                if call_name(call) == "requires_grad_" and receiver(call) is not None and not any(
-                        isinstance(a.value, cst.Name) and a.value.value == "False" for a in call.args):
-                    self._made_trainable.add(dotted(receiver(call)) or "")
-        return name in self._made_trainable
+        return True in self.ctx.torch.requires_grad_set.get(name, ())
 
     def _trace_name(self, expr: cst.Name, at: cst.CSTNode, cutter: cst.CSTNode | None, paths: _Paths,
                     depth: int) -> None:

@@ -284,6 +284,15 @@ def encode(params, images, key):
     )
     not_flagged = (
         Example("""
+import haiku as hk
+import jax
+rng_key = jax.random.PRNGKey(0)
+x = jax.random.normal(rng_key, (128, 3))
+x_dummy = jax.random.normal(rng_key, (1, 3))  # a sample input: init reads its shape
+model = hk.transform(lambda x: hk.Linear(1)(x))
+params = model.init(rng=jax.random.PRNGKey(1), x=x_dummy)
+"""),
+        Example("""
 from jax import random
 key = random.PRNGKey(0)
 print(random.normal(key, shape=(1,)))
