@@ -66,7 +66,7 @@ class GitignoreSpec:
         flags = {p.regex.flags for p in self.spec.patterns if p.include is not None}
         self._any = re.compile("|".join(f"(?:{e})" for e in expressions), flags.pop()) \
             if len(flags) == 1 and len(expressions) == sum(p.include is not None for p in self.spec.patterns) else None
-        self._none = not expressions
+        self._none = all(p.include is None for p in self.spec.patterns)  # blank lines and comments only
 
     def match_file(self, path: str) -> bool:
         if self._none or self._any is not None and self._any.search(path) is None:

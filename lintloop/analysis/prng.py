@@ -727,9 +727,10 @@ class Prng(Analysis):
 
     def _on_purpose(self, pair: Reuse) -> bool:
         """A pair of draws from one key that is no bug: the numbers shown (a draw as a bare expression, a
-        notebook displaying it, or printed: the determinism demonstration), or compared with each other (`assert (a ==
-        b).all()`, `np.testing.assert_allclose(a, b)`: a key reused to compare two computations); or flax
-        `apply(rngs=...)` of two different modules (flax folds each module's path into its keys)."""
+        notebook displaying it, or printed: the determinism demonstration), or compared with each other
+        (`assert (a == b).all()`, `np.testing.assert_allclose(a, b)`: a key reused to compare two
+        computations); or flax `apply(rngs=...)` of two different modules (flax folds each module's path
+        into its keys)."""
         first, second = pair.first.call, pair.draw.call
         if any(self.ctx.intent.only_shown(c) for c in (first, second)):
             return True  # `random.normal(key, (1,))` displayed, or `print(random.normal(key, (1,)))`

@@ -55,7 +55,8 @@ class LossTensorAccumulation(Rule):
     why = ("PyTorch: each loss tensor references the autograd graph of its step, so every step's graph stays "
            "alive as long as the accumulator does: its nodes once `backward()` has freed the activations they "
            "saved, and those activations too (batch x layer widths) where the loss is not backpropagated or "
-           "`retain_graph=True` keeps them. TensorFlow: each eager loss tensor stays alive (on a GPU, in device memory).")
+           "`retain_graph=True` keeps them. TensorFlow: each eager loss tensor stays alive (on a GPU, in device "
+           "memory).")
     symptom = ("In LL301_bad.py, after 300 steps `total_loss` is still a tensor with "
                "`grad_fn=AddBackward0`, chained to every step's graph. "
                "Memory grows every step by what the step saved: measured about +10 KiB per step for a tiny PyTorch "
