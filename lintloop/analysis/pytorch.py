@@ -69,11 +69,6 @@ class Autocast:
         return self.dtype == "float16" and self.enabled is not False
 
 
-# The units that set `requires_grad` (`requires_grad_set`): a rule asking it adds these to each of its
-# statement groups, so that the screen selects them and the answer is the same with the screen on and off.
-REQUIRES_GRAD_TOKENS = ("name:requires_grad", "call:requires_grad_")
-
-
 class PyTorch(Analysis):
     asks = frozenset({"flow"})
 
@@ -85,8 +80,7 @@ class PyTorch(Analysis):
     @computed
     def requires_grad_set(self) -> dict[str, set[bool]]:
         """What the file sets `requires_grad` to, by the object's dotted name: `x.requires_grad = True`,
-        `x.requires_grad_()`, `model.requires_grad_(False)`; and for a module whose parameters a loop sets
-        (`for p in backbone.parameters(): p.requires_grad = False`), under the module's name."""
+        `x.requires_grad_()`, `model.requires_grad_(False)`."""
         found: dict[str, set[bool]] = {}
         for node in self.ctx.nodes(cst.Assign):
             setting = _literal_bool(node.value)
@@ -95,11 +89,6 @@ class PyTorch(Analysis):
                         or target.target.attr.value != "requires_grad":
                     continue
                 name = dotted(target.target.value)
-                loop = next((a for a in self.ctx.ancestors(node) if isinstance(a, cst.For)), None)
-                if loop is not None and isinstance(loop.target, cst.Name) and name == loop.target.value \
-                        and isinstance(loop.iter, cst.Call) and call_name(loop.iter) == "parameters" \
-                        and isinstance(loop.iter.func, cst.Attribute):
-                    name = dotted(loop.iter.func.value)  # each parameter of the module
                 if name is not None:
                     found.setdefault(name, set()).add(setting)
         for call in self.ctx.nodes(cst.Call):

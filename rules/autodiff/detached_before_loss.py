@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from lintloop.analysis.nodes import call_name, children, dotted, keyword_arg, positional_args, receiver
-from lintloop.analysis.pytorch import REQUIRES_GRAD_TOKENS
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
 
@@ -55,7 +54,7 @@ class DetachedBeforeLoss(Rule):
     needs = Needs(file=(("call:detach", "call:detach_", "call:item", "call:numpy", "call:tolist", "name:data",
                          "call:tensor", "call:Tensor", "call:FloatTensor", "call:LongTensor", "call:from_numpy",
                          "call:float", "call:int"),),
-                  statement=(("call:backward", "call:manual_backward", "call:grad", *REQUIRES_GRAD_TOKENS),))
+                  statement=(("call:backward", "call:manual_backward", "call:grad"),))
     probe = "grad/error"
     summary = ("The model output reaches a loss that is `.backward()`-ed only through `.detach()`, `.item()`, "
                "`.numpy()`, `.tolist()`, `.data`, `torch.tensor(t)` / `torch.tensor(list_of_outputs)` or "

@@ -8,7 +8,7 @@ import libcst as cst
 
 from lintloop.analysis.iteration import loop_header
 from lintloop.analysis.loop_values import FEW_ITERATIONS
-from lintloop.analysis.pytorch import NO_GRAD_CALLS, REQUIRES_GRAD_TOKENS
+from lintloop.analysis.pytorch import NO_GRAD_CALLS
 from lintloop.analysis.nodes import call_name, dotted, names_in, positional_args, receiver
 from lintloop.rule import Example, Rule
 from lintloop.screen import Needs
@@ -60,9 +60,7 @@ class EvalWithoutNoGrad(Rule):
     frameworks = ("pt",)
     kind = "perf"
     needs = Needs(file=(("call:eval",),),
-                  statement=(("loop", "calls_loop", *REQUIRES_GRAD_TOKENS),
-                             ("call:eval", "name:eval", *REQUIRES_GRAD_TOKENS),
-                             ("runs_evaluated", *REQUIRES_GRAD_TOKENS)))
+                  statement=(("loop", "calls_loop"), ("call:eval", "name:eval"), ("runs_evaluated",)))
     probe = "mem"
     summary = ("A loop after `model.eval()` calls the model (or a submodule of it the file shows, "
                "`model.decoder(x)`) without `torch.no_grad()` / `torch.inference_mode()` "
@@ -220,24 +218,6 @@ for _ in range(8):
 """),
     )
     not_flagged = (
-        Example("""
-import torch
-from torch import nn
-from torchvision import models
-model_vgg = models.vgg16(weights="DEFAULT")
-for param in model_vgg.parameters():
-    param.requires_grad = False
-model_vgg.classifier[6] = nn.Linear(4096, 2)
-def test_model(model, loader):
-    model.eval()
-    correct = 0
-    for inputs, classes in loader:
-        outputs = model(inputs)
-        correct += (outputs.argmax(1) == classes).sum().item()
-    return correct
-train_model(model_vgg, train_loader)
-test_model(model_vgg, valid_loader)
-"""),
         Example("""
 import torch
 import torch.nn.functional as F
@@ -441,10 +421,6 @@ for x, y in loader:
                 # One sample per forward (an RL acting loop's observation, a sampling loop's token), its graph
                 # dropped when the output is rebound: a few small tensors at a time.
                 continue
-            if kept is None and self._frozen(model, node):
-                # A frozen backbone (a new head trained on it): autograd records the head alone, and drops it
-                # when the output is rebound.
-                continue
             self._reported.add(id(loop))
             header = loop_header(self.ctx, loop)
             if kept is not None:
@@ -480,25 +456,6 @@ for x, y in loader:
                             if receiver(c) is not None):
                         continue  # not given the model, or run without grad, or switches it back itself
                     yield from ((loop, inner, call) for loop in self.ctx.nodes_in_scope((cst.For, cst.While), fn).nodes)
-
-    def _frozen(self, model: str, at: cst.CSTNode) -> bool:
-        """Were the model's parameters frozen in this file (`for p in model.parameters(): p.requires_grad =
-        False`, `model.requires_grad_(False)`, or those of a module it is part of)? For a function's
-        parameter (`def test_model(model, ...)`): what every call site of the function passes."""
-        binding = self.ctx.flow.last_binding(model.split(".")[0], at)
-        fn = self.ctx.scope_of(at)
-        if binding is None or not isinstance(binding.node, cst.Param) or not isinstance(fn, cst.FunctionDef):
-            return self._frozen_name(model)
-        passed = [self.ctx.definitions.argument_for(site, fn, binding.node) for site in self.ctx.calls.call_sites.get(fn, [])]
-        rest = model.partition(".")[2]
-        return bool(passed) and all(
-            given is not None and dotted(given) is not None
-            and self._frozen_name(f"{dotted(given)}.{rest}" if rest else dotted(given)) for given in passed)
-
-    def _frozen_name(self, name: str) -> bool:
-        settings = self.ctx.torch.requires_grad_set
-        parts = name.split(".")
-        return any(settings.get(".".join(parts[:n])) == {False} for n in range(1, len(parts) + 1))
 
     def _differentiates(self, loop: cst.For | cst.While, model: str) -> bool:
         """Does an iteration take gradients without `backward()`: `torch.autograd.grad` (an adversarial
