@@ -132,22 +132,23 @@ class Intent(Analysis):
         printed (`print(f(x, y))` then `print(f(x2, y2))`; `print("2nd:", jit(g)(5.))`)? A guide showing
         what runs on which call, while tracing and after; a program runs its step in a loop. (Units with a
         `print` are selected by every rule asking this: the answer is the same with the screen on and off.)"""
-        runners = self._runner_names(traced)
-        if not runners:
-            return False
-        shown = 0
+        printed = self._printed_calls_by_name
+        return sum(printed.get(name, 0) for name in self._runner_names(traced)) >= 2
+
+    @computed
+    def _printed_calls_by_name(self) -> dict[str, int]:
+        """How many calls of each name (`f(x)`, and `jit(g)(5.)` under `g`) outside any function or loop
+        have their result printed; counted once per file, whatever asks."""
+        counts: dict[str, int] = {}
         for call in self.ctx.nodes(cst.Call):
+            if not self._printed(call) or any(isinstance(a, _REPEATING) for a in self.ctx.ancestors(call)):
+                continue
             func = call.func
-            calls_it = isinstance(func, cst.Name) and func.value in runners or isinstance(func, cst.Call) and any(
-                isinstance(a.value, cst.Name) and a.value.value in runners for a in func.args)  # `jit(g)(5.)`
-            if not calls_it or not self._printed(call):
-                continue
-            if any(isinstance(a, _REPEATING) for a in self.ctx.ancestors(call)):
-                continue
-            shown += 1
-            if shown >= 2:
-                return True
-        return False
+            names = [func.value] if isinstance(func, cst.Name) else [
+                a.value.value for a in func.args if isinstance(a.value, cst.Name)] if isinstance(func, cst.Call) else []
+            for name in names:
+                counts[name] = counts.get(name, 0) + 1
+        return counts
 
     def _printed(self, call: cst.Call) -> bool:
         """Is `call`'s result an argument of the builtin `print`?"""

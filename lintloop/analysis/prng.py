@@ -783,7 +783,7 @@ class Prng(Analysis):
             binding = self.ctx.flow.last_binding(name, read)
             if binding is None or binding.node is not self.ctx.parents.get(draw):
                 continue  # a later value of the name
-            if not any(isinstance(a, cst.Call) and call_name(a) in _COMPILE_OR_TIME
+            if not any(isinstance(a, cst.Call) and call_name(a) in _NOT_COMPUTED_WITH
                        or isinstance(a, cst.Attribute) and a.attr.value in ("shape", "dtype", "ndim")
                        and a.value is read for a in self.ctx.ancestors(read)
                        if not isinstance(a, (cst.BaseStatement, cst.BaseSuite))):
@@ -969,7 +969,7 @@ class Prng(Analysis):
 
 # Calls whose inputs are compiled or timed, not computed with: fake inputs of a benchmark; and a model's
 # `init(rng, x)` (flax, haiku), which reads only the shapes of its sample input (the key makes the values).
-_COMPILE_OR_TIME = frozenset({"block_until_ready", "lower", "make_jaxpr", "eval_shape", "timeit", "init"})
+_NOT_COMPUTED_WITH = frozenset({"block_until_ready", "lower", "make_jaxpr", "eval_shape", "timeit", "init"})
 # Calls that compare their arguments (besides `assert*` methods and functions).
 _COMPARISONS = frozenset({"allclose", "array_equal", "array_equiv", "isclose", "equal", "not_equal"})
 
