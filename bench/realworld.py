@@ -39,7 +39,7 @@ REVIEW = HERE / "realworld_review.tsv"
 MISSES = HERE / "realworld_misses.tsv"
 VERDICTS = ("TP", "FP-demo", "FP-small", "FP-premise", "FP-other")
 SUFFIXES = (".py", ".ipynb")
-SETS = ("reviewed", "tune-1", "held-out-1", "tune-2", "held-out-2", "tune-3", "held-out-3")
+SETS = ("reviewed", "tune-1", "held-out-1", "tune-2", "held-out-2", "tune-3", "held-out-3", "tune-4", "held-out-4")
 
 
 @dataclass(frozen=True)
