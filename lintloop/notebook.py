@@ -379,6 +379,12 @@ _COMPOUND_HEADER = re.compile(
     r"\s*(?:async\s+)?(?:def|class|if|elif|else|for|while|with|try|except|finally|match|case)\b")
 _NOT_ASSIGNMENT = ("==", "!=", "<=", ">=")
 _PLACEHOLDER_VALUE = re.compile(r"\?+|\.{4,}")  # no Python token: a value left for the reader
+# A value or statement the reader writes, described in angle brackets (`loss = <YOUR CODE>`,
+# `<define the network here>`, `sess.run(<how to run your graph?>)`, `<symbol -> its index>`, even left
+# open to the end of the line: `loss = < your code`): where a value or a statement starts, Python has
+# no `<` (it is an operator only), so these spans are never code. Replaced before the line is
+# scanned: a hint's apostrophe (`<don't forget the sign>`) opens no string.
+_ANGLE_PLACEHOLDER = re.compile(r"((?:^|[=(\[{,:])\s*|^\s*(?:return|yield)\s+)<(?:->|[^<>\r\n])+(?:>|(?=[\r\n]|$))")
 
 
 def exercise_placeholder(text: str) -> bool:
@@ -389,8 +395,9 @@ def exercise_placeholder(text: str) -> bool:
 def blanks_filled(text: str) -> str:
     """The cell's text with each blank a reader is left to fill given `...`: an assignment with no
     value (`loss =`, `lr=  # try 0.01`), a block whose body is only comments, the reader's instruction
-    (`def train():` then `# TODO: your loop`), and a question mark or a run of dots where a value
-    belongs (`attack(x, eps, ?)`, `norm = ....`). Where the text with them filled parses, the cell is an
+    (`def train():` then `# TODO: your loop`), a question mark or a run of dots where a value
+    belongs (`attack(x, eps, ?)`, `norm = ....`), and a description in angle brackets where a value or a
+    statement belongs (`a = <YOUR CODE: sample an action>`, `return <student.implement_me()>`). Where the text with them filled parses, the cell is an
     exercise: its only gaps are the blanks (a typo or a broken bracket is not one, and stays unparsable).
     (Filled inside a string too: a string parses either way.)"""
     lines = text.splitlines(keepends=True)
@@ -400,6 +407,7 @@ def blanks_filled(text: str) -> str:
     instructed = False  # a comment in that empty body: the instruction to the reader
     first = ""  # the first physical line of the statement being read
     for line in lines:
+        line = _ANGLE_PLACEHOLDER.sub(r"\1...", line)
         body = line.rstrip("\r\n")
         starts = scanner.at_statement_start
         if starts and body.lstrip().startswith("#"):

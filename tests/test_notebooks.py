@@ -145,6 +145,13 @@ EXERCISE_BLANKS = [
     "\n    def forward(self, x):\n        # the forward pass\n",
     "# your attack here\nx_adv = fgsm_attack(x_img, epsilon, ?)\n",
     "test_embeddings_norm = ....\nprint(test_embeddings_norm.shape)\n",
+    "class Captioner(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.emb = <YOUR CODE> \n",
+    "def step(x):\n    <YOUR CODE: define a network that predicts policy logits>\n    return <YOUR CODE>\n",
+    "entropy = <compute entropy. Don't forget the sign!>\nhead = nn.Linear(<???>, 1)\n",
+    "mse = lambda a, b: sess.run(<how to run your graph?>, {})\n",
+    "<this may be a perfect cell to write a training & evaluation loop in>\n",
+    "token_to_id = <dictionary of symbol -> its identifier (index in tokens list)>\n",
+    "entropy = < your code >\nloss = < your code\n\n# the step\n< your code >\n",
 ]
 # Not blanks: what is missing is not a value or a body.
 BROKEN_CELLS = [
@@ -158,6 +165,8 @@ BROKEN_CELLS = [
     "View experiment: https://tensorboard.dev/experiment/abc/\n",
     "x\u00a0= 1\n",
     "print(x ? y)\n",  # a value with an operator missing, not a blank
+    "total = <your loss> +\n",  # a blank, and an operand missing besides
+    "y = x <\n",
 ]
 
 
@@ -192,6 +201,9 @@ def test_blanks_are_filled_where_the_reader_fills_them():
     assert blanks_filled("def f():\n    # body\nf()\n") == "def f():\n    # body\n    ...\nf()\n"
     assert blanks_filled("while True:\n    # wait") == "while True:\n    # wait\n    ...\n"
     assert blanks_filled("if a: b\nx = 1\n") == "if a: b\nx = 1\n"
+    # `<` where a value starts is a description; as an operator it is code, and so is a string.
+    assert blanks_filled("a = <b's value>\nc = (<d>, e < f)\n") == "a = ...\nc = (..., e < f)\n"
+    assert blanks_filled("ok = a <b> c\ns = '<b>'\n") == "ok = a <b> c\ns = '<b>'\n"
 
 
 def test_an_ipython_cell_fixes_back_to_itself(tmp_path):
