@@ -28,6 +28,21 @@ def _names_a_probability_loss(nodes: list[ast.AST]) -> bool:
                for node in nodes)
 
 
+# The calls that train a compiled Keras model; those that only run it forward.
+_TRAINING_CALLS = frozenset({"fit", "fit_generator", "train_on_batch"})
+_FORWARD_CALLS = frozenset({"evaluate", "evaluate_generator", "predict", "predict_generator", "predict_on_batch",
+                            "test_on_batch"})
+
+def _hands_over(value: cst.BaseExpression, name: str) -> bool:
+    """Is `value` the object named `name`, or a collection holding it (`Sequential([model, Softmax()])`)?
+    (`model.layers`, `model.output` pass parts of it, not the model.)"""
+    if isinstance(value, cst.Name):
+        return value.value == name
+    if isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+        return any(_hands_over(element.value, name) for element in value.elements)
+    return False
+
+
 # The screen's token for a unit that may read probabilities as logits.
 PROBABILITY_LOSS = UnitShape("probability_loss", _CROSS_ENTROPIES, _names_a_probability_loss)
 
@@ -56,7 +71,9 @@ class LogitsWithoutFromLogits(Rule):
                "`tf_keras`. A linear `Activation(\"linear\", dtype=\"float32\")` on top (the mixed-precision "
                "cast, an identity) is looked through: a softmax below it is not flagged. Not a model shown failing "
                "on purpose: one fitted, later in the same scope, on the same data as a model with the activation "
-               "or `from_logits=True` it lacks (a notebook's sequence of models teaching the fix).")
+               "or `from_logits=True` it lacks (a notebook's sequence of models teaching the fix); nor a model "
+               "compiled at module level only to be evaluated (weights ported or set by hand, then `evaluate`/"
+               "`predict`; never `fit` nor handed to other code): no gradient of its loss is taken.")
     why = ("Without `from_logits=True` the loss takes its input for probabilities: Keras clips it to "
            "[1e-7, 1 - 1e-7] and takes the log. The clip has a zero gradient outside that range, so every "
            "logit at or below 0 (or at or above 1) stops learning, and the loss stops at a floor (for a "
@@ -213,6 +230,23 @@ wide.fit(x_other, y_other, epochs=10)
 -small.compile(loss="binary_crossentropy", optimizer="rmsprop")
 +small.compile(loss=tf.keras.losses.BinaryCrossentropy(from_logits=True), optimizer="rmsprop")
 """),
+        Example("""
+import tensorflow as tf
+model = tf.keras.Sequential([tf.keras.layers.Dense(64, activation="relu"), tf.keras.layers.Dense(10)])
+model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+model.evaluate(x_val, y_val)
+history = train(model, x_train, y_train)
+""", expect="""
+3:38-3:71 [unsafe fix] `sparse_categorical_crossentropy` without `from_logits=True` applied to logits
+    help: use `SparseCategoricalCrossentropy(from_logits=True)`
+    note: the model compiled at line 3 comes out of `tf.keras.layers.Dense(10)`, which has no
+        activation. Keras clips the logits to [1e-7, 1 - 1e-7] as probabilities and takes the log:
+        outside that range the gradient is zero and the loss stalls
+""", fix_diff="""
+@@ -3 +3 @@
+-model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
++model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+"""),
     )
     not_flagged = (
         Example("""
@@ -273,6 +307,18 @@ model.compile(optimizer="adam", loss="mse")
 base = tf.keras.models.load_model("base.keras")
 base.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
 """),
+        Example("""
+from keras.layers import Dense, Flatten, Conv2D
+from keras.models import Sequential
+model = Sequential()
+model.add(Conv2D(8, 3, activation="relu", input_shape=(28, 28, 1)))
+model.add(Flatten())
+model.add(Dense(units=10))
+model.compile(loss="categorical_crossentropy", optimizer="adam", metrics=["accuracy"])
+for layer, (w, b) in zip(model.layers, ported_weights):
+    layer.set_weights([w, b])
+model.evaluate(x=x_test, y=y_one_hot)[1]
+"""),
     )
 
     def visit_Module(self, node: cst.Module) -> None:
@@ -281,7 +327,7 @@ base.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
         for use in uses:
             loss = use.loss
             if loss.from_logits is not False or use.output.activation != "linear" or loss.node in seen \
-                    or self._corrected_later(use, uses):
+                    or self._corrected_later(use, uses) or self._evaluated_only(use):
                 continue
             seen.add(loss.node)
             self._report(use)
@@ -299,6 +345,28 @@ base.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
             and ctx.scope_of(later.site) is ctx.scope_of(use.site)
             and (later.output.activation != "linear" or later.loss.from_logits is True)
             and data & self._fitted_data(later.site) for later in uses)
+
+    def _evaluated_only(self, use: LossUse) -> bool:
+        """A model compiled at module level only to be evaluated (its weights set by hand or copied from
+        another framework, then `evaluate`/`predict`): no gradient of its loss is ever taken, so the
+        clipped log costs nothing. It must be run forward after the compile and never trained nor handed
+        to other code in the file (which might train it)."""
+        site = use.site
+        model = receiver(site) if use.prediction is None and isinstance(site, cst.Call) else None
+        ctx = self.ctx
+        if not isinstance(model, cst.Name) or ctx.scope_of(site) is not ctx.module:
+            return False
+        evaluated = False
+        for call in ctx.nodes(cst.Call):
+            if isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name) \
+                    and call.func.value.value == model.value:
+                method = call.func.attr.value
+                if method in _TRAINING_CALLS:
+                    return False
+                evaluated = evaluated or (method in _FORWARD_CALLS and ctx.order[call] > ctx.order[site])
+            elif any(_hands_over(arg.value, model.value) for arg in call.args):
+                return False
+        return evaluated
 
     def _fitted_data(self, compile_call: cst.CSTNode) -> set[str]:
         """The code of the inputs each `fit` of the compiled model passes (`model_1.fit(X, y)`: `X`), in
