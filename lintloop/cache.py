@@ -49,15 +49,14 @@ import json
 import os
 import re
 import stat
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
 
-from lintloop import __version__
 from lintloop.digests import ABSENT
+from lintloop.engine_identity import engine_identity
 from lintloop.finding import Edit, Finding, Fix
 
 CACHE_DIR_NAME = ".lintloop_cache"
@@ -95,75 +94,10 @@ _NO_FOLLOW_SUPPORTED = (hasattr(os, "O_DIRECTORY") and hasattr(os, "O_NOFOLLOW")
                        and {os.scandir, os.utime} <= os.supports_fd)
 
 
-@functools.lru_cache(maxsize=1)
-def _environment() -> str:
-    """What besides the inputs decides the findings: lintloop, the host Python (its parser's
-    verdicts and messages) and libcst."""
-    return f"{__version__};{sys.implementation.cache_tag};{_libcst_version()};{_engine_fingerprint()}"
-
-
 @functools.lru_cache(maxsize=16)
 def _key_header(environment: str, codes: tuple[str, ...], options: str, mode: str, explicit: bool) -> hashlib._Hash:
     """The digest of what every file of a run shares in its key, computed once: each key copies it."""
     return hashlib.sha256(json.dumps([FORMAT, environment, mode, list(codes), options, explicit]).encode() + b"\0")
-
-
-def _libcst_version() -> str:
-    """libcst's version, read from its `_version.py` (written by setuptools-scm) without importing
-    libcst (~80 ms; a run answered from the cache needs none of it) or importlib.metadata (~50 ms)."""
-    import importlib.util
-
-    try:
-        package = importlib.util.find_spec("libcst")
-        assert package is not None and package.origin is not None
-        spec = importlib.util.spec_from_file_location("_libcst_version", Path(package.origin).parent / "_version.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return str(module.__version__)
-    except Exception:  # noqa: BLE001 - an unusual install: the other parts still key the entry
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            return version("libcst")
-        except PackageNotFoundError:
-            return "?"
-
-
-def _engine_fingerprint() -> str:
-    """sha256 of the name, size and mtime of every source file of the engine and its rules (~2 ms):
-    the version alone does not change when a rule is edited in a source checkout."""
-    import importlib.util
-
-    import lintloop
-
-    # The rules' folder without importing them (a source checkout keeps them beside `lintloop/`; an
-    # install, inside it: walked once).
-    rules = importlib.util.find_spec("lintloop.rules")
-    assert rules is not None and rules.origin is not None
-    engine, rules_folder = os.path.dirname(lintloop.__file__), os.path.dirname(rules.origin)
-    bases = [engine] if rules_folder.startswith(engine + os.sep) else sorted([engine, rules_folder])
-    digest = hashlib.sha256()
-    for base in bases:
-        _digest_sources(base, "", digest)
-    return digest.hexdigest()
-
-
-def _digest_sources(folder: str, relative: str, digest: Any) -> None:
-    """Add the name, size and mtime of each `.py` file under `folder` (named from the base) to `digest`."""
-    try:
-        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
-    except OSError:
-        return
-    for entry in entries:
-        try:
-            if entry.name.endswith(".py") and entry.is_file():
-                st = entry.stat()
-                digest.update(f"{relative}{entry.name}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-            elif entry.name != "__pycache__" and entry.is_dir():
-                _digest_sources(entry.path, f"{relative}{entry.name}/", digest)
-        except OSError:
-            continue
 
 
 class ResultCache:
@@ -193,7 +127,7 @@ class ResultCache:
             except OSError:
                 return None
             cache._identity = _identity(directory_fd)
-        _environment()  # once, here: forked workers inherit it
+        engine_identity()  # once, here: forked workers inherit it
         return cache
 
     @contextlib.contextmanager
@@ -220,7 +154,7 @@ class ResultCache:
     def key(display: str, codes: tuple[str, ...] | list[str], options: str, data: bytes, mode: str = "check",
             explicit: bool = True) -> str:
         """`explicit`: the file was named (a file found in a directory may be passed over unparsed)."""
-        digest = _key_header(_environment(), tuple(sorted(codes)), options, mode, explicit).copy()
+        digest = _key_header(engine_identity(), tuple(sorted(codes)), options, mode, explicit).copy()
         digest.update(json.dumps(display).encode() + b"\0")
         digest.update(data)
         return digest.hexdigest()

@@ -22,6 +22,13 @@ def main() -> int:
 
         print(f"lintloop {__version__}")
         return 0
+    if sys.argv[1:2] == ["check"]:
+        from lintloop import warm_engine
+
+        if warm_engine.enabled():
+            status = warm_engine.run_check(sys.argv[1:])
+            if status is not None:
+                return status
     try:
         from lintloop.cli import main as run
     except ModuleNotFoundError as exc:

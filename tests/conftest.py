@@ -10,6 +10,10 @@ import pytest
 
 from lintloop.cli import main
 
+# Every run in the suite is the CLI's own, in whatever process the test chose: a warm engine
+# (lintloop.warm_engine) would outlive the test; tests/test_warm_engine.py turns it on for its own runs.
+os.environ["LINTLOOP_WARM_ENGINE"] = "0"
+
 FIXTURES = Path(__file__).parent / "fixtures"
 CHECKOUT = Path(__file__).resolve().parents[1]
 

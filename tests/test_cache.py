@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from lintloop import cache as cache_module
+from lintloop import engine_identity as engine_identity_module
 from lintloop.cache import ResultCache, decode_entry, encode_entry, finding_to_json
 from lintloop.finding import Edit, Finding, Fix
 from lintloop.runner import Job, run_job
@@ -71,11 +72,11 @@ def test_anything_that_changes_results_is_a_miss(setup, monkeypatch, change):
     if change == "content":
         source.write_text(TORCH_LEAK + "\n")
     elif change == "version":
-        monkeypatch.setattr(cache_module, "__version__", "99.0")
-        cache_module._environment.cache_clear()
+        monkeypatch.setattr(engine_identity_module, "__version__", "99.0")
+        engine_identity_module.engine_identity.cache_clear()
     elif change == "engine":  # a rule's source edited in a checkout, the version unchanged
-        monkeypatch.setattr(cache_module, "_engine_fingerprint", lambda: "edited")
-        cache_module._environment.cache_clear()
+        monkeypatch.setattr(engine_identity_module, "_engine_fingerprint", lambda: "edited")
+        engine_identity_module.engine_identity.cache_clear()
     elif change == "selection":
         kwargs["codes"] = ("LL001",)
     elif change == "options":
@@ -85,7 +86,7 @@ def test_anything_that_changes_results_is_a_miss(setup, monkeypatch, change):
     try:
         result = run_job(job(source, cache.directory, **kwargs))
     finally:
-        cache_module._environment.cache_clear()
+        engine_identity_module.engine_identity.cache_clear()
     assert result.cache_written  # a miss, linted and stored anew
     if change == "path":
         assert [f.path for f in result.findings] == ["other/leak.py"]
@@ -99,7 +100,7 @@ def test_key_covers_mode_and_not_the_order_of_codes():
 
 
 def test_engine_fingerprint_is_stable_within_a_run():
-    assert cache_module._engine_fingerprint() == cache_module._engine_fingerprint()
+    assert engine_identity_module._engine_fingerprint() == engine_identity_module._engine_fingerprint()
 
 
 def test_an_oversized_entry_is_a_miss_without_being_read(setup, monkeypatch):
