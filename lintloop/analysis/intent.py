@@ -103,13 +103,41 @@ class Intent(Analysis):
         """Is `call`'s result only shown: a bare expression statement (a notebook displays it) or an
         argument of the builtin `print`? A guide cell that shows a None gradient shows it on purpose, and
         the None is there for its reader to see; a gradient used (applied, returned) is not this."""
+        return self._shown(call)
+
+    def result_only_shown(self, call: cst.Call) -> bool:
+        """`only_shown`, or `call`'s result assigned to a name that is then only shown, before the name
+        is bound again in its scope (`grads = tape.gradient(z, [x1, x2])` then `grads`: a guide cell
+        displaying the None gradient, as a notebook shows a cell's last expression)."""
         parent = self.ctx.parents.get(call)
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+            return self._assigned_to_show(parent, parent.targets[0].target.value)
+        return self._shown(call)
+
+    def _shown(self, node: cst.CSTNode) -> bool:
+        """Is `node` a statement of its own (a notebook displays it; alone or in a tuple: `dx, dy`) or an
+        argument of the builtin `print`?"""
+        parent = self.ctx.parents.get(node)
+        if isinstance(parent, cst.Element) and isinstance(self.ctx.parents.get(parent), cst.Tuple):
+            node = self.ctx.parents[parent]
+            parent = self.ctx.parents.get(node)
         if isinstance(parent, cst.Expr):
             return True
         if isinstance(parent, cst.Arg):
             printing = self.ctx.parents.get(parent)
             return isinstance(printing, cst.Call) and self.ctx.names.is_builtin(printing.func, "print")
         return False
+
+    def _assigned_to_show(self, assign: cst.Assign, name: str) -> bool:
+        """Is `name`, bound by `assign`, only shown until it is bound again in that scope? Read anywhere
+        else (applied, returned, passed, read in a function), its value is used."""
+        ctx = self.ctx
+        after = ctx.subtree_end[assign]
+        later = [b.order for b in ctx.bindings_in(ctx.scope_of(assign), name) if b.order > after]
+        until = min(later, default=None)
+        reads = [n for n in self._reads_by_name.get(name, ())
+                 if ctx.order[n] > after and (until is None or ctx.order[n] < until)]
+        return bool(reads) and all(self._shown(n) for n in reads)
 
     def beside_graph_print(self, call: cst.Call) -> bool:
         """Is a builtin `print(x)` beside a framework print of the same value in the same function

@@ -42,8 +42,9 @@ class UnwatchedTapeSource(Rule):
     probe = "grad"
     summary = ("`t.gradient(target, sources)` where a source is a constant or tensor (`tf.constant`, "
                "`tf.convert_to_tensor`, an op result) or a `tf.Variable(..., trainable=False)` that is "
-               "never passed to `t.watch(...)` inside the tape. Not a gradient only shown (printed, or displayed as a notebook expression): a guide showing "
-               "its None on purpose, where the reader sees it.")
+               "never passed to `t.watch(...)` inside the tape. Not a gradient only shown (printed, or displayed as a "
+               "notebook expression, itself or the name it is assigned to: `grads = t.gradient(z, [x1, x2])` then "
+               "`grads`): a guide showing its None on purpose, where the reader sees it.")
     why = ("A tape records operations on trainable variables automatically — they never need "
            "`watch` — but not on tensors or non-trainable variables. Without `t.watch(x)` the tape has "
            "no path from the target to `x`.")
@@ -89,6 +90,20 @@ saliency = tape.gradient(loss, images)
     note: `images` is a tensor made by `tf.convert_to_tensor`, not a variable: the tape records
         operations on it only when it is watched
 """),
+        Example("""
+import tensorflow as tf
+saliency = tf.convert_to_tensor(batch)
+with tf.GradientTape() as tape:
+    loss = loss_fn(labels, model(saliency))
+grads = tape.gradient(loss, saliency)
+grads
+heatmap = tf.reduce_max(tf.abs(grads), axis=-1)
+""", expect="""
+5:29-5:37 `saliency` is never `tape.watch()`ed, so `tape.gradient` returns None for it
+    help: call `tape.watch(saliency)` inside the `with` block, before `saliency` is used
+    note: `saliency` is a tensor made by `tf.convert_to_tensor`, not a variable: the tape records
+        operations on it only when it is watched
+"""),
     )
     not_flagged = (
         Example("""
@@ -120,12 +135,21 @@ with tf.GradientTape() as tape:
 variables = tf.nest.flatten(model.trainable_variables)
 grads = tape.gradient(loss, variables)
 """),
+        Example("""
+import tensorflow as tf
+x1 = tf.constant(2.0)  # <= not a Variable
+x2 = tf.constant(3.0)
+with tf.GradientTape() as tape:
+    z = x1 * x2
+grads = tape.gradient(z, [x1, x2])
+grads
+"""),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
         tape = self.ctx.tf.tape_of_gradient(node)
         sources = argument(node, 1, "sources")
-        if tape is None or sources is None or self.ctx.intent.only_shown(node):
+        if tape is None or sources is None or self.ctx.intent.result_only_shown(node):
             return  # a gradient only shown: a guide showing its None on purpose
         elements = ([e.value for e in sources.elements] if isinstance(sources, (cst.List, cst.Tuple))
                     else [sources])
