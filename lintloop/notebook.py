@@ -59,6 +59,17 @@ class NotebookError(Exception):
     """Not a notebook: invalid JSON, or JSON that is not a Jupyter notebook. The message says which."""
 
 
+def _opening_comments(source: str) -> str:
+    """The text of the comment lines a cell opens with, before its first line of code."""
+    opening = []
+    for line in source.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            break
+        opening.append(stripped.lstrip("#").strip())
+    return "\n".join(filter(None, opening))
+
+
 def is_notebook(path: str) -> bool:
     return path.endswith(NOTEBOOK_SUFFIX)
 
@@ -67,7 +78,9 @@ def is_notebook(path: str) -> bool:
 class CodeCell:
     index: int  # 1-based place of the cell in the notebook, markdown cells counted
     source: str
-    prose: str = ""  # the markdown cell just before it, which a reader reads as what the code shows
+    # What a reader reads as what the code shows: the markdown cell just before it, and the comments
+    # the cell opens with ("# WARNING: a new Python value traces the function again").
+    prose: str = ""
 
 
 @dataclass
@@ -86,7 +99,7 @@ class NotebookModule:
     # Cells pasted from a console: their text with the prompts blanked (such cells are not fixed).
     unprompted: dict[int, str] = field(default_factory=dict)
     written: str | None = None  # the path a `%%writefile` module is written to; None: the kernel's module
-    prose: dict[int, str] = field(default_factory=dict)  # cell -> the markdown cell just before it
+    prose: dict[int, str] = field(default_factory=dict)  # cell -> its prose (CodeCell.prose)
 
     def cell_texts(self) -> dict[int, str]:
         """Each cell's part of the module, its marker line first (so that it parses alone)."""
@@ -177,7 +190,7 @@ class Notebook:
                 continue
             if not isinstance(source, str):
                 raise NotebookError(f"not a notebook: cell {index} has no text source")
-            cells.append(CodeCell(index, source, prose))
+            cells.append(CodeCell(index, source, "\n".join(filter(None, (prose, _opening_comments(source))))))
             prose = ""
         spans = _source_spans(text) if major == 4 else {}
         return cls(text, cells, spans, _python_kernel(node.get("metadata")))

@@ -742,6 +742,18 @@ def test_a_cell_whose_prose_says_it_shows_the_pitfall_is_a_demonstration(tmp_pat
     assert code in {f.code for f in _lint(plain)} and code in {f.code for f in _lint(elsewhere)}
 
 
+def test_the_comments_a_cell_opens_with_are_its_prose(tmp_path):
+    """A cell under no markdown that opens with a comment saying it shows retracing is a demonstration;
+    the same comment further down, after code, is a comment on that code."""
+    square = "import tensorflow as tf\n@tf.function\ndef square(x):\n    return tf.square(x)"
+    loop = "for i in range(5):\n    square(i)\n"
+    warning = "# WARNING: when passing non-tensor values, a trace happens for any new value!\n"
+    for cell, flagged in ((warning + loop, False), (loop, True), ("x = 1\n" + warning + loop, True)):
+        path = tmp_path / "guide.ipynb"
+        path.write_text(_notebook(square, cell))
+        assert ("LL205" in {f.code for f in _lint(path)}) is flagged, cell
+
+
 def test_prose_of_one_topic_does_not_hide_another_rules_findings(tmp_path):
     """Markdown about tracing hides trace-time findings, not a PRNG key reused in the same cell."""
     path = tmp_path / "mixed.ipynb"
