@@ -39,6 +39,13 @@ REVIEW = HERE / "realworld_review.tsv"
 MISSES = HERE / "realworld_misses.tsv"
 VERDICTS = ("TP", "FP-demo", "FP-small", "FP-premise", "FP-other")
 SUFFIXES = (".py", ".ipynb")
+# The marker of a finished export, named for what an export holds (v2: the requirements files too), so
+# that an older export is made again.
+COMPLETE = ".complete-v2"
+# Files lintloop reads besides code: where a project declares its requirements (LL603 reads the torch
+# it pins; lintloop.analysis.project.REQUIREMENT_FILES).
+REQUIREMENT_FILES = ("requirements.txt", "pyproject.toml", "setup.py", "setup.cfg", "environment.yml",
+                     "environment.yaml")
 SETS = ("reviewed", "tune-1", "held-out-1", "tune-2", "held-out-2", "tune-3", "held-out-3", "tune-4", "held-out-4")
 
 
@@ -76,7 +83,7 @@ def repositories() -> list[Repository]:
 def build(repo: Repository, cache: Path, mirror: Path | None) -> Path:
     """The repository's Python files and notebooks at its commit, under `cache` (reused once complete)."""
     dest = cache / "src" / repo.folder
-    if (dest / ".complete").exists():
+    if (dest / COMPLETE).exists():
         return dest
     if mirror is not None:
         git_dir = mirror / repo.name.replace("/", "+") / "repo"
@@ -90,19 +97,20 @@ def build(repo: Repository, cache: Path, mirror: Path | None) -> Path:
             missing = export(git_dir, repo.commit, dest)
     dest.mkdir(parents=True, exist_ok=True)  # a snapshot may hold none of the files
     (dest / "lintloop.toml").write_text("# the default rules (bench/realworld.py)\n")
-    (dest / ".complete").write_text(f"{missing} files absent from the snapshot\n")
+    (dest / COMPLETE).write_text(f"{missing} files absent from the snapshot\n")
     return dest
 
 
 def export(git_dir: Path, commit: str, dest: Path) -> int:
-    """Write the commit's `*.py` and `*.ipynb` blobs under `dest`; the number absent from the git
-    directory (a snapshot without its largest files) is returned."""
+    """Write the commit's `*.py` and `*.ipynb` blobs and its requirements files under `dest`; the number
+    absent from the git directory (a snapshot without its largest files) is returned."""
     listing = run(["git", f"--git-dir={git_dir}", "ls-tree", "-r", "-z", commit]).split("\0")
     wanted = []
     for entry in filter(None, listing):
         meta, path = entry.split("\t", 1)
         mode, kind, sha = meta.split()
-        if kind == "blob" and mode != "120000" and path.endswith(SUFFIXES):
+        if kind == "blob" and mode != "120000" and (path.endswith(SUFFIXES)
+                                                     or path.rsplit("/", 1)[-1] in REQUIREMENT_FILES):
             wanted.append((sha, path))
     missing = 0
     with subprocess.Popen(["git", f"--git-dir={git_dir}", "cat-file", "--batch"],

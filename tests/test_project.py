@@ -236,3 +236,43 @@ def test_a_project_module_is_parsed_without_astroid_importing_other_modules(tmp_
     # astroid's own `json.decoder.x = ...` resolution would have built the json package.
     assert "json.decoder" not in astroid.MANAGER.astroid_cache
     assert astroid.MANAGER.module_denylist == set()  # restored for any other user of astroid
+
+
+# ----- the torch a project declares (LL603) -------------------------------------------------------
+
+AMP_STEP = """
+import torch
+scaler = torch.cuda.amp.GradScaler()
+for x, y in loader:
+    with torch.cuda.amp.autocast():
+        loss = model(x).sum()
+    scaler.scale(loss).backward()
+"""
+
+
+@pytest.mark.parametrize("declaration, silent", [
+    ({"requirements.txt": "timm==0.3.2\ntorch==1.7.0\ntorchvision==0.8.1\n"}, True),
+    ({"requirements.txt": "torch>=1.6,<1.9\n"}, True),
+    ({"pyproject.toml": '[project]\nname = "p"\ndependencies = ["torch~=2.3.0"]\n'}, True),
+    ({"environment.yml": "dependencies:\n  - pytorch=1.8.1\n  - cudatoolkit=11.1\n"}, True),
+    ({"../setup.py": "setup(install_requires=['torch<=2.3.1'])\n"}, True),  # a folder above the project's root
+    ({"requirements.txt": "torch>=1.7\ntorchvision\n"}, False),
+    ({"requirements.txt": "torch==2.4.0\n"}, False),
+    ({"requirements.txt": "pytorch-lightning==1.2\ntorchvision==0.8.1\n"}, False),
+    ({}, False),
+])
+def test_the_old_amp_spelling_is_current_where_the_project_declares_only_older_torch(tmp_path, declaration, silent):
+    project = tmp_path / "repo" / "project"
+    write(project, {"engine.py": AMP_STEP, **declaration})
+    path = project / "engine.py"
+    result = lint_text("engine.py", path.read_text(), RuleSet([BY_CODE["LL603"]]), path=path)
+    assert (not result.findings) is silent, [f.message for f in result.findings]
+    # The answer depends on every file looked for: a cached result is recomputed when one changes.
+    assert str(project / "requirements.txt") in result.dependencies
+    assert str(tmp_path / "repo" / "setup.py") in result.dependencies
+
+
+def test_a_package_module_sees_the_requirements_above_its_package(tmp_path):
+    write(tmp_path, {"requirements.txt": "torch==1.8.1\n", "src/pkg/__init__.py": "", "src/pkg/engine.py": AMP_STEP})
+    path = tmp_path / "src/pkg/engine.py"
+    assert lint_text("engine.py", path.read_text(), RuleSet([BY_CODE["LL603"]]), path=path).findings == []

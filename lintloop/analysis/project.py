@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -28,7 +29,7 @@ import libcst as cst
 from lintloop.analysis.base import Analysis
 from lintloop.analysis.names import canonical
 from lintloop.analysis.nodes import dotted
-from lintloop.digests import ABSENT, content_digest
+from lintloop.digests import ABSENT, content_digest, file_digest
 from lintloop.line_pattern import LinePattern
 
 # How many re-exports (`from .losses import compute_loss` in a package's `__init__.py`) a name
@@ -154,6 +155,37 @@ def imports_of(tree: ast.Module | nodes.Module, package: list[str]) -> dict[str,
     return table
 
 
+# The files a project declares its requirements in, by the names pip, setuptools and conda read; looked
+# for in the project's root and the folders above it, up to this many.
+REQUIREMENT_FILES = ("requirements.txt", "pyproject.toml", "setup.py", "setup.cfg", "environment.yml",
+                     "environment.yaml")
+REQUIREMENT_FOLDERS_UP = 4
+# A torch requirement: `torch==1.7.0`, `torch>=1.6,<1.9`, `"torch~=2.3.0"`, conda's `pytorch=1.8.1`.
+_TORCH_REQUIREMENT = re.compile(
+    r"(?<![\w.-])(?:py)?torch(?![\w.-])\s*((?:(?:===?|~=|<=?|>=?|!=|=)\s*[0-9][0-9a-zA-Z.*+!]*\s*,?\s*)+)")
+_CLAUSE = re.compile(r"(===?|~=|<=?|>=?|!=|=)\s*([0-9][0-9a-zA-Z.*+!]*)")
+
+
+def allowed_below(specifier: str) -> tuple[int, ...] | None:
+    """A version every release a requirement's specifier allows lies below (`==1.7.0`: just above
+    1.7.0; `<1.10`: 1.10; `~=2.3.0`: 2.4; `==1.8.*` and conda's `=1.8`: 1.9), or None where it allows
+    any later release (`>=1.7`)."""
+    bounds = []
+    for operator, version in _CLAUSE.findall(specifier):
+        numbers = tuple(int(n) for n in re.findall(r"\d+", version.split("+")[0].removesuffix(".*")))
+        if not numbers:
+            continue
+        if operator == "=" or operator == "==" and version.endswith(".*"):  # a prefix (conda's `=` is one)
+            bounds.append((*numbers[:-1], numbers[-1] + 1))
+        elif operator in ("==", "===", "<="):
+            bounds.append((*numbers, 1))  # just above the version itself
+        elif operator == "<":
+            bounds.append(numbers)
+        elif operator == "~=" and len(numbers) >= 2:
+            bounds.append((*numbers[:-2], numbers[-2] + 1))
+    return min(bounds) if bounds else None
+
+
 class Project(Analysis):
     """Cross-module questions for one linted file; nothing is read until a rule asks."""
 
@@ -163,12 +195,38 @@ class Project(Analysis):
         self.consulted: dict[str, str] = {}  # path -> content digest (`ABSENT`): what the findings depend on
         self._own_imports: dict[str, str] | None = None
         self._wrappers: dict[str, bool] = {}  # dotted name -> `wraps_tf_function`: a file decorates with a few, often
+        self._torch_ceiling: tuple[tuple[int, ...]] | None = None  # `torch_pinned_below`'s, once asked
         if self.file is not None:
             self.root, parts = project_root(self.file.path)
             is_package = os.path.basename(self.file.path) == "__init__.py"
             self.package = parts if is_package else parts[:-1]
 
     # ----- the API ------------------------------------------------------------------------------
+    def torch_pinned_below(self, version: tuple[int, ...]) -> bool:
+        """Does the project declare torch only below `version` (`torch==1.7.0` in its requirements.txt,
+        `pytorch=1.8` in its environment.yml), in a requirements file of its root or a folder above?
+        An API deprecated in `version` is then the current one of the torch it runs on. Each file
+        looked for is recorded (`consulted`): the answer changes with them."""
+        if self.file is None:
+            return False
+        if self._torch_ceiling is None:
+            ceilings: list[tuple[int, ...] | None] = []
+            directory = self.root
+            for _ in range(REQUIREMENT_FOLDERS_UP + 1):
+                for name in REQUIREMENT_FILES:
+                    path = os.path.join(directory, name)
+                    self.consulted[path] = file_digest(path)
+                    if self.consulted[path] != ABSENT:
+                        ceilings.extend(allowed_below(m.group(1)) for m in _TORCH_REQUIREMENT.finditer(_text(path)))
+                parent = os.path.dirname(directory)
+                if parent == directory:
+                    break
+                directory = parent
+            bounded = [c for c in ceilings if c is not None]
+            self._torch_ceiling = (min(bounded) if bounded else (),)
+        ceiling = self._torch_ceiling[0]
+        return bool(ceiling) and ceiling <= version
+
     def function_of(self, expr: cst.BaseExpression) -> ProjectFunction | None:
         """The project function that `expr` (a call's `func` in the linted file) names through an
         import — `compute_loss`, `losses.compute_loss`, `pkg.models.build_model` — or None."""
@@ -498,3 +556,12 @@ def _tensor_parameters_of(call: nodes.Call, callee: ProjectFunction, tainted: se
     passed = {parameters[i] for i, arg in enumerate(call.args) if i < len(parameters) and _reads(arg, tainted)}
     passed |= {kw.arg for kw in call.keywords or [] if kw.arg in parameters and _reads(kw.value, tainted)}
     return passed
+
+
+def _text(path: str, limit: int = MAX_MODULE_BYTES) -> str:
+    """A requirements file's text (its first `limit` bytes; nothing where it cannot be read)."""
+    try:
+        with open(path, "rb") as stream:
+            return stream.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return ""

@@ -13,6 +13,10 @@ from lintloop.screen import Needs
 # (device_type, dtype, enabled, cache_enabled): positional arguments become keywords.
 _OLD_AUTOCAST_POSITIONS = ("enabled", "dtype", "cache_enabled")
 
+# The release that deprecated the old spellings: a project that declares only older torch runs them as
+# the current API (its `torch.autocast` may not even exist: it came in 1.10).
+DEPRECATED_IN = (2, 4)
+
 # Parents of a name that do not read it as a value: `x.autocast`, `def autocast(...)`, `autocast = ...`.
 _NOT_A_READ = (cst.Attribute, cst.Param, cst.FunctionDef, cst.ClassDef, cst.AssignTarget)
 
@@ -32,7 +36,10 @@ class DeprecatedCudaAmp(Rule):
                "(`partial(torch.cuda.amp.autocast, ...)`): deprecated since torch 2.4; use "
                "`torch.autocast(\"cuda\", ...)` and `torch.amp.GradScaler(\"cuda\", ...)`. The old spelling as the "
                "fallback of the new one, for older torch (the other branch of an `if` on the version, an "
-               "`except` after a `try` that uses or imports the new one), is left alone.")
+               "`except` after a `try` that uses or imports the new one), is left alone; so is a project that declares "
+               "only torch older than 2.4 (`torch==1.7.0` in a requirements.txt, pyproject.toml, setup.py, setup.cfg "
+               "or conda environment.yml of its root or a folder up to four above), where the old spelling is the "
+               "current one.")
     why = ("The `torch.cuda.amp` / `torch.cpu.amp` constructors are thin deprecated subclasses of "
            "`torch.amp.autocast` / `torch.amp.GradScaler`; every call emits a FutureWarning, and they are "
            "slated for removal.")
@@ -208,7 +215,7 @@ scaler = GradScaler("cuda", enabled=use_amp)
 
     def visit_Call(self, node: cst.Call) -> None:
         qualname = self.ctx.names.callee(node)
-        if qualname not in DEPRECATED_AMP or self._fallback(node):
+        if qualname not in DEPRECATED_AMP or self._fallback(node) or self.ctx.project.torch_pinned_below(DEPRECATED_IN):
             return
         kind, device = DEPRECATED_AMP[qualname]
         old = f"torch.{device}.amp.{kind}"
@@ -252,7 +259,7 @@ scaler = GradScaler("cuda", enabled=use_amp)
         """`ctx = torch.cuda.amp.autocast if amp else nullcontext`, `partial(autocast, enabled=amp)`: the
         constructor passed on, called elsewhere (reported without a fix: the call site is not here)."""
         qualname = self.ctx.names.qualname(node)
-        if qualname not in DEPRECATED_AMP or self._fallback(node):
+        if qualname not in DEPRECATED_AMP or self._fallback(node) or self.ctx.project.torch_pinned_below(DEPRECATED_IN):
             return
         parent = self.ctx.parents.get(node)
         if (isinstance(parent, cst.Call) and parent.func is node or isinstance(parent, _NOT_A_READ)
