@@ -72,12 +72,14 @@ def run_check(argv: list[str]) -> int | None:
         os.umask(umask)
         streams = [(stream.encoding, stream.errors, stream.line_buffering, stream.write_through)
                    if isinstance(stream, io.TextIOWrapper) else None for stream in (sys.stdin, sys.stdout, sys.stderr)]
-        request = (PROTOCOL, argv, os.getcwd(), dict(os.environ), umask, streams)
         try:
-            socket.send_fds(connection, [_framed(request)], [0, 1, 2])
+            data = _framed((PROTOCOL, sys.argv[0] if sys.argv else None, argv, os.getcwd(), dict(os.environ), umask,
+                            streams))
+            sent = socket.send_fds(connection, [data], [0, 1, 2])  # a closed stream: EBADF
+            connection.sendall(data[sent:])
             started = _receive(connection)
         except (OSError, EOFError, TypeError, ValueError):
-            return None  # nothing ran: the caller runs it
+            return None  # nothing ran (a working directory removed, a stream closed): the caller runs it
         group = started[1]
         # Ctrl-C and the like reach this process (the terminal's foreground group): the run gets them.
         forwarded = {number: signal.signal(number, lambda received, frame: _forward(group, received))
@@ -270,7 +272,7 @@ def _run_child(connection: socket.socket) -> None:
         if len(fds) != 3 or len(head) != _HEADER.size:
             raise ValueError("no standard streams")
         (length,) = _HEADER.unpack(head)
-        protocol, argv, cwd, environment, umask, streams = marshal.loads(_read_exactly(connection, length))
+        protocol, argv0, argv, cwd, environment, umask, streams = marshal.loads(_read_exactly(connection, length))
         if protocol != PROTOCOL:
             raise ValueError(f"protocol {protocol}")
         for target, fd in enumerate(fds):
@@ -282,7 +284,7 @@ def _run_child(connection: socket.socket) -> None:
         os.environ.clear()
         os.environ.update(environment)
         os.umask(umask)
-        sys.argv = ["lintloop", *argv]
+        sys.argv = [sys.argv[0] if argv0 is None else argv0, *argv]
         import threading
 
         threading.Thread(target=_end_with_client, args=(connection,), daemon=True).start()
@@ -290,7 +292,9 @@ def _run_child(connection: socket.socket) -> None:
         from lintloop.cli import main
 
         status = main(argv)
-    except SystemExit as exc:  # argparse's usage errors, --help
+    except SystemExit as exc:  # argparse's usage errors, --help: as the interpreter ends on them
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
         status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # noqa: BLE001 - a bug: the client reports a run without an exit status
         os._exit(2)
