@@ -138,6 +138,15 @@ def _folder() -> str | None:
     return folder
 
 
+def end_engines(folder: str) -> None:
+    """End the warm engines of `folder` (each `*.sock.lock` holds its engine's pid)."""
+    for name in os.listdir(folder) if os.path.isdir(folder) else ():
+        if name.endswith(".sock.lock"):
+            with contextlib.suppress(OSError, ValueError):
+                with open(os.path.join(folder, name)) as lock:
+                    os.kill(int(lock.read().strip()), signal.SIGTERM)
+
+
 def _connect(address: str) -> socket.socket:
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

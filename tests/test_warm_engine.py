@@ -45,13 +45,7 @@ def runtime(monkeypatch):
     monkeypatch.setenv(warm_engine.SWITCH, "1")
     monkeypatch.setenv(warm_engine.IDLE_SETTING, "60")
     yield folder
-    for lock in (folder / "lintloop").glob("*.lock"):
-        pid = lock.read_text().strip()
-        if pid.isdigit():
-            try:
-                os.kill(int(pid), signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+    warm_engine.end_engines(str(folder / "lintloop"))
     shutil.rmtree(folder, ignore_errors=True)
 
 

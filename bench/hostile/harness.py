@@ -275,7 +275,10 @@ def run_case(case: Case, command: list[str] | None = None, keep: Path | None = N
         home = sandbox / "home"
         env = {key: value for key, value in os.environ.items() if not key.startswith(("LINTLOOP", "XDG_", "COLUMNS"))}
         mark = f"hostile-{uuid.uuid4().hex}"
+        # Each case is one run of lintloop's own: no warm engine (lintloop.warm_engine), a process meant to
+        # outlive the run (tests/test_warm_engine.py), as CI runs it.
         env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"), PYTHONDONTWRITEBYTECODE="1",
+                   LINTLOOP_WARM_ENGINE="0",
                    **{key: value.replace("{sandbox}", str(sandbox)) for key, value in case.env.items()})
         env[MARK_VARIABLE] = mark
         usage_before = resource.getrusage(resource.RUSAGE_CHILDREN)
