@@ -410,8 +410,9 @@ def blanks_filled(text: str) -> str:
     value (`loss =`, `lr=  # try 0.01`), a block whose body is only comments, the reader's instruction
     (`def train():` then `# TODO: your loop`), a question mark or a run of dots where a value
     belongs (`attack(x, eps, ?)`, `norm = ....`), and a description in angle brackets where a value or a
-    statement belongs (`a = <YOUR CODE: sample an action>`, `return <student.implement_me()>`). Where the text with them filled parses, the cell is an
-    exercise: its only gaps are the blanks (a typo or a broken bracket is not one, and stays unparsable).
+    statement belongs (`a = <YOUR CODE: sample an action>`, `return <student.implement_me()>`). Where the
+    text with them filled parses, the cell is an exercise: its only gaps are the blanks (a typo or a
+    broken bracket is not one, and stays unparsable).
     (Filled inside a string too: a string parses either way.)"""
     lines = text.splitlines(keepends=True)
     out: list[str] = []

@@ -117,8 +117,9 @@ def test_ctrl_c_or_a_killed_client_ends_the_run_in_the_warm_engine(runtime, proj
     _lintloop(project, "check", "train.py")
     assert _wait_for(lambda: _listening(runtime))
     engine = int(next((runtime / "lintloop").glob("*.lock")).read_text())
-    client = subprocess.Popen([sys.executable, "-c", LINTLOOP, "check", "--no-cache", *(f"big{i}.py" for i in range(8))],
-                              cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    files = [f"big{i}.py" for i in range(8)]
+    client = subprocess.Popen([sys.executable, "-c", LINTLOOP, "check", "--no-cache", *files], cwd=project,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env={**os.environ, "RAN_BY": str(project / ".ran-by")})
     assert _wait_for(lambda: _children(engine), seconds=30)  # the run started
     client.send_signal(signal_number)
@@ -134,7 +135,7 @@ def test_a_warm_engine_ends_when_idle_and_a_stale_socket_is_replaced(runtime, pr
     monkeypatch.chdir(project)
     # The address is named by this process's module path: the test's runs use the same one.
     address = json.loads(subprocess.run(
-        [sys.executable, "-c", "import json; from lintloop import warm_engine; print(json.dumps(warm_engine._address()))"],
+        [sys.executable, "-c", "import json; from lintloop import warm_engine as w; print(json.dumps(w._address()))"],
         capture_output=True, text=True, check=True).stdout)
     Path(address).write_text("")  # left by an engine that died: nothing listens there
     assert _lintloop(project, "check", "train.py")[3] == "here"

@@ -110,7 +110,8 @@ class Intent(Analysis):
         is bound again in its scope (`grads = tape.gradient(z, [x1, x2])` then `grads`: a guide cell
         displaying the None gradient, as a notebook shows a cell's last expression)."""
         parent = self.ctx.parents.get(call)
-        if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1 \
+                and isinstance(parent.targets[0].target, cst.Name):
             return self._assigned_to_show(parent, parent.targets[0].target.value)
         return self._shown(call)
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import libcst as cst
 
-from lintloop.analysis.base import Analysis
+from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.names import canonical
 from lintloop.analysis.nodes import dotted
 from lintloop.digests import ABSENT, content_digest, file_digest
@@ -195,7 +195,6 @@ class Project(Analysis):
         self.consulted: dict[str, str] = {}  # path -> content digest (`ABSENT`): what the findings depend on
         self._own_imports: dict[str, str] | None = None
         self._wrappers: dict[str, bool] = {}  # dotted name -> `wraps_tf_function`: a file decorates with a few, often
-        self._torch_ceiling: tuple[tuple[int, ...]] | None = None  # `torch_pinned_below`'s, once asked
         if self.file is not None:
             self.root, parts = project_root(self.file.path)
             is_package = os.path.basename(self.file.path) == "__init__.py"
@@ -205,27 +204,29 @@ class Project(Analysis):
     def torch_pinned_below(self, version: tuple[int, ...]) -> bool:
         """Does the project declare torch only below `version` (`torch==1.7.0` in its requirements.txt,
         `pytorch=1.8` in its environment.yml), in a requirements file of its root or a folder above?
-        An API deprecated in `version` is then the current one of the torch it runs on. Each file
-        looked for is recorded (`consulted`): the answer changes with them."""
+        An API deprecated in `version` is then the current one of the torch it runs on."""
+        ceiling = self._declared_torch_ceiling
+        return ceiling is not None and ceiling <= version
+
+    @computed
+    def _declared_torch_ceiling(self) -> tuple[int, ...] | None:
+        """The lowest version below which some requirements file holds torch (`allowed_below`), or None.
+        Each file looked for is recorded (`consulted`): the answer changes with them."""
         if self.file is None:
-            return False
-        if self._torch_ceiling is None:
-            ceilings: list[tuple[int, ...] | None] = []
-            directory = self.root
-            for _ in range(REQUIREMENT_FOLDERS_UP + 1):
-                for name in REQUIREMENT_FILES:
-                    path = os.path.join(directory, name)
-                    self.consulted[path] = file_digest(path)
-                    if self.consulted[path] != ABSENT:
-                        ceilings.extend(allowed_below(m.group(1)) for m in _TORCH_REQUIREMENT.finditer(_text(path)))
-                parent = os.path.dirname(directory)
-                if parent == directory:
-                    break
-                directory = parent
-            bounded = [c for c in ceilings if c is not None]
-            self._torch_ceiling = (min(bounded) if bounded else (),)
-        ceiling = self._torch_ceiling[0]
-        return bool(ceiling) and ceiling <= version
+            return None
+        ceilings = []
+        directory = self.root
+        for _ in range(REQUIREMENT_FOLDERS_UP + 1):
+            for name in REQUIREMENT_FILES:
+                path = os.path.join(directory, name)
+                self.consulted[path] = file_digest(path)
+                if self.consulted[path] != ABSENT:
+                    ceilings.extend(allowed_below(m.group(1)) for m in _TORCH_REQUIREMENT.finditer(_text(path)))
+            parent = os.path.dirname(directory)
+            if parent == directory:
+                break
+            directory = parent
+        return min((c for c in ceilings if c is not None), default=None)
 
     def function_of(self, expr: cst.BaseExpression) -> ProjectFunction | None:
         """The project function that `expr` (a call's `func` in the linted file) names through an

@@ -215,7 +215,7 @@ scaler = GradScaler("cuda", enabled=use_amp)
 
     def visit_Call(self, node: cst.Call) -> None:
         qualname = self.ctx.names.callee(node)
-        if qualname not in DEPRECATED_AMP or self._fallback(node) or self.ctx.project.torch_pinned_below(DEPRECATED_IN):
+        if qualname not in DEPRECATED_AMP or self._fallback(node) or self._current_where_declared():
             return
         kind, device = DEPRECATED_AMP[qualname]
         old = f"torch.{device}.amp.{kind}"
@@ -252,6 +252,10 @@ scaler = GradScaler("cuda", enabled=use_amp)
             previous = ancestor
         return False
 
+    def _current_where_declared(self) -> bool:
+        """The project declares only torch older than the deprecation: there the old spelling is current."""
+        return self.ctx.project.torch_pinned_below(DEPRECATED_IN)
+
     def _uses_new_api(self, node: cst.CSTNode) -> bool:
         return any(isinstance(n, (cst.Attribute, cst.Name)) and self.ctx.names.qualname(n) in NEW_AMP for n in walk(node))
 
@@ -259,7 +263,7 @@ scaler = GradScaler("cuda", enabled=use_amp)
         """`ctx = torch.cuda.amp.autocast if amp else nullcontext`, `partial(autocast, enabled=amp)`: the
         constructor passed on, called elsewhere (reported without a fix: the call site is not here)."""
         qualname = self.ctx.names.qualname(node)
-        if qualname not in DEPRECATED_AMP or self._fallback(node) or self.ctx.project.torch_pinned_below(DEPRECATED_IN):
+        if qualname not in DEPRECATED_AMP or self._fallback(node) or self._current_where_declared():
             return
         parent = self.ctx.parents.get(node)
         if (isinstance(parent, cst.Call) and parent.func is node or isinstance(parent, _NOT_A_READ)

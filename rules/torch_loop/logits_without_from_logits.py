@@ -33,6 +33,7 @@ _TRAINING_CALLS = frozenset({"fit", "fit_generator", "train_on_batch"})
 _FORWARD_CALLS = frozenset({"evaluate", "evaluate_generator", "predict", "predict_generator", "predict_on_batch",
                             "test_on_batch"})
 
+
 def _hands_over(value: cst.BaseExpression, name: str) -> bool:
     """Is `value` the object named `name`, or a collection holding it (`Sequential([model, Softmax()])`)?
     (`model.layers`, `model.output` pass parts of it, not the model.)"""
