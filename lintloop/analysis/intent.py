@@ -122,12 +122,7 @@ class Intent(Analysis):
         if isinstance(parent, cst.Element) and isinstance(self.ctx.parents.get(parent), cst.Tuple):
             node = self.ctx.parents[parent]
             parent = self.ctx.parents.get(node)
-        if isinstance(parent, cst.Expr):
-            return True
-        if isinstance(parent, cst.Arg):
-            printing = self.ctx.parents.get(parent)
-            return isinstance(printing, cst.Call) and self.ctx.names.is_builtin(printing.func, "print")
-        return False
+        return isinstance(parent, cst.Expr) or self._printed(node)
 
     def _assigned_to_show(self, assign: cst.Assign, name: str) -> bool:
         """Is `name`, bound by `assign`, only shown until it is bound again in that scope? Read anywhere
@@ -179,9 +174,9 @@ class Intent(Analysis):
                 counts[name] = counts.get(name, 0) + 1
         return counts
 
-    def _printed(self, call: cst.Call) -> bool:
-        """Is `call`'s result an argument of the builtin `print`?"""
-        parent = self.ctx.parents.get(call)
+    def _printed(self, node: cst.CSTNode) -> bool:
+        """Is `node`'s value an argument of the builtin `print`?"""
+        parent = self.ctx.parents.get(node)
         printing = self.ctx.parents.get(parent) if isinstance(parent, cst.Arg) else None
         return isinstance(printing, cst.Call) and self.ctx.names.is_builtin(printing.func, "print")
 

@@ -29,7 +29,7 @@ import libcst as cst
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.names import canonical
 from lintloop.analysis.nodes import dotted
-from lintloop.digests import ABSENT, content_digest, file_digest
+from lintloop.digests import ABSENT, content_digest
 from lintloop.line_pattern import LinePattern
 
 # How many re-exports (`from .losses import compute_loss` in a package's `__init__.py`) a name
@@ -219,9 +219,11 @@ class Project(Analysis):
         for _ in range(REQUIREMENT_FOLDERS_UP + 1):
             for name in REQUIREMENT_FILES:
                 path = os.path.join(directory, name)
-                self.consulted[path] = file_digest(path)
-                if self.consulted[path] != ABSENT:
-                    ceilings.extend(allowed_below(m.group(1)) for m in _TORCH_REQUIREMENT.finditer(_text(path)))
+                data = _read(path)
+                self.consulted[path] = ABSENT if data is None else content_digest(data)
+                if data is not None:
+                    text = data[:MAX_MODULE_BYTES].decode("utf-8", "replace")
+                    ceilings.extend(allowed_below(m.group(1)) for m in _TORCH_REQUIREMENT.finditer(text))
             parent = os.path.dirname(directory)
             if parent == directory:
                 break
@@ -559,10 +561,11 @@ def _tensor_parameters_of(call: nodes.Call, callee: ProjectFunction, tainted: se
     return passed
 
 
-def _text(path: str, limit: int = MAX_MODULE_BYTES) -> str:
-    """A requirements file's text (its first `limit` bytes; nothing where it cannot be read)."""
+def _read(path: str) -> bytes | None:
+    """A requirements file's bytes (read once: digested for the cache and searched); None where absent
+    or unreadable."""
     try:
         with open(path, "rb") as stream:
-            return stream.read(limit).decode("utf-8", "replace")
+            return stream.read()
     except OSError:
-        return ""
+        return None
