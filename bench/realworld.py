@@ -39,14 +39,14 @@ REVIEW = HERE / "realworld_review.tsv"
 MISSES = HERE / "realworld_misses.tsv"
 VERDICTS = ("TP", "FP-demo", "FP-small", "FP-premise", "FP-other")
 SUFFIXES = (".py", ".ipynb")
-# The marker of a finished export, named for what an export holds (v2: the requirements files too), so
-# that an older export is made again.
-COMPLETE = ".complete-v2"
+# The marker of a finished export, named for what an export holds (v2: the requirements files too; v3:
+# nbdev's settings.ini), so that an older export is made again.
+COMPLETE = ".complete-v3"
 # Files lintloop reads besides code: where a project declares its requirements (LL603 reads the torch
 # it pins; lintloop.analysis.project.REQUIREMENT_FILES).
 REQUIREMENT_FILES = ("requirements.txt", "pyproject.toml", "setup.py", "setup.cfg", "environment.yml",
-                     "environment.yaml")
-SETS = ("reviewed", "tune-1", "held-out-1", "tune-2", "held-out-2", "tune-3", "held-out-3", "tune-4", "held-out-4")
+                     "environment.yaml", "settings.ini")
+SETS = ("reviewed", *(f"{half}-{split}" for split in range(1, 6) for half in ("tune", "held-out")))
 
 
 @dataclass(frozen=True)
