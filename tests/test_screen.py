@@ -230,6 +230,17 @@ def test_statements_of_a_tape_at_module_level_are_screened_together():
     assert [(f.code, f.line) for f in found.findings] == [("LL101", 4)]
 
 
+@pytest.mark.parametrize("elsewhere, flagged", [("    return loss.item()\n", True), ("    return loss.data[0]\n", False)])
+def test_a_file_wide_fact_read_by_a_rule_is_the_same_with_the_screen_on_and_off(elsewhere, flagged):
+    # LL703 asks whether the file calls `.item()` anywhere (0.4+ code, where `volatile=True` does nothing).
+    code = ("import torch\nfrom torch.autograd import Variable\n\ndef validate(net, loader):\n    net.eval()\n"
+            "    for x, y in loader:\n        x = Variable(x, volatile=True)\n        hits.append(net(x))\n\n"
+            "def train_step(net, x, y, opt):\n    loss = criterion(net(x), y)\n    loss.backward()\n    opt.step()\n"
+            + elsewhere)
+    on, off = (lint_text("m.py", code, RuleSet([BY_CODE["LL703"]], screen=screen)).findings for screen in (True, False))
+    assert [(f.code, f.line) for f in on] == [(f.code, f.line) for f in off] == ([("LL703", 8)] if flagged else [])
+
+
 def test_only_the_selected_statements_and_what_they_use_are_parsed():
     import ast
     code = ("import torch\nHELPER = 3\n\ndef unrelated(a):\n    return a\n\n"

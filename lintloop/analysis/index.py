@@ -72,8 +72,13 @@ class TreeIndex:
             self.bindings[self._scope][target.value].append(
                 Binding(target.value, self.order[node], value, node, augmented))
         elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._bind(element.value, None, node)
+            # `a, b = x, y` binds element by element; an unpacked value (`a, b = pair`) binds nothing we follow.
+            values = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) and len(
+                value.elements) == len(target.elements) and not any(
+                isinstance(e, (cst.StarredElement, cst.StarredDictElement)) for e in (*value.elements, *target.elements)) \
+                else [None] * len(target.elements)
+            for element, element_value in zip(target.elements, values):
+                self._bind(element.value, element_value, node, augmented)
         elif isinstance(target, cst.StarredElement):
             self._bind(target.value, None, node)
         elif isinstance(target, cst.Attribute) and dotted(target):

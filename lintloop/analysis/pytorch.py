@@ -48,6 +48,8 @@ _FROM_DATA = {"torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTen
               "torch.from_numpy", "numpy.array", "numpy.asarray"}
 _SIZED_CONSTRUCTORS = {"torch.zeros", "torch.ones", "torch.randn", "torch.rand", "torch.empty", "torch.full",
                        "numpy.zeros", "numpy.ones", "numpy.empty", "numpy.full"}
+# PyTorch 0.3's autograd wrapper (a no-op since 0.4): its `volatile=True` turned recording off then.
+_VARIABLE = {"torch.autograd.Variable", "torch.autograd.variable.Variable"}
 _DTYPES = {"torch.float16": "float16", "torch.half": "float16", "torch.bfloat16": "bfloat16",
            "torch.float32": "float32", "torch.float": "float32"}
 
@@ -172,14 +174,18 @@ class PyTorch(Analysis):
         if isinstance(expr, cst.Subscript):
             axes = [isinstance(e.slice, cst.Index) and (dotted(e.slice.value) == "None" or dotted(e.slice.value)
                                                           in _NEW_AXES) for e in expr.slice]
-            # `x[None]` puts a batch axis of one first; `seq[:, None]` makes one sequence of a flat one.
-            return bool(axes) and (axes[0] or any(axes) and self._one_sequence(expr.value, at, depth + 1))
+            # `x[None]` puts a batch axis of one first; `seq[:, None]` makes one sequence of a flat one;
+            # `x[:, -1]` keeps the batch axis of `x`.
+            whole_batch = bool(axes) and isinstance(expr.slice[0].slice, cst.Slice) and all(
+                part is None for part in (expr.slice[0].slice.lower, expr.slice[0].slice.upper, expr.slice[0].slice.step))
+            return bool(axes) and (axes[0] or any(axes) and self._one_sequence(expr.value, at, depth + 1)
+                                   or whole_batch and self.batch_of_one(expr.value, at, depth + 1))
         if not isinstance(expr, cst.Call):
             return False
         method = call_name(expr)
         args = positional_args(expr)
         callee = self.ctx.names.callee(expr) or ""
-        if callee in _FROM_DATA and args and not isinstance(args[0], (cst.List, cst.Tuple)):
+        if (callee in _FROM_DATA or callee in _VARIABLE) and args and not isinstance(args[0], (cst.List, cst.Tuple)):
             return self.batch_of_one(args[0], at, depth + 1)  # `torch.LongTensor(seq)`: as `seq` is shaped
         if isinstance(expr.func, cst.Attribute) and method == "unsqueeze":
             dim = args[0] if args else argument(expr, 0, "dim")
@@ -195,6 +201,23 @@ class PyTorch(Analysis):
             return len(rows) == 1 and isinstance(rows[0].value, (cst.List, cst.Tuple))
         if isinstance(expr.func, cst.Attribute) and method in _MOVES:
             return self.batch_of_one(expr.func.value, at, depth + 1)
+        return False
+
+    def volatile_input(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+        """Is `expr` a `Variable(x, volatile=True)`, through names and device or dtype moves? PyTorch 0.3
+        recorded no graph for a forward given one; 0.4 and later ignore the flag (with a warning)."""
+        if depth > _BATCH_DEPTH:
+            return False
+        if isinstance(expr, cst.Name):
+            held = self.ctx.flow.value_at(expr.value, at)
+            return held is not None and self.volatile_input(held[0], held[1], depth + 1)
+        if not isinstance(expr, cst.Call):
+            return False
+        if (self.ctx.names.callee(expr) or "") in _VARIABLE:
+            volatile = argument(expr, 2, "volatile")
+            return isinstance(volatile, cst.Name) and volatile.value == "True"
+        if isinstance(expr.func, cst.Attribute) and call_name(expr) in _MOVES:
+            return self.volatile_input(expr.func.value, at, depth + 1)
         return False
 
     def _one_sequence(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:

@@ -33,13 +33,35 @@ _GRAPH_FREE_METHODS = {"item", "tolist", "numpy", "detach", "argmax", "argmin"}
 
 
 def _graph_free(value: cst.BaseExpression) -> bool:
-    """A value that holds no graph, whatever it is computed from: `out.argmax(1).item()`,
-    `logits.detach().cpu()` (a chain of methods with one that drops the graph)."""
-    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-        if value.func.attr.value in _GRAPH_FREE_METHODS:
+    """A value that holds no graph, whatever it is computed from: a chain of methods, attributes and
+    indexing with a step that drops the graph (`out.argmax(1).item()`, `logits.detach().cpu()`,
+    `out.data.max(1)[1]`), or a comparison (`(out.argmax(1) == y).sum()`: booleans take no gradient)."""
+    while True:
+        if isinstance(value, cst.Comparison):
             return True
-        value = value.func.value
-    return False
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            if value.func.attr.value in _GRAPH_FREE_METHODS:
+                return True
+            value = value.func.value
+        elif isinstance(value, cst.Attribute):
+            if value.attr.value == "data":
+                return True
+            value = value.value
+        elif isinstance(value, cst.Subscript):
+            value = value.value
+        else:
+            return False
+
+
+def _chain_base(value: cst.BaseExpression) -> cst.BaseExpression:
+    """What a chain of methods, attributes and indexing starts from (`pred` of `pred[0].cpu()`)."""
+    while True:
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            value = value.func.value
+        elif isinstance(value, (cst.Attribute, cst.Subscript)):
+            value = value.value
+        else:
+            return value
 
 
 def _stores_beyond(target: cst.BaseExpression, read: set[str]) -> bool:
@@ -59,8 +81,11 @@ class EvalWithoutNoGrad(Rule):
     description = "a model called after `eval()` without `no_grad`"
     frameworks = ("pt",)
     kind = "perf"
+    # A unit that calls `.item()` is parsed too: one anywhere in the file shows code written for PyTorch 0.4+
+    # (where `volatile=True` does nothing). In CNF, "a loop, an eval and an evaluated model, or an `.item()`".
     needs = Needs(file=(("call:eval",),),
-                  statement=(("loop", "calls_loop"), ("call:eval", "name:eval"), ("runs_evaluated",)))
+                  statement=(("loop", "calls_loop", "call:item"), ("call:eval", "name:eval", "call:item"),
+                             ("runs_evaluated", "call:item")))
     probe = "mem"
     summary = ("A loop after `model.eval()` calls the model (or a submodule of it the file shows, "
                "`model.decoder(x)`) without `torch.no_grad()` / `torch.inference_mode()` "
@@ -69,8 +94,13 @@ class EvalWithoutNoGrad(Rule):
                "anything of unknown length, or keeps its outputs across iterations (appended, accumulated, fed "
                "back); a few calls over a small literal range or list whose output is rebound each iteration, "
                "and calls on a batch of one sample (`obs.unsqueeze(0)`, `x[None]`, `torch.tensor([[x, y]])`: "
-               "an RL acting loop, a sampling grid) whose output is rebound, "
-               "hold one small graph at a time and are not reported. The message says which.")
+               "an RL acting loop, a sampling grid) whose output is rebound or only fed back as the recurrent state "
+               "(`out, hidden = rnn(token, hidden)`: a sampling loop), hold one small graph at a time and are not "
+               "reported. Outputs kept only through a step that drops the graph (`.item()`, `.detach()`, `.data`, a "
+               "comparison, a plain function given only such values) are not kept graphs. An input made "
+               "`Variable(x, volatile=True)` turned recording off in PyTorch 0.3: in a file written for it (no "
+               "`.item()`, which 0.4 brought) it is not reported; elsewhere the message says that the flag has done "
+               "nothing since 0.4. The message says which.")
     why = ("`eval()` only changes dropout and batch norm; it does not turn autograd off. Every forward pass still "
            "saves its activations for a backward that never comes: more memory and time per batch, and every "
            "output kept (predictions collected for a metric) keeps its whole graph alive.")
@@ -216,8 +246,53 @@ for _ in range(8):
     note: `frame = generator(frame)` keeps its output across iterations: the graph and activations of
         every iteration stay alive
 """),
+        Example("""
+import torch
+from torch.autograd import Variable
+def validate(net, loader):
+    net.eval()
+    hits = 0
+    for images, labels in loader:
+        images = Variable(images.cuda(), volatile=True)
+        hits += (net(images).max(1)[1].cpu() == labels).sum().item()
+    return hits
+""", expect="""
+8:18-8:29 `net(images)` runs after `net.eval()` with autograd on
+    help: wrap `for images, labels in loader` in `with torch.no_grad():` (or `torch.inference_mode()`)
+    note: the loop runs it once for every item of `loader`, of unknown length: every iteration records a
+        graph and keeps its activations for a backward that never comes; `volatile=True` has turned
+        nothing off since PyTorch 0.4
+"""),
     )
     not_flagged = (
+        Example("""
+import torch
+from torch.autograd import Variable
+def validate(net, loader):
+    net.eval()
+    total = 0.0
+    for images, labels in loader:
+        images = Variable(images.cuda(), volatile=True)
+        labels = Variable(labels.cuda(), volatile=True)
+        total += criterion(net(images), labels).data[0]
+    return total / len(loader)
+"""),
+        Example("""
+import torch
+from torch.autograd import Variable
+def sample(rnn, prime_ids, length):
+    rnn.eval()
+    prime = Variable(torch.LongTensor(prime_ids)[None])
+    _, state = rnn(prime)
+    token = prime[:, -1][:, None]
+    text = list(prime_ids)
+    for _ in range(length):
+        logits, state = rnn(token, state)
+        choice = pick_top_k(logits.data)
+        text.append(choice[0])
+        token = Variable(torch.LongTensor(choice))[None]
+    return text
+"""),
         Example("""
 import torch
 import torch.nn.functional as F
@@ -410,16 +485,23 @@ for x, y in loader:
                             and not self._grad_off(c)), None)
             if forward is None or id(loop) in self._reported:
                 continue
-            kept = self._kept_output(loop, inner)
+            kept_all = list(self._kept_outputs(loop, inner))
+            kept = kept_all[0] if kept_all else None
             count = self.ctx.iteration.count(loop)
             runs = self._runs_per_pass(loop, forward)
             if kept is None and count is not None and (runs is None or runs <= FEW_ITERATIONS):
                 # A few forwards, each graph dropped when its output is rebound: bounded and small. (A
                 # loop inside it whose length is unknown is reported on its own.)
                 continue
-            if kept is None and any(self.ctx.torch.batch_of_one(arg, forward) for arg in positional_args(forward)):
+            if all(self._carried_state(sink, forward) for sink in kept_all) and any(
+                    self.ctx.torch.batch_of_one(arg, forward) for arg in positional_args(forward)):
                 # One sample per forward (an RL acting loop's observation, a sampling loop's token), its graph
-                # dropped when the output is rebound: a few small tensors at a time.
+                # dropped when the output is rebound, or chained only through the recurrent state it feeds
+                # back: a few small tensors a step.
+                continue
+            volatile = any(self.ctx.torch.volatile_input(arg, forward) for arg in positional_args(forward))
+            if volatile and not self.ctx.definitions.named("item").nodes:
+                # PyTorch 0.3 code (no `.item()`, which 0.4 brought): its volatile input records no graph.
                 continue
             self._reported.add(id(loop))
             header = loop_header(self.ctx, loop)
@@ -433,6 +515,8 @@ for x, y in loader:
             else:
                 note = (f"the loop runs it {runs} times: every iteration records a graph and keeps its "
                           "activations for a backward that never comes")
+            if volatile:
+                note += "; `volatile=True` has turned nothing off since PyTorch 0.4"
             self.report(forward, f"`{self.ctx.snippet(forward, 36)}` runs after `{self.ctx.snippet(node, 25)}` with "
                                  "autograd on",
                         help=f"wrap `{header}` in `with torch.no_grad():` (or `torch.inference_mode()`)",
@@ -490,7 +574,7 @@ for x, y in loader:
             runs *= count
         return runs
 
-    def _kept_output(self, loop: cst.For | cst.While, model: str) -> cst.CSTNode | None:
+    def _kept_outputs(self, loop: cst.For | cst.While, model: str) -> Iterator[cst.CSTNode]:
         """Where an iteration keeps an output of the model beyond itself, with its graph: appended,
         accumulated (`total += out`, `outs = torch.cat([outs, out])`), stored in a container or an
         attribute, yielded, or fed back into the next iteration's input (`x = model(x)`)."""
@@ -498,15 +582,30 @@ for x, y in loader:
         for sink, value in self._sinks(loop):
             if not self._holds_no_graph(value, sink) and any(self.ctx.flow.flows_into(out, value, sink)
                                                             for out in outputs):
-                return sink
-        return None
+                yield sink
 
-    def _holds_no_graph(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """`_graph_free`, also through a name (`digit = decoder(z).detach().numpy()`, then `grid[i] = digit`)."""
-        if isinstance(value, cst.Name):
-            held = self.ctx.flow.value_at(value.value, at)
-            return held is not None and _graph_free(held[0])
-        return _graph_free(value)
+    @staticmethod
+    def _carried_state(sink: cst.CSTNode, forward: cst.Call) -> bool:
+        """Is `sink` the forward's own result bound to names the forward reads back, a recurrent state
+        (`out, hidden = rnn(token, hidden)`)?"""
+        if not (isinstance(sink, cst.Assign) and sink.value is forward):
+            return False
+        bound = {name for t in sink.targets for name in names_in(t.target)}
+        return any(bound & names_in(arg.value) for arg in forward.args)
+
+    def _holds_no_graph(self, value: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+        """`_graph_free`, also through names (`digit = decoder(z).detach().numpy()`, then `grid[i] = digit`)
+        and plain functions given only such values (`pred = pick_top_n(out.data)`, then `text.append(pred[0])`)."""
+        if _graph_free(value):
+            return True
+        if depth > 3:
+            return False
+        base = _chain_base(value)
+        if isinstance(base, cst.Name):
+            held = self.ctx.flow.value_at(base.value, at)
+            return held is not None and self._holds_no_graph(held[0], held[1], depth + 1)
+        return isinstance(base, cst.Call) and isinstance(base.func, cst.Name) and bool(base.args) and all(
+            self._holds_no_graph(arg.value, at, depth + 1) for arg in base.args)
 
     def _sinks(self, loop: cst.For | cst.While) -> Iterator[tuple[cst.CSTNode, cst.BaseExpression]]:
         """(statement or call, value) for each value an iteration of `loop` stores beyond itself."""
