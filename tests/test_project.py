@@ -259,6 +259,7 @@ for x, y in loader:
     ({"requirements.txt": "torch>=1.7\ntorchvision\n"}, False),
     ({"requirements.txt": "torch==2.4.0\n"}, False),
     ({"requirements.txt": "pytorch-lightning==1.2\ntorchvision==0.8.1\n"}, False),
+    ({"settings.ini": "[DEFAULT]\nlib_name = miniai\nrequirements = torch>=1.7,<2.1 fastcore\n"}, True),  # nbdev's
     ({}, False),
 ])
 def test_the_old_amp_spelling_is_current_where_the_project_declares_only_older_torch(tmp_path, declaration, silent):
@@ -270,6 +271,25 @@ def test_the_old_amp_spelling_is_current_where_the_project_declares_only_older_t
     # The answer depends on every file looked for: a cached result is recomputed when one changes.
     assert str(project / "requirements.txt") in result.dependencies
     assert str(tmp_path / "repo" / "setup.py") in result.dependencies
+
+
+@pytest.mark.parametrize("files, silent", [
+    ({"utils.py": "from torch._six import inf\n", "engine.py": "import utils\n" + AMP_STEP}, True),
+    ({"utils.py": "import torch._six\n", "engine.py": "from utils import clip\n" + AMP_STEP}, True),
+    ({"engine.py": "from torch._six import inf\n" + AMP_STEP}, True),
+    ({"engine.py": "import torch._six\nclass Scaler:\n    def __init__(self):\n"
+                   "        self.scaler = torch.cuda.amp.GradScaler()\n"}, True),
+    ({"utils.py": "from math import inf\n", "engine.py": "import utils\n" + AMP_STEP}, False),
+    ({"utils.py": "from torch._six import inf\n", "engine.py": AMP_STEP}, False),  # a module it does not import
+])
+def test_code_importing_a_module_torch_2_removed_runs_on_older_torch(tmp_path, files, silent):
+    write(tmp_path, files)
+    path = tmp_path / "engine.py"
+    for screen in (True, False):  # the same answer whether the file is parsed whole or only its screened code
+        result = lint_text("engine.py", path.read_text(), RuleSet([BY_CODE["LL603"]], screen=screen), path=path)
+        assert (not result.findings) is silent, [f.message for f in result.findings]
+    if "import utils" in files["engine.py"]:
+        assert str(tmp_path / "utils.py") in result.dependencies  # an edit of it recomputes the answer
 
 
 def test_a_package_module_sees_the_requirements_above_its_package(tmp_path):

@@ -158,11 +158,15 @@ def imports_of(tree: ast.Module | nodes.Module, package: list[str]) -> dict[str,
 # The files a project declares its requirements in, by the names pip, setuptools and conda read; looked
 # for in the project's root and the folders above it, up to this many.
 REQUIREMENT_FILES = ("requirements.txt", "pyproject.toml", "setup.py", "setup.cfg", "environment.yml",
-                     "environment.yaml")
+                     "environment.yaml", "settings.ini")  # settings.ini: nbdev's, which its setup.py reads
 REQUIREMENT_FOLDERS_UP = 4
 # A torch requirement: `torch==1.7.0`, `torch>=1.6,<1.9`, `"torch~=2.3.0"`, conda's `pytorch=1.8.1`.
 _TORCH_REQUIREMENT = re.compile(
     r"(?<![\w.-])(?:py)?torch(?![\w.-])\s*((?:(?:===?|~=|<=?|>=?|!=|=)\s*[0-9][0-9a-zA-Z.*+!]*\s*,?\s*)+)")
+# Modules torch removed, with the release that removed them: code importing one runs on an older torch.
+_REMOVED_TORCH_MODULES = {"torch._six": (2, 0)}
+# The module an import statement names first (`import torch._six`, `from torch._six import inf`).
+_IMPORT_STATEMENT = LinePattern(r"[ \t]*(?:from|import)[ \t]+([\w.]+)")
 _CLAUSE = re.compile(r"(===?|~=|<=?|>=?|!=|=)\s*([0-9][0-9a-zA-Z.*+!]*)")
 
 
@@ -202,11 +206,31 @@ class Project(Analysis):
 
     # ----- the API ------------------------------------------------------------------------------
     def torch_pinned_below(self, version: tuple[int, ...]) -> bool:
-        """Does the project declare torch only below `version` (`torch==1.7.0` in its requirements.txt,
-        `pytorch=1.8` in its environment.yml), in a requirements file of its root or a folder above?
-        An API deprecated in `version` is then the current one of the torch it runs on."""
-        ceiling = self._declared_torch_ceiling
-        return ceiling is not None and ceiling <= version
+        """Does the project run only on torch below `version`: declared (`torch==1.7.0` in its
+        requirements.txt, `pytorch=1.8` in its environment.yml, in a requirements file of its root or a
+        folder above), or shown by its code (`from torch._six import inf`, in the file or a project module
+        it imports: torch 2.0 removed it)? An API deprecated in `version` is then the current one of the
+        torch it runs on."""
+        return any(ceiling is not None and ceiling <= version
+                   for ceiling in (self._declared_torch_ceiling, self._imported_torch_ceiling))
+
+    @computed
+    def _imported_torch_ceiling(self) -> tuple[int, ...] | None:
+        """The release that removed a torch module the linted file, or a project module it imports, imports."""
+        if self.file is None:
+            return None
+        # The file's own import statements, read from its text: the parsed tree may hold only the screened code.
+        imported = {m.group(1) for m in _IMPORT_STATEMENT.finditer(self.file.text)}
+        mentions = tuple(module.encode() for module in _REMOVED_TORCH_MODULES)
+        for qualified in [q for q in self._imports.values() if in_project(self.root, q)]:
+            parts = qualified.split(".")
+            module = next(filter(None, (self._module(parts[:split], mentions) for split in range(len(parts), 0, -1))),
+                          None)
+            if module is not None:
+                imported |= {name for node in module.tree.nodes_of_class((nodes.Import, nodes.ImportFrom))
+                             for name in ([n for n, _ in node.names] if isinstance(node, nodes.Import) else [node.modname])}
+        return min((ceiling for removed, ceiling in _REMOVED_TORCH_MODULES.items()
+                    if any(name == removed or name.startswith(removed + ".") for name in imported)), default=None)
 
     @computed
     def _declared_torch_ceiling(self) -> tuple[int, ...] | None:

@@ -38,8 +38,9 @@ class DeprecatedCudaAmp(Rule):
                "fallback of the new one, for older torch (the other branch of an `if` on the version, an "
                "`except` after a `try` that uses or imports the new one), is left alone; so is a project that declares "
                "only torch older than 2.4 (`torch==1.7.0` in a requirements.txt, pyproject.toml, setup.py, setup.cfg "
-               "or conda environment.yml of its root or a folder up to four above), where the old spelling is the "
-               "current one.")
+               "or conda environment.yml, or nbdev's settings.ini, of its root or a folder up to four above) or whose code "
+               "imports a module torch 2.0 removed (`from torch._six import inf`, in the file or a project module it "
+               "imports), where the old spelling is the current one.")
     why = ("The `torch.cuda.amp` / `torch.cpu.amp` constructors are thin deprecated subclasses of "
            "`torch.amp.autocast` / `torch.amp.GradScaler`; every call emits a FutureWarning, and they are "
            "slated for removal.")
