@@ -98,7 +98,11 @@ class CheckpointWithoutOptimizer(Rule):
                "option or name for resuming such as `--resume` or \"to continue training\", no checkpoint written "
                "on `KeyboardInterrupt`) and either every model it loads weights into is only evaluated or run "
                "for inference, or the save runs only when a metric beats its best value (a best-validation "
-               "snapshot). Where the file shows neither, the save is flagged and the message says what a "
+               "snapshot), or just before a `break` that ends training (`if solved: save(); break`). A load from a "
+               "file named by another string than the save's (a learning-rate finder's reset to `init_params.pt`) "
+               "resumes nothing from it. A model no optimizer takes (`self.actor_target` where every optimizer is "
+               "built from another attribute's `.parameters()`: a target network, an EMA copy) has no optimizer "
+               "state to lose. Where the file shows none of these, the save is flagged and the message says what a "
                "resumed run would lose. TensorFlow: a `tf.train.Checkpoint(...)` this file saves (`.save` / `.write` of it, "
                "or a `tf.train.CheckpointManager` built on it) that does not hold one of the optimizers the code "
                "around it trains with (`opt.apply_gradients` / `opt.minimize` in the module for a module-level "
@@ -373,8 +377,77 @@ def run_customized_training_loop(strategy, model, optimizer, train_iterator, ste
         line 9), and no other `tf.train.Checkpoint` here holds it: a run restored from it restarts that
         optimizer's state (Adam moments, `iterations`) from zero
 """),
+        Example("""
+import torch
+from torch import optim
+class Agent:
+    def __init__(self):
+        self.actor, self.actor_target = Actor(), Actor()
+        self.critic, self.critic_target = Critic(), Critic()
+        self.actor_optimizer = optim.Adam(self.actor.parameters(), lr=1e-4)
+        self.critic_optimizer = optim.Adam(self.critic.parameters(), lr=1e-3)
+    def update(self, batch):
+        self.critic_optimizer.zero_grad()
+        self.critic(batch).mean().backward()
+        self.critic_optimizer.step()
+    def save(self):
+        torch.save(self.critic_target.state_dict(), "critic_target.pth")
+        torch.save(self.critic.state_dict(), "critic.pth")
+agent = Agent()
+for episode in range(1000):
+    for step in range(200):
+        agent.update(step)
+    if episode % 50 == 0:
+        agent.save()
+""", expect="""
+15:9-15:59 this checkpoint saves `self.critic.state_dict()` but not the optimizer's state
+    help: save `optimizer.state_dict()` with it (or, for a weights-only export, save after training)
+    note: it is written in a training loop and nothing in this file saves the optimizer's state: a run
+        resumed from it restarts the optimizer's state (Adam moments, momentum buffers, step counts)
+        from zero, so its loss jumps
+"""),
     )
     not_flagged = (
+        Example("""
+import torch
+def find_lr(model, optimizer, batches):
+    torch.save(model.state_dict(), "init_params.pt")
+    for lr, (x, y) in zip(torch.logspace(-7, 1, 100), batches):
+        optimizer.param_groups[0]["lr"] = lr.item()
+        optimizer.zero_grad()
+        criterion(model(x), y).backward()
+        optimizer.step()
+    model.load_state_dict(torch.load("init_params.pt"))
+optimizer = torch.optim.Adam(model.parameters())
+find_lr(model, optimizer, train_batches)
+best = float("inf")
+for epoch in range(25):
+    for x, y in train_loader:
+        optimizer.zero_grad()
+        criterion(model(x), y).backward()
+        optimizer.step()
+    valid_loss = evaluate(model, valid_loader)
+    if valid_loss < best:
+        best = valid_loss
+        torch.save(model.state_dict(), "best-model.pt")
+"""),
+        Example("""
+import torch
+from torch import optim
+net = Net()
+opt = optim.Adam(net.parameters())
+running = 0.0
+for episode in range(1000):
+    for batch in loader:
+        opt.zero_grad()
+        net(batch).mean().backward()
+        opt.step()
+    running = 0.9 * running + 0.1 * evaluate(net)
+    if running > 195:
+        print("solved")
+        torch.save(net.state_dict(), "solved.pth")
+        break
+"""),
         Example("""
 import torch
 policy_net = DQN()
@@ -673,11 +746,15 @@ class OptimizerTest(tf.test.TestCase):
         chains = [(call, *chain) for chain in self.ctx.training.optimizer_chains(call)]
         if not model_states or not chains:
             return
-        if self._optimizer_state_saved or self._optimizers_keep_no_state:
+        if self._optimizer_state_saved or self._optimizers_keep_no_state or not any(
+                self._optimized(_model_label(receiver(c))) for c in model_states):
             return
-        resumptions = self._resumptions
-        if not resumptions and (self._loads_only_for_inference or all(map(self._best_guarded, chains))):
-            return  # weights exported for evaluation or inference, or a best-validation snapshot: nothing resumes
+        resumptions = [r for r in self._resumptions if not self._loads_another_file(r[0], call)]
+        if not resumptions and (self._loads_only_for_inference or all(
+                self._best_guarded(chain) or self._saved_as_training_ends(chain) for chain in chains)):
+            # Weights exported for evaluation or inference, a best-validation snapshot, or the weights a
+            # finished run ends with: nothing resumes from them.
+            return
         model = _model_label(receiver(model_states[0]))
         headline = f"this checkpoint saves `{self.ctx.snippet(model_states[0], 35)}` but not the optimizer's state"
         written = "it is written in a training loop and nothing in this file saves the optimizer's state"
@@ -704,6 +781,67 @@ class OptimizerTest(tf.test.TestCase):
                 if isinstance(ancestor, cst.If) and _compares_with_best(ancestor.test):
                     return True
         return False
+
+    def _loads_another_file(self, node: cst.CSTNode, save: cst.Call) -> bool:
+        """`node` loads weights from a file named by a string other than the one `save` writes
+        (`model.load_state_dict(torch.load("init_params.pt"))` beside `torch.save(..., "best.pt")`: a
+        reset to the initial weights, not a resumption from this checkpoint)."""
+        if not isinstance(node, cst.Call) or call_name(node) != "load_state_dict":
+            return False
+        given = argument(node, 0, "state_dict")
+        loaded = self.ctx.flow.resolve_value(given, node) if given is not None else None
+        if not isinstance(loaded, cst.Call) or self.ctx.names.callee(loaded) != "torch.load":
+            return False
+        read, written = (string_value(self.ctx.flow.resolve_value(path, at)) if path is not None else None
+                         for path, at in ((argument(loaded, 0, "f"), loaded), (argument(save, 1, "f"), save)))
+        return read is not None and written is not None and read != written
+
+    def _saved_as_training_ends(self, chain: tuple[cst.CSTNode, ...]) -> bool:
+        """The save, or the call leading to it from the training loop, is followed in its block by a
+        `break` out of the outermost loop of its function (`if solved: agent.save(); break`): the weights
+        a finished run ends with."""
+        node = chain[-1]
+        loops = []
+        for ancestor in self.ctx.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                break
+            if isinstance(ancestor, (cst.For, cst.While)):
+                loops.append(ancestor)
+        if len(loops) != 1:
+            return False  # a `break` here would leave an inner loop only
+        statement = next(a for a in (node, *self.ctx.ancestors(node))
+                         if isinstance(self.ctx.parents.get(a), (cst.IndentedBlock, cst.Module)))
+        body = self.ctx.parents[statement].body
+        return any(isinstance(later, cst.SimpleStatementLine) and any(isinstance(s, cst.Break) for s in later.body)
+                   for later in body[body.index(statement) + 1:])
+
+    def _optimized(self, model: str) -> bool:
+        """Is `model` (or a module inside it, or one holding it) given to an optimizer here, or may it be?
+        Only an attribute of `self` beside optimizers all built from other attributes of `self` is known not
+        to be (`self.actor_target` where the optimizers take `self.actor.parameters()`): a target network,
+        an EMA copy or a frozen teacher has no optimizer state to lose. A name may be another's alias."""
+        optimized = self._optimized_models
+        if optimized is None or not model.startswith("self.") or not all(m.startswith("self.") for m in optimized):
+            return True
+        return any(model == label or label.startswith(model + ".") or model.startswith(label + ".")
+                   for label in optimized)
+
+    @cached_property
+    def _optimized_models(self) -> set[str] | None:
+        """The models whose parameters the file's optimizers are built from (`Adam(self.actor.parameters())`),
+        or None where an optimizer's parameters are not named that way (or no optimizer is built here)."""
+        found: set[str] = set()
+        optimizers = [c for c in self.ctx.nodes(cst.Call) if (self.ctx.names.callee(c) or "").startswith("torch.optim.")
+                      and not (self.ctx.names.callee(c) or "").startswith("torch.optim.lr_scheduler.")]
+        for optimizer in optimizers:
+            params = argument(optimizer, 0, "params")
+            value = self.ctx.flow.resolve_value(params, optimizer) if params is not None else None
+            sources = [receiver(c) for c in walk(value) if isinstance(c, cst.Call)
+                       and call_name(c) in ("parameters", "named_parameters")] if value is not None else []
+            if not sources or any(s is None or not dotted(s) for s in sources):
+                return None
+            found |= {_model_label(s) for s in sources}
+        return found or None
 
     @cached_property
     def _resumptions(self) -> list[tuple[cst.CSTNode, str]]:
