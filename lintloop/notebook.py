@@ -386,8 +386,11 @@ def masked_lines(source: str, masked: dict[int, str]) -> list[str] | None:
 
 
 # The placeholders course notebooks leave for the student to fill (`tfds.load( # YOUR CODE HERE )`,
-# `### START CODE HERE ###`): a cell holding one is incomplete on purpose.
-_EXERCISE_PLACEHOLDER = re.compile(r"(?i)\byour code here\b|\b(?:start|end) code here\b|#\s*fill (?:me|this|in)\b")
+# `### START CODE HERE ###`, a value written `'''TODO'''` or `[TODO the output layer]`): a cell holding
+# one is incomplete on purpose.
+_EXERCISE_PLACEHOLDER = re.compile(
+    r"(?i)\byour code here\b|\b(?:start|end) code here\b|#\s*fill (?:me|this|in)\b"
+    r"|(?P<quote>'''|\"\"\"|'|\")\s*(?-i:TODO)\b[^'\"\r\n]*(?P=quote)|\[\s*(?-i:TODO)\b[^\]\r\n]*\]")
 _COMPOUND_HEADER = re.compile(
     r"\s*(?:async\s+)?(?:def|class|if|elif|else|for|while|with|try|except|finally|match|case)\b")
 _NOT_ASSIGNMENT = ("==", "!=", "<=", ">=")

@@ -123,12 +123,14 @@ def test_an_exercise_left_for_the_reader_is_left_out_without_a_finding(tmp_path)
     cells = ("import torch\nmodel = torch.nn.Linear(3, 1)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)",
              "loader = get_data(  # YOUR CODE HERE\n)",
              "### START CODE HERE ###\nscheduler =\n### END CODE HERE ###",
+             "model = tf.keras.Sequential([\n    tf.keras.layers.Conv2D(\'\'\'TODO\'\'\')\n"
+             "    tf.keras.layers.MaxPool2D(\'\'\'TODO\'\'\')\n    [TODO Dense layer to output probabilities]\n])",
              "losses = []\nfor x, y in loader:\n    loss = ((model(x) - y) ** 2).mean()\n    optimizer.zero_grad()\n"
              "    loss.backward()\n    optimizer.step()\n    losses.append(loss)",
              "print(losses[-1]\n")
     path = tmp_path / "exercise.ipynb"
     path.write_text(_notebook(*cells))
-    assert [(f.code, f.cell) for f in _lint(path)] == [("LL301", 4), ("LL001", 5)]
+    assert [(f.code, f.cell) for f in _lint(path)] == [("LL301", 5), ("LL001", 6)]
 
 
 # Course notebooks leave blanks in their own words: a value to write, a body to fill.
@@ -167,6 +169,7 @@ BROKEN_CELLS = [
     "print(x ? y)\n",  # a value with an operator missing, not a blank
     "total = <your loss> +\n",  # a blank, and an operand missing besides
     "y = x <\n",
+    "status = 'todo' +\n",  # a lowercase word in a string is not the placeholder
 ]
 
 
