@@ -25,6 +25,15 @@ class Binding:
     augmented: bool = False
 
 
+def _element_values(target: cst.Tuple | cst.List, value: cst.BaseExpression | None) -> list[cst.BaseExpression | None]:
+    """What each element of an unpacking target is bound to: `a, b = x, y` element by element; an
+    unpacked value (`a, b = pair`) or a starred element binds nothing we follow."""
+    if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements) and not any(
+            isinstance(e, cst.StarredElement) for e in (*value.elements, *target.elements)):
+        return [e.value for e in value.elements]
+    return [None] * len(target.elements)
+
+
 class TreeIndex:
     """Everything one pre-order walk records; the analyses are built on it."""
 
@@ -72,13 +81,8 @@ class TreeIndex:
             self.bindings[self._scope][target.value].append(
                 Binding(target.value, self.order[node], value, node, augmented))
         elif isinstance(target, (cst.Tuple, cst.List)):
-            # `a, b = x, y` binds element by element; an unpacked value (`a, b = pair`) binds nothing we follow.
-            values = [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) and len(
-                value.elements) == len(target.elements) and not any(
-                isinstance(e, (cst.StarredElement, cst.StarredDictElement)) for e in (*value.elements, *target.elements)) \
-                else [None] * len(target.elements)
-            for element, element_value in zip(target.elements, values):
-                self._bind(element.value, element_value, node, augmented)
+            for element, element_value in zip(target.elements, _element_values(target, value)):
+                self._bind(element.value, element_value, node)
         elif isinstance(target, cst.StarredElement):
             self._bind(target.value, None, node)
         elif isinstance(target, cst.Attribute) and dotted(target):

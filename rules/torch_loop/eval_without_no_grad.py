@@ -32,36 +32,30 @@ _KEEPING_METHODS = {"append", "extend", "insert", "appendleft", "add", "update",
 _GRAPH_FREE_METHODS = {"item", "tolist", "numpy", "detach", "argmax", "argmin"}
 
 
-def _graph_free(value: cst.BaseExpression) -> bool:
-    """A value that holds no graph, whatever it is computed from: a chain of methods, attributes and
-    indexing with a step that drops the graph (`out.argmax(1).item()`, `logits.detach().cpu()`,
-    `out.data.max(1)[1]`), or a comparison (`(out.argmax(1) == y).sum()`: booleans take no gradient)."""
+def _chain(value: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    """`value`, then each value a chain of methods, attributes and indexing is computed from, down to where
+    it starts (`pred[0].cpu()`, `pred[0]`, `pred`)."""
     while True:
-        if isinstance(value, cst.Comparison):
-            return True
-        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-            if value.func.attr.value in _GRAPH_FREE_METHODS:
-                return True
-            value = value.func.value
-        elif isinstance(value, cst.Attribute):
-            if value.attr.value == "data":
-                return True
-            value = value.value
-        elif isinstance(value, cst.Subscript):
-            value = value.value
-        else:
-            return False
-
-
-def _chain_base(value: cst.BaseExpression) -> cst.BaseExpression:
-    """What a chain of methods, attributes and indexing starts from (`pred` of `pred[0].cpu()`)."""
-    while True:
+        yield value
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
             value = value.func.value
         elif isinstance(value, (cst.Attribute, cst.Subscript)):
             value = value.value
         else:
-            return value
+            return
+
+
+def _drops_graph(step: cst.BaseExpression) -> bool:
+    """A step of a chain whose result holds no graph: `.item()`, `.detach()`, `.data`, a comparison
+    (booleans take no gradient)."""
+    return isinstance(step, cst.Comparison) or isinstance(step, cst.Attribute) and step.attr.value == "data" or (
+        isinstance(step, cst.Call) and isinstance(step.func, cst.Attribute) and step.func.attr.value in _GRAPH_FREE_METHODS)
+
+
+def _graph_free(value: cst.BaseExpression) -> bool:
+    """A value that holds no graph, whatever it is computed from: a chain with a step that drops the graph
+    (`out.argmax(1).item()`, `logits.detach().cpu()`, `out.data.max(1)[1]`, `(out.argmax(1) == y).sum()`)."""
+    return any(map(_drops_graph, _chain(value)))
 
 
 def _stores_beyond(target: cst.BaseExpression, read: set[str]) -> bool:
@@ -600,7 +594,7 @@ for x, y in loader:
             return True
         if depth > 3:
             return False
-        base = _chain_base(value)
+        *_, base = _chain(value)
         if isinstance(base, cst.Name):
             held = self.ctx.flow.value_at(base.value, at)
             return held is not None and self._holds_no_graph(held[0], held[1], depth + 1)
