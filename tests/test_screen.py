@@ -230,15 +230,17 @@ def test_statements_of_a_tape_at_module_level_are_screened_together():
     assert [(f.code, f.line) for f in found.findings] == [("LL101", 4)]
 
 
-@pytest.mark.parametrize("elsewhere, flagged", [("    return loss.item()\n", True), ("    return loss.data[0]\n", False)])
-def test_a_file_wide_fact_read_by_a_rule_is_the_same_with_the_screen_on_and_off(elsewhere, flagged):
-    # LL703 asks whether the file calls `.item()` anywhere (0.4+ code, where `volatile=True` does nothing).
+@pytest.mark.parametrize("elsewhere, flagged", [("        total += net(x).sum().item()\n", True),
+                                               ("        total += net(x).sum().data[0]\n", False)])
+def test_code_era_read_by_a_rule_is_the_same_with_the_screen_on_and_off(elsewhere, flagged):
+    # LL703 asks whether the function around the loop calls `.item()` (0.4+ code, where `volatile=True`
+    # does nothing); a `.item()` in another function of the file is not asked about, however it is screened.
     code = ("import torch\nfrom torch.autograd import Variable\n\ndef validate(net, loader):\n    net.eval()\n"
-            "    for x, y in loader:\n        x = Variable(x, volatile=True)\n        hits.append(net(x))\n\n"
-            "def train_step(net, x, y, opt):\n    loss = criterion(net(x), y)\n    loss.backward()\n    opt.step()\n"
-            + elsewhere)
+            "    total = 0\n    for x, y in loader:\n        x = Variable(x, volatile=True)\n" + elsewhere +
+            "\ndef train_step(net, x, y, opt):\n    loss = criterion(net(x), y)\n    loss.backward()\n    opt.step()\n"
+            "    return loss.item()\n")
     on, off = (lint_text("m.py", code, RuleSet([BY_CODE["LL703"]], screen=screen)).findings for screen in (True, False))
-    assert [(f.code, f.line) for f in on] == [(f.code, f.line) for f in off] == ([("LL703", 8)] if flagged else [])
+    assert [(f.code, f.line) for f in on] == [(f.code, f.line) for f in off] == ([("LL703", 9)] if flagged else [])
 
 
 def test_only_the_selected_statements_and_what_they_use_are_parsed():

@@ -75,11 +75,8 @@ class EvalWithoutNoGrad(Rule):
     description = "a model called after `eval()` without `no_grad`"
     frameworks = ("pt",)
     kind = "perf"
-    # A unit that calls `.item()` is parsed too: one anywhere in the file shows code written for PyTorch 0.4+
-    # (where `volatile=True` does nothing). In CNF, "a loop, an eval and an evaluated model, or an `.item()`".
     needs = Needs(file=(("call:eval",),),
-                  statement=(("loop", "calls_loop", "call:item"), ("call:eval", "name:eval", "call:item"),
-                             ("runs_evaluated", "call:item")))
+                  statement=(("loop", "calls_loop"), ("call:eval", "name:eval"), ("runs_evaluated",)))
     probe = "mem"
     summary = ("A loop after `model.eval()` calls the model (or a submodule of it the file shows, "
                "`model.decoder(x)`) without `torch.no_grad()` / `torch.inference_mode()` "
@@ -92,8 +89,8 @@ class EvalWithoutNoGrad(Rule):
                "(`out, hidden = rnn(token, hidden)`: a sampling loop), hold one small graph at a time and are not "
                "reported. Outputs kept only through a step that drops the graph (`.item()`, `.detach()`, `.data`, a "
                "comparison, a plain function given only such values) are not kept graphs. An input made "
-               "`Variable(x, volatile=True)` turned recording off in PyTorch 0.3: in a file written for it (no "
-               "`.item()`, which 0.4 brought) it is not reported; elsewhere the message says that the flag has done "
+               "`Variable(x, volatile=True)` turned recording off in PyTorch 0.3: in code written for it (no "
+               "`.item()`, which 0.4 brought, in the function around the loop) it is not reported; elsewhere the message says that the flag has done "
                "nothing since 0.4. The message says which.")
     why = ("`eval()` only changes dropout and batch norm; it does not turn autograd off. Every forward pass still "
            "saves its activations for a backward that never comes: more memory and time per batch, and every "
@@ -494,7 +491,7 @@ for x, y in loader:
                 # back: a few small tensors a step.
                 continue
             volatile = any(self.ctx.torch.volatile_input(arg, forward) for arg in positional_args(forward))
-            if volatile and not self.ctx.definitions.named("item").nodes:
+            if volatile and not self._calls_item(loop):
                 # PyTorch 0.3 code (no `.item()`, which 0.4 brought): its volatile input records no graph.
                 continue
             self._reported.add(id(loop))
@@ -577,6 +574,12 @@ for x, y in loader:
             if not self._holds_no_graph(value, sink) and any(self.ctx.flow.flows_into(out, value, sink)
                                                             for out in outputs):
                 yield sink
+
+    def _calls_item(self, loop: cst.For | cst.While) -> bool:
+        """Does the function around `loop` (the loop itself at module level) call `.item()`? Asked of the
+        code parsed with the loop, not of the whole file: the screen parses only the units a rule needs."""
+        scope = next((a for a in self.ctx.ancestors(loop) if isinstance(a, cst.FunctionDef)), loop)
+        return any(call_name(c) == "item" for c in self.ctx.nodes_within(cst.Call, scope))
 
     @staticmethod
     def _carried_state(sink: cst.CSTNode, forward: cst.Call) -> bool:
