@@ -277,6 +277,8 @@ def test_the_old_amp_spelling_is_current_where_the_project_declares_only_older_t
     ({"utils.py": "from torch._six import inf\n", "engine.py": "import utils\n" + AMP_STEP}, True),
     ({"utils.py": "import torch._six\n", "engine.py": "from utils import clip\n" + AMP_STEP}, True),
     ({"engine.py": "from torch._six import inf\n" + AMP_STEP}, True),
+    ({"engine.py": "from torch import _six\n" + AMP_STEP}, True),
+    ({"utils.py": "from torch import _six\n", "engine.py": "import utils\n" + AMP_STEP}, True),
     ({"engine.py": "import torch._six\nclass Scaler:\n    def __init__(self):\n"
                    "        self.scaler = torch.cuda.amp.GradScaler()\n"}, True),
     ({"utils.py": "from math import inf\n", "engine.py": "import utils\n" + AMP_STEP}, False),

@@ -219,16 +219,18 @@ class Project(Analysis):
         """The release that removed a torch module the linted file, or a project module it imports, imports."""
         if self.file is None:
             return None
-        # The file's own import statements, read from its text: the parsed tree may hold only the screened code.
-        imported = {m.group(1) for m in _IMPORT_STATEMENT.finditer(self.file.text)}
-        mentions = tuple(module.encode() for module in _REMOVED_TORCH_MODULES)
+        # The file's imports: its whole-file table (`from torch import _six`) and its import statements' modules,
+        # read from its text (`import torch._six`, which the table holds as `torch`; the parsed tree may hold
+        # only the screened code).
+        imported = {*self._imports.values(), *(m.group(1) for m in _IMPORT_STATEMENT.finditer(self.file.text))}
+        # Only a module that names one is parsed (by its last name: `from torch import _six` spells it so).
+        mentions = tuple(module.rsplit(".", 1)[-1].encode() for module in _REMOVED_TORCH_MODULES)
         for qualified in [q for q in self._imports.values() if in_project(self.root, q)]:
-            parts = qualified.split(".")
-            module = next(filter(None, (self._module(parts[:split], mentions) for split in range(len(parts), 0, -1))),
-                          None)
-            if module is not None:
-                imported |= {name for node in module.tree.nodes_of_class((nodes.Import, nodes.ImportFrom))
-                             for name in ([n for n, _ in node.names] if isinstance(node, nodes.Import) else [node.modname])}
+            found = self._longest_module(qualified.split("."), mentions)
+            if found is not None:
+                imported |= {name for node in found[0].tree.nodes_of_class((nodes.Import, nodes.ImportFrom))
+                             for name in ([n for n, _ in node.names] if isinstance(node, nodes.Import)
+                                          else [node.modname, *(f"{node.modname}.{n}" for n, _ in node.names)])}
         return min((ceiling for removed, ceiling in _REMOVED_TORCH_MODULES.items()
                     if any(name == removed or name.startswith(removed + ".") for name in imported)), default=None)
 
@@ -375,15 +377,20 @@ class Project(Analysis):
         `must_mention`: only modules whose source holds all these bytes are parsed (the others: None)."""
         if hops < 0 or not in_project(self.root, qualified):
             return qualified if hops < MAX_HOPS else None  # a library name reached through a re-export
-        parts = qualified.split(".")
+        found = self._longest_module(qualified.split("."), must_mention)
+        if found is None:
+            return None
+        module, rest = found
+        return self._member(module, rest, hops, must_mention) if rest else module
+
+    def _longest_module(self, parts: list[str], must_mention: tuple[bytes, ...] = ()
+                        ) -> tuple[ProjectModule, list[str]] | None:
+        """The project module the longest prefix of `parts` names, and the rest (`utils.clip`: `utils`
+        and `["clip"]`)."""
         for split in range(len(parts), 0, -1):
             module = self._module(parts[:split], must_mention)
-            if module is None:
-                continue
-            rest = parts[split:]
-            if not rest:
-                return module
-            return self._member(module, rest, hops, must_mention)
+            if module is not None:
+                return module, parts[split:]
         return None
 
     def _member(self, module: ProjectModule, rest: list[str], hops: int, must_mention: tuple[bytes, ...]

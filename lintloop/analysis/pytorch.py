@@ -166,11 +166,9 @@ class PyTorch(Analysis):
         `x[None]`, `x.view(1, -1)`, `torch.zeros(1, ...)`, through names and device or dtype moves? One
         observation per step of an RL acting loop, one token of a sampling loop: a forward's graph there is
         a few small tensors."""
-        if depth > _BATCH_DEPTH:
+        expr, at, depth = self._unmoved(expr, at, depth)
+        if expr is None:
             return False
-        if isinstance(expr, cst.Name):
-            held = self.ctx.flow.value_at(expr.value, at)
-            return held is not None and self.batch_of_one(held[0], held[1], depth + 1)
         if isinstance(expr, cst.Subscript):
             axes = [isinstance(e.slice, cst.Index) and (dotted(e.slice.value) == "None" or dotted(e.slice.value)
                                                           in _NEW_AXES) for e in expr.slice]
@@ -199,26 +197,33 @@ class PyTorch(Analysis):
         if (self.ctx.names.callee(expr) or "") in _FROM_DATA and args and isinstance(args[0], (cst.List, cst.Tuple)):
             rows = args[0].elements  # `torch.tensor([[x, y]])`: one row
             return len(rows) == 1 and isinstance(rows[0].value, (cst.List, cst.Tuple))
-        if isinstance(expr.func, cst.Attribute) and method in _MOVES:
-            return self.batch_of_one(expr.func.value, at, depth + 1)
         return False
 
     def volatile_input(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
         """Is `expr` a `Variable(x, volatile=True)`, through names and device or dtype moves? PyTorch 0.3
         recorded no graph for a forward given one; 0.4 and later ignore the flag (with a warning)."""
-        if depth > _BATCH_DEPTH:
+        expr, _, _ = self._unmoved(expr, at, depth)
+        if not isinstance(expr, cst.Call) or (self.ctx.names.callee(expr) or "") not in _VARIABLE:
             return False
-        if isinstance(expr, cst.Name):
-            held = self.ctx.flow.value_at(expr.value, at)
-            return held is not None and self.volatile_input(held[0], held[1], depth + 1)
-        if not isinstance(expr, cst.Call):
-            return False
-        if (self.ctx.names.callee(expr) or "") in _VARIABLE:
-            volatile = argument(expr, 2, "volatile")
-            return isinstance(volatile, cst.Name) and volatile.value == "True"
-        if isinstance(expr.func, cst.Attribute) and call_name(expr) in _MOVES:
-            return self.volatile_input(expr.func.value, at, depth + 1)
-        return False
+        volatile = argument(expr, 2, "volatile")
+        return isinstance(volatile, cst.Name) and volatile.value == "True"
+
+    def _unmoved(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int
+                 ) -> tuple[cst.BaseExpression | None, cst.CSTNode, int]:
+        """The value `expr` holds, followed through names and device or dtype moves (`x.cuda()`), where
+        it is evaluated, and the depth reached; None past `_BATCH_DEPTH` or at a name of unknown value."""
+        while depth <= _BATCH_DEPTH:
+            if isinstance(expr, cst.Name):
+                held = self.ctx.flow.value_at(expr.value, at)
+                if held is None:
+                    return None, at, depth
+                expr, at = held
+            elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and call_name(expr) in _MOVES:
+                expr = expr.func.value
+            else:
+                return expr, at, depth
+            depth += 1
+        return None, at, depth
 
     def _one_sequence(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
         """Is `expr` one flat sequence of Python values made a tensor (`torch.tensor(tokens)`, where `tokens`

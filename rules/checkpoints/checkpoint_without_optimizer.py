@@ -831,8 +831,9 @@ class OptimizerTest(tf.test.TestCase):
         """The models whose parameters the file's optimizers are built from (`Adam(self.actor.parameters())`),
         or None where an optimizer's parameters are not named that way (or no optimizer is built here)."""
         found: set[str] = set()
-        optimizers = [c for c in self.ctx.nodes(cst.Call) if (self.ctx.names.callee(c) or "").startswith("torch.optim.")
-                      and not (self.ctx.names.callee(c) or "").startswith("torch.optim.lr_scheduler.")]
+        callees = ((c, self.ctx.names.callee(c) or "") for c in self.ctx.nodes(cst.Call))
+        optimizers = [c for c, callee in callees
+                      if callee.startswith("torch.optim.") and not callee.startswith("torch.optim.lr_scheduler.")]
         for optimizer in optimizers:
             params = argument(optimizer, 0, "params")
             value = self.ctx.flow.resolve_value(params, optimizer) if params is not None else None

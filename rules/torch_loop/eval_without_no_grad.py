@@ -579,7 +579,7 @@ for x, y in loader:
         """Does the function around `loop` (the loop itself at module level) call `.item()`? Asked of the
         code parsed with the loop, not of the whole file: the screen parses only the units a rule needs."""
         scope = next((a for a in self.ctx.ancestors(loop) if isinstance(a, cst.FunctionDef)), loop)
-        return any(call_name(c) == "item" for c in self.ctx.nodes_within(cst.Call, scope))
+        return bool(self.ctx.definitions.named("item").within(scope))
 
     @staticmethod
     def _carried_state(sink: cst.CSTNode, forward: cst.Call) -> bool:
