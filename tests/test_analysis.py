@@ -358,3 +358,28 @@ def test_every_call_that_trains_has_its_screen_token(call):
     assert ctx.training.is_training_loop(ctx.nodes(cst.For)[0])
     tokens = FileFacts(ast.parse(code)).tokens
     assert any(token in tokens for token in TRAINING_CALL_TOKENS), tokens
+
+
+@pytest.mark.parametrize("code,exclusive", [
+    # opposite branches of one `if`, through `elif` too
+    ("if amp:\n    a()\nelse:\n    b()", True),
+    ("if amp:\n    a()\nelif fast:\n    b()", True),
+    ("if amp:\n    a()\n    b()", False),
+    # two `if`s on one name or attribute chain, negated or not
+    ("if amp:\n    a()\nif amp:\n    x = 1\nelse:\n    b()", True),
+    ("if cfg.amp:\n    a()\nif not cfg.amp:\n    b()", True),
+    ("if amp:\n    a()\nif not not amp:\n    b()", False),
+    ("if amp:\n    a()\nif other:\n    pass\nelse:\n    b()", False),
+    # the name bound from the first test to the second: they may disagree
+    ("if amp:\n    a()\namp = step > 9\nif not amp:\n    b()", False),
+    ("if amp:\n    a()\n    amp = False\nif not amp:\n    b()", False),
+    # in a loop, a binding after both tests is seen by both
+    ("for step in loader:\n    if amp:\n        a()\n    if not amp:\n        b()\n    amp = step > 9", True),
+    # another scope's `if` says nothing of this one
+    ("if amp:\n    a()\ndef f():\n    if not amp:\n        b()", False),
+])
+def test_exclusive_branches(code, exclusive):
+    ctx = context(code)
+    (a,), (b,) = calls(ctx, "a"), calls(ctx, "b")
+    assert ctx.exclusive(a, b) is exclusive
+    assert ctx.exclusive(b, a) is exclusive

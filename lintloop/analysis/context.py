@@ -28,6 +28,7 @@ from lintloop.analysis.losses import Losses
 from lintloop.analysis.mixed_precision import MixedPrecision
 from lintloop.analysis.modules import TorchModules
 from lintloop.analysis.names import Names
+from lintloop.analysis.nodes import dotted
 from lintloop.analysis.optimizer_state import OptimizerStates
 from lintloop.analysis.outer_state import OuterState
 from lintloop.analysis.project import LintedFile, Project
@@ -291,6 +292,43 @@ class FileContext:
         for walked in passed:
             known[walked] = found
         return found
+
+    def exclusive(self, node: cst.CSTNode, other: cst.CSTNode) -> bool:
+        """Whether `node` and `other` never both run in one pass through their scope: they lie in opposite
+        branches of one `if`, or of two `if`s of that scope testing one name or attribute chain (`if
+        use_amp:` twice, or `if not use_amp:`) that nothing binds from the first test to the second."""
+        theirs = self._conditions(other)
+        for guard, key, holds in self._conditions(node):
+            for other_guard, other_key, other_holds in theirs:
+                if guard is other_guard:
+                    if holds != other_holds:
+                        return True
+                elif key is not None and key == other_key and holds != other_holds \
+                        and self._unbound_between(key, guard, other_guard):
+                    return True
+        return False
+
+    def _conditions(self, node: cst.CSTNode) -> list[tuple[cst.If, str | None, bool]]:
+        """The `if`s of `node`'s scope whose branches hold it: each with its test's name or attribute chain
+        (None for another test) and the test's truth where `node` runs."""
+        found: list[tuple[cst.If, str | None, bool]] = []
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                break
+            if not isinstance(ancestor, cst.If) or self.is_inside(node, ancestor.test):
+                continue
+            test, truth = ancestor.test, self.is_inside(node, ancestor.body)
+            while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                test, truth = test.expression, not truth
+            found.append((ancestor, dotted(test), truth))
+        return found
+
+    def _unbound_between(self, key: str, first: cst.If, second: cst.If) -> bool:
+        scope = self.scope_of(first)
+        if self.scope_of(second) is not scope:
+            return False
+        start, end = sorted((self.order[first], self.order[second]))
+        return not any(start <= binding.order <= end for binding in self.bindings_in(scope, key))
 
     def statement_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """The simple statement line, or compound statement, that holds `node`."""

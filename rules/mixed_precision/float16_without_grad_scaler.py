@@ -121,6 +121,24 @@ def train_one_epoch(model, loader, optimizer):
     help: use `scaler.scale(loss).backward()` with `torch.amp.GradScaler`, or autocast to bfloat16
     note: gradients under ~6e-8 become zero in float16
 """),
+        Example("""
+import torch
+def train_one_epoch(model, loader, optimizer, amp=True):
+    for step, (x, y) in enumerate(loader):
+        if amp:
+            with torch.cuda.amp.autocast():
+                loss = criterion(model(x), y)
+        else:
+            loss = criterion(model(x), y)
+        amp = step < 100
+        if not amp:
+            loss.backward()
+            optimizer.step()
+""", expect="""
+5:18-5:43 float16 autocast in a training loop whose backward `loss.backward()` has no GradScaler
+    help: use `scaler.scale(loss).backward()` with `torch.amp.GradScaler`, or autocast to bfloat16
+    note: float16 is autocast's default on cuda; gradients under ~6e-8 become zero in float16
+"""),
     )
     not_flagged = (
         Example("""
@@ -207,6 +225,22 @@ for x, y in loader:
 """),
         Example("""
 import torch
+def train_one_epoch(model, loader, optimizer, amp_step, amp=True):
+    for x, y in loader:
+        if amp:
+            with torch.cuda.amp.autocast():
+                loss = criterion(model(x), y)
+        else:
+            loss = criterion(model(x), y)
+        if amp:
+            amp_step(loss, optimizer)
+        else:
+            loss.backward()
+            optimizer.step()
+        optimizer.zero_grad()
+"""),
+        Example("""
+import torch
 for x, y in loader:
     with torch.autocast("cuda"):
         loss = criterion(model(x), y)
@@ -224,8 +258,11 @@ for x, y in loader:
         for autocast in self.ctx.torch.autocasts:
             if not autocast.float16 or self._without_grad(autocast):
                 continue
+            # A backward on the other branch of the autocast's condition (`if use_amp:` ... `else:`) is
+            # the full-precision path's.
             backwards = [(target, call) for target, call in self._differentiating(autocast)
-                         if self.ctx.training.runs_optimizer_steps(call, functions=True)]
+                         if self.ctx.training.runs_optimizer_steps(call, functions=True)
+                         and not self.ctx.exclusive(autocast.call, call)]
             if backwards and not any(self._scaled(target, call) for target, call in backwards):
                 default = "" if argument(autocast.call, 1, "dtype") is not None else (
                     f"float16 is autocast's default on {autocast.device}; ")
