@@ -142,3 +142,18 @@ def test_ll704_names_the_layer_evaluation_changes():
         """, "LL704")
     assert len(found) == 1
     assert "`nn.BatchNorm1d(4)` at line 3 normalises with its running statistics" in found[0].detailed
+
+
+@pytest.mark.parametrize("iterable,count", [
+    ("names[:12]", 12),
+    ("sorted(names)[:12]", 12),
+    ("names[2:10]", 8),
+    ("names[-5:]", 5),
+    ("names[:12:2]", None),
+    ("names[:-1]", None),
+    ("names[2:]", None),
+    ("names[:n]", None),
+])
+def test_a_slice_with_literal_bounds_takes_at_most_its_width(iterable, count):
+    ctx = FileContext(cst.parse_module(f"picked = {iterable}\nfor name in enumerate(picked):\n    use(name)\n"))
+    assert ctx.iteration.count(ctx.nodes(cst.For)[0]) == count

@@ -133,9 +133,10 @@ class Iterations(Analysis):
         return Iteration(functions[0], self._events_of_body(functions[0]), engine=call)
 
     def count(self, loop: Loop) -> int | None:
-        """How many times `loop` runs, where its text says: a `for` over `range(...)` with integer bounds
-        (literal, or a name assigned one), or over a literal list, tuple, set or dict (or a name assigned
-        one), also through `enumerate`, `zip`, `tqdm`, `.items()`; at most once where its body ends in an
+        """How many times `loop` runs at most, where its text says: a `for` over `range(...)` with integer
+        bounds (literal, or a name assigned one), over a literal list, tuple, set or dict, or over a slice
+        with literal bounds of anything (`series[:12]`) (or a name assigned one of those), also through
+        `enumerate`, `zip`, `tqdm`, `sorted`, `.items()`; at most once where its body ends in an
         unconditional `break` (a look at the first batch). None for anything else (a loader, a dataset, a
         `while`). (`ctx.loop_values.few_iterations` asks a narrower question: literal bounds only.)"""
         length = self._length(loop.iter, loop) if isinstance(loop, cst.For) else None
@@ -148,6 +149,8 @@ class Iterations(Analysis):
         if isinstance(value, (cst.List, cst.Tuple, cst.Set, cst.Dict)):
             starred = (cst.StarredElement, cst.StarredDictElement)
             return None if any(isinstance(e, starred) for e in value.elements) else len(value.elements)
+        if isinstance(value, cst.Subscript):
+            return _slice_length(value)
         if not isinstance(value, cst.Call) or any(a.star for a in value.args):
             return None
         args = positional_args(value)
@@ -506,3 +509,19 @@ def _own_statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield child
         if not isinstance(child, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             yield from _own_statements(child)
+
+
+def _slice_length(subscript: cst.Subscript) -> int | None:
+    """The most elements a slice with literal bounds takes of any sequence: `x[:12]`, `x[2:10]`, `x[-5:]`."""
+    if len(subscript.slice) != 1 or not isinstance(subscript.slice[0].slice, cst.Slice):
+        return None
+    bounds = subscript.slice[0].slice
+    if bounds.step is not None and literal_int(bounds.step) != 1:
+        return None
+    lower = 0 if bounds.lower is None else literal_int(bounds.lower)
+    upper = None if bounds.upper is None else literal_int(bounds.upper)
+    if lower is None:
+        return None
+    if upper is None:
+        return -lower if lower < 0 else None
+    return max(upper - lower, 0) if upper >= 0 and lower >= 0 else None

@@ -88,7 +88,7 @@ class EvalWithoutNoGrad(Rule):
                "an RL acting loop, a sampling grid) whose output is rebound or only fed back as the recurrent state "
                "(`out, hidden = rnn(token, hidden)`: a sampling loop), hold one small graph at a time and are not "
                "reported. Outputs kept only through a step that drops the graph (`.item()`, `.detach()`, `.data`, a "
-               "comparison, a plain function given only such values) are not kept graphs. An input made "
+               "comparison, arithmetic or a plain function given only such values) are not kept graphs. An input made "
                "`Variable(x, volatile=True)` turned recording off in PyTorch 0.3: in code written for it (no "
                "`.item()`, which 0.4 brought, in the function around the loop) it is not reported; elsewhere the message says that the flag has done "
                "nothing since 0.4. The message says which.")
@@ -125,8 +125,8 @@ for src in test_loader:
 """, expect="""
 15:25-15:61 `net.decoder(net.embed(token), state)` runs after `net.eval()` with autograd on
     help: wrap `for _ in range(max_len)` in `with torch.no_grad():` (or `torch.inference_mode()`)
-    note: `hidden, state = net.decoder(net.embed(token), sta…` keeps its output across iterations: the
-        graph and activations of every iteration stay alive
+    note: the loop runs it 40 times: every iteration records a graph and keeps its activations for a
+        backward that never comes
 """),
         Example("""
 import torch
@@ -254,8 +254,41 @@ def validate(net, loader):
         graph and keeps its activations for a backward that never comes; `volatile=True` has turned
         nothing off since PyTorch 0.4
 """),
+        Example("""
+import torch
+def save_overlays(model, dataset):
+    model.eval()
+    overlays = []
+    for scan_id in sorted(dataset.scan_ids)[:10]:
+        for depth in range(5):
+            image_t, mask_t = dataset.slice(scan_id, depth)
+            pred_g = model(image_t.unsqueeze(0))[0]
+            overlays.append(pred_g * 0.5 + mask_t * 0.5)
+    return overlays
+""", expect="""
+8:22-8:49 `model(image_t.unsqueeze(0))` runs after `model.eval()` with autograd on
+    help: wrap `for scan_id in sorted(dataset.scan_ids)[:10]` in `with torch.no_grad():` (or
+        `torch.inference_mode()`)
+    note: `overlays.append(pred_g * 0.5 + mask_t * 0.5)` keeps its output across iterations: the graph
+        and activations of every iteration stay alive
+"""),
     )
     not_flagged = (
+        Example("""
+import numpy as np
+import torch
+def save_overlays(model, dataset, writer):
+    model.eval()
+    for scan_id in sorted(dataset.scan_ids)[:10]:
+        for depth in range(5):
+            image_t, mask_t = dataset.slice(scan_id, depth)
+            pred_a = model(image_t.unsqueeze(0))[0].detach().cpu().numpy() > 0.5
+            mask_a = mask_t.numpy() > 0.5
+            overlay = np.zeros((256, 256, 3), dtype=np.float32)
+            overlay[:, :, 0] += pred_a & (1 - mask_a)
+            overlay[:, :, 1] += pred_a & mask_a
+            writer.add_image(f"{scan_id}/{depth}", overlay, dataformats="HWC")
+"""),
         Example("""
 import torch
 from torch.autograd import Variable
@@ -591,12 +624,19 @@ for x, y in loader:
         return any(bound & names_in(arg.value) for arg in forward.args)
 
     def _holds_no_graph(self, value: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
-        """`_graph_free`, also through names (`digit = decoder(z).detach().numpy()`, then `grid[i] = digit`)
-        and plain functions given only such values (`pred = pick_top_n(out.data)`, then `text.append(pred[0])`)."""
+        """`_graph_free`, also through names (`digit = decoder(z).detach().numpy()`, then `grid[i] = digit`),
+        arithmetic and plain functions given only such values (`pred = pick_top_n(out.data)`, then
+        `text.append(pred[0])`), and number literals."""
         if _graph_free(value):
             return True
         if depth > 3:
             return False
+        if isinstance(value, (cst.Integer, cst.Float)):
+            return True
+        if isinstance(value, cst.BinaryOperation):  # `pred_a & (1 - label_a)`: of graph-free operands
+            return all(self._holds_no_graph(v, at, depth + 1) for v in (value.left, value.right))
+        if isinstance(value, cst.UnaryOperation):
+            return self._holds_no_graph(value.expression, at, depth + 1)
         *_, base = _chain(value)
         if isinstance(base, cst.Name):
             held = self.ctx.flow.value_at(base.value, at)
