@@ -3,7 +3,7 @@
     python3 bench/realworld.py [--mirror DIR] [--only OWNER/NAME,...] [--lintloop CMD] [--json FILE]
 
 Builds the repositories pinned in bench/realworld.tsv (their `*.py` and `*.ipynb` files at the pinned
-commit, fetched with git from GitHub, or from local git directories `DIR/<owner>+<name>/repo` with
+commit, fetched with git from GitHub, or from local git directories `DIR/<owner>+<name>/repo` (bare, or a checkout) with
 `--mirror`) under `~/.cache/lintloop-bench/realworld` (`--cache`), lints each with the default rules
 and with `--select ALL` (the installed `lintloop check --format json`, run in the repository's root as
 a user would), and compares the default findings with the verdicts in bench/realworld_review.tsv: one
@@ -46,7 +46,7 @@ COMPLETE = ".complete-v3"
 # it pins; lintloop.analysis.project.REQUIREMENT_FILES).
 REQUIREMENT_FILES = ("requirements.txt", "pyproject.toml", "setup.py", "setup.cfg", "environment.yml",
                      "environment.yaml", "settings.ini")
-SETS = ("reviewed", *(f"{half}-{split}" for split in range(1, 6) for half in ("tune", "held-out")))
+SETS = ("reviewed", *(f"{half}-{split}" for split in range(1, 7) for half in ("tune", "held-out")))
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,8 @@ def build(repo: Repository, cache: Path, mirror: Path | None) -> Path:
         return dest
     if mirror is not None:
         git_dir = mirror / repo.name.replace("/", "+") / "repo"
+        if (git_dir / ".git").is_dir():  # a checkout, not a bare directory
+            git_dir = git_dir / ".git"
         missing = export(git_dir, repo.commit, dest)
     else:
         with tempfile.TemporaryDirectory() as scratch:
