@@ -104,7 +104,8 @@ class Op:
 @dataclass(frozen=True)
 class Consumer:
     """What iterates a pipeline: `kind` fit / evaluate / for / iter / distribute; `role` train,
-    eval, or unknown (a loop that trains nothing we can see)."""
+    eval, shown (a loop that only prints the elements: `lintloop.analysis.intent`), or unknown (a loop
+    that trains nothing we can see)."""
 
     kind: str
     node: cst.CSTNode
@@ -128,7 +129,7 @@ class Pipeline:
 
 
 class Datasets(Analysis):
-    asks = frozenset({"calls", "definitions", "flow", "training"})
+    asks = frozenset({"calls", "definitions", "flow", "intent", "training"})
 
     def __init__(self, ctx: FileContext) -> None:
         super().__init__(ctx)
@@ -160,11 +161,11 @@ class Datasets(Analysis):
         return list(self._pipelines_through.get(call, ()))
 
     def through_outside_evaluation(self, call: cst.Call) -> list[Pipeline]:
-        """The pipelines through `call` that are not consumed for evaluation. A helper that builds both the
-        training and the validation dataset (`train_ds = make(train)`, `val_ds = make(val)`) gives one
-        pipeline per call site: its steps are judged by the training use, and by none when every use
-        evaluates."""
-        return [p for p in self.through(call) if p.consumer is None or p.consumer.role != "eval"]
+        """The pipelines through `call` that are not consumed for evaluation, nor only to print their
+        elements (a guide showing the order a pipeline gives). A helper that builds both the training and
+        the validation dataset (`train_ds = make(train)`, `val_ds = make(val)`) gives one pipeline per
+        call site: its steps are judged by the training use, and by none when every use evaluates."""
+        return [p for p in self.through(call) if p.consumer is None or p.consumer.role not in ("eval", "shown")]
 
     @computed
     def _pipelines_through(self) -> dict[cst.Call, list[Pipeline]]:
@@ -207,7 +208,8 @@ class Datasets(Analysis):
                 role = "train" if self._in_training_code(call) else "unknown"
                 found.append((Consumer("iter", call, role), call.args[0].value))
         for loop in ctx.nodes(cst.For):
-            role = "train" if ctx.training.is_training_loop(loop) else "unknown"
+            role = "train" if ctx.training.is_training_loop(loop) else "shown" if ctx.intent.only_shows(loop) \
+                else "unknown"
             found.append((Consumer("for", loop, role), self._iterated(loop.iter)))
         return found
 

@@ -21,7 +21,7 @@ import libcst as cst
 from lintloop.analysis.base import Analysis, computed
 from lintloop.analysis.index import Scope
 from lintloop.analysis.outer_state import declared
-from lintloop.analysis.nodes import call_name, string_value
+from lintloop.analysis.nodes import call_name, string_value, walk
 
 # Words that announce tracing or compiling ("Tracing with", "Traced!", "--- retracing ---",
 # "JIT-compiled", "n_traces"); not words that merely contain the letters (`backtrace`, `Traceback`, `tracer`).
@@ -37,6 +37,8 @@ _READ_CALLS = ("print", "len", "assertEqual", "assertLen", "assert_equal")
 TRACE_READ_TOKENS = tuple(f"call:{name}" for name in _READ_CALLS)
 # Methods of a logger (`logging.info`, `logger.warning`, absl `logging.info`).
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "log"})
+# Calls that only convert a value for showing it (`print(i, x.numpy(), len(y))`).
+_SHOWING_CALLS = frozenset({"numpy", "tolist", "item", "len", "str", "repr", "format", "list"})
 # Names in these positions are not reads of a variable (the screen records no read for them).
 _NOT_READS = (cst.Param, cst.AsName, cst.ImportAlias, cst.NameItem, cst.FunctionDef, cst.ClassDef)
 
@@ -123,6 +125,23 @@ class Intent(Analysis):
             node = self.ctx.parents[parent]
             parent = self.ctx.parents.get(node)
         return isinstance(parent, cst.Expr) or self._printed(node)
+
+    def only_shows(self, loop: cst.For) -> bool:
+        """Does every statement of the loop's body show a value and do nothing else: a `print(...)` (or
+        a logger's) of values read without calling anything else, or a bare expression a notebook
+        displays? Iterating a dataset only to print its batches shows its order; it trains nothing."""
+        body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else (loop.body,)
+        for line in body:
+            if not isinstance(line, cst.SimpleStatementLine):
+                return False
+            for statement in line.body:
+                if not isinstance(statement, cst.Expr):
+                    return False
+                value = statement.value
+                shown = value.args if isinstance(value, cst.Call) and self._prints(value) else (cst.Arg(value),)
+                if any(isinstance(n, cst.Call) and not _shows_a_value(n) for arg in shown for n in walk(arg.value)):
+                    return False
+        return True
 
     def _assigned_to_show(self, assign: cst.Assign, name: str) -> bool:
         """Is `name`, bound by `assign`, only shown until it is bound again in that scope? Read anywhere
@@ -430,3 +449,8 @@ def _updates_count(mutation: cst.CSTNode, target: cst.BaseExpression) -> bool:
     if isinstance(mutation, cst.Call):
         return call_name(mutation) in ("append", "extend")
     return False
+
+
+def _shows_a_value(call: cst.Call) -> bool:
+    """A call that only converts a value for showing it: `x.numpy()`, `len(x)`, `str(x)`."""
+    return call_name(call) in _SHOWING_CALLS

@@ -99,8 +99,28 @@ model.fit(train_ds, validation_data=val_ds, epochs=15)
     help: shuffle the examples before batching: move `.shuffle(...)` ahead of `.batch(...)`
     note: each batch holds the same consecutive examples in every epoch; only the batch order changes
 """),
+        Example("""
+import tensorflow as tf
+pairs = tf.data.Dataset.from_tensor_slices((features, labels))
+ds = pairs.batch(32).shuffle(100).repeat(2)
+for step, (x, y) in enumerate(ds):
+    print(step, x.numpy(), y.numpy())
+    model.train_on_batch(x, y)
+""", expect="""
+3:22-3:29 `.shuffle(...)` after `.batch(...)` at line 3 shuffles whole batches
+    help: shuffle the examples before batching: move `.shuffle(...)` ahead of `.batch(...)`
+    note: each batch holds the same consecutive examples in every epoch; only the batch order changes
+"""),
     )
     not_flagged = (
+        Example("""
+import tensorflow as tf
+pairs = tf.data.Dataset.from_tensor_slices((tf.range(6), tf.range(6) * 10))
+# batching first keeps the same pairs together in every epoch
+ds = pairs.batch(2).shuffle(3).repeat(2)
+for step, (x, y) in enumerate(ds):
+    print(step, x.numpy(), y.numpy())
+"""),
         Example("""
 import tensorflow as tf
 train_ds = tf.data.Dataset.from_tensor_slices((x_train, y_train)).shuffle(10000).batch(32)
