@@ -416,3 +416,19 @@ _CALL_BY_CALL = [
 @pytest.mark.parametrize("screen", [True, False])
 def test_a_traced_function_shown_call_by_call(code, flagged, screen):
     assert bool(findings(code, "LL206", screen)) is flagged
+
+
+@pytest.mark.parametrize("body,shows", [
+    ("print(step, x.numpy(), y.numpy())", True),
+    ("print(f'{step}: {x.shape}')\n    x", True),
+    ("print(len(x), str(y))", True),
+    ("logger.info('batch %s', x.numpy())", True),
+    ("print(model(x))", False),
+    ("seen.append(x)", False),
+    ("y = x * 2\n    print(y)", False),
+    ("if step > 3:\n        break", False),
+    ("model.train_on_batch(x, y)", False),
+])
+def test_a_loop_that_only_shows_its_elements(body, shows):
+    ctx = context(f"for step, (x, y) in enumerate(ds):\n    {body}\n")
+    assert ctx.intent.only_shows(ctx.nodes(cst.For)[0]) is shows
