@@ -25,7 +25,8 @@ class ShuffleAfterBatch(Rule):
                "`ragged_batch`, `tfds.load(batch_size=...)`, or a Keras `*_dataset_from_directory(..., "
                "shuffle=False)`, which are already batched) with no `unbatch` in between and no batching after "
                "it and no shuffle of the examples before the batch; or `shuffle(1)`; or a literal buffer smaller than the literal size of the `.batch` that "
-               "follows. Pipelines only consumed for evaluation are not flagged; a helper that builds "
+               "follows. Pipelines only consumed for evaluation, or only iterated to print their elements (a guide "
+               "showing the order a pipeline gives), are not flagged; a helper that builds "
                "both the training and the validation dataset is judged by the call whose result is trained on.")
     why = ("`shuffle` permutes the elements it receives. After `batch` those are whole batches: each batch holds "
            "the same consecutive examples in every epoch and only the order of the batches changes, so the "
