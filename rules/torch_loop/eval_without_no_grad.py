@@ -19,6 +19,8 @@ _GRAD_OFF = NO_GRAD_CALLS | {"torch.set_grad_enabled", "torch.autograd.set_grad_
 # Gradients taken without `backward()`; under `no_grad` they raise (nothing requires grad).
 _DIFFERENTIATING = {"torch.autograd.grad", *(f"torch.autograd.functional.{name}"
                                              for name in ("jacobian", "hessian", "vjp", "jvp", "hvp", "vhp"))}
+# Adversarial-attack libraries: an attack takes the gradient of the model's loss with respect to its input.
+_ATTACK_LIBRARIES = ("advertorch.", "torchattacks.", "foolbox.", "art.attacks.", "cleverhans.")
 
 # Decorators known not to change autograd's mode.
 _PLAIN_DECORATORS = {"staticmethod", "classmethod", "property", "functools.wraps", "functools.cache",
@@ -91,7 +93,9 @@ class EvalWithoutNoGrad(Rule):
                "comparison, arithmetic or a plain function given only such values) are not kept graphs. An input made "
                "`Variable(x, volatile=True)` turned recording off in PyTorch 0.3: in code written for it (no "
                "`.item()`, which 0.4 brought, in the function around the loop) it is not reported; elsewhere the message says that the flag has done "
-               "nothing since 0.4. The message says which.")
+               "nothing since 0.4. A loop that takes gradients (`torch.autograd.grad`, an attack of an adversarial-"
+               "attack library: advertorch, torchattacks, foolbox, ART, cleverhans) needs autograd on and is not "
+               "reported. The message says which.")
     why = ("`eval()` only changes dropout and batch norm; it does not turn autograd off. Every forward pass still "
            "saves its activations for a backward that never comes: more memory and time per batch, and every "
            "output kept (predictions collected for a metric) keeps its whole graph alive.")
@@ -274,6 +278,29 @@ def save_overlays(model, dataset):
 """),
     )
     not_flagged = (
+        Example("""
+import torch
+from torchattacks import PGD
+def robust_accuracy(model, loader):
+    model.eval()
+    attack = PGD(model, eps=8 / 255)
+    correct = 0
+    for x, y in loader:
+        x_adv = attack(x, y)
+        correct += (model(x_adv).argmax(1) == y).sum().item()
+    return correct
+"""),
+        Example("""
+from advertorch.attacks import LinfPGDAttack
+def evaluate_attack(model, loader, adversary):
+    model.eval()
+    hits = 0
+    for x, y in loader:
+        hits += (model(adversary.perturb(x, y)).argmax(1) == y).sum().item()
+    return hits
+adversary = LinfPGDAttack(net, eps=0.03, nb_iter=10)
+print(evaluate_attack(net, test_loader, adversary))
+"""),
         Example("""
 import numpy as np
 import torch
@@ -567,8 +594,18 @@ for x, y in loader:
 
     def _differentiates(self, loop: cst.For | cst.While, model: str) -> bool:
         """Does an iteration take gradients without `backward()`: `torch.autograd.grad` (an adversarial
-        evaluation's attack, a gradient penalty), `torch.autograd.functional.jacobian`? They need autograd on."""
-        return any((self.ctx.names.callee(call) or "") in _DIFFERENTIATING for call, _ in self._calls_per_iteration(loop, model))
+        evaluation's attack, a gradient penalty), `torch.autograd.functional.jacobian`, or an attack of an
+        adversarial-attack library (`adversary.perturb(x, y)` with `adversary = LinfPGDAttack(model)`)?
+        They need autograd on."""
+        return any(self._takes_gradients(call) for call, _ in self._calls_per_iteration(loop, model))
+
+    def _takes_gradients(self, call: cst.Call) -> bool:
+        callee = self.ctx.names.callee(call) or ""
+        if callee in _DIFFERENTIATING or callee.startswith(_ATTACK_LIBRARIES):
+            return True
+        attack = call.func.value if isinstance(call.func, cst.Attribute) else call.func
+        made = self.ctx.flow.constructed_by(attack, call)
+        return made is not None and made[1].startswith(_ATTACK_LIBRARIES)
 
     def _calls_per_iteration(self, loop: cst.For | cst.While, model: str) -> Iterator[tuple[cst.Call, str]]:
         """The calls an iteration of `loop` makes, each with the model's name where it is: those of the
