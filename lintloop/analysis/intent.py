@@ -138,8 +138,9 @@ class Intent(Analysis):
                 if not isinstance(statement, cst.Expr):
                     return False
                 value = statement.value
-                shown = value.args if isinstance(value, cst.Call) and self._prints(value) else (cst.Arg(value),)
-                if any(isinstance(n, cst.Call) and not _shows_a_value(n) for arg in shown for n in walk(arg.value)):
+                printing = isinstance(value, cst.Call) and self._prints(value)
+                shown = [a.value for a in value.args] if printing else [value]
+                if any(isinstance(n, cst.Call) and call_name(n) not in _SHOWING_CALLS for v in shown for n in walk(v)):
                     return False
         return True
 
@@ -449,8 +450,3 @@ def _updates_count(mutation: cst.CSTNode, target: cst.BaseExpression) -> bool:
     if isinstance(mutation, cst.Call):
         return call_name(mutation) in ("append", "extend")
     return False
-
-
-def _shows_a_value(call: cst.Call) -> bool:
-    """A call that only converts a value for showing it: `x.numpy()`, `len(x)`, `str(x)`."""
-    return call_name(call) in _SHOWING_CALLS

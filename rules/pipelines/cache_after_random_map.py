@@ -24,8 +24,8 @@ class CacheAfterRandomMap(Rule):
                "`tf.image.random_*`, `tf.nn.dropout`, `keras.random.*`, a `tf.random.Generator`, or a Keras random "
                "preprocessing layer (`RandomFlip`, `RandomRotation`, ..., `RandAugment`, keras_cv's; any "
                "spelling, Keras 2 and 3), called directly or through a `Sequential` of them. Pipelines only consumed for "
-               "evaluation, or only iterated to print their elements, are not flagged; a helper that builds both the training and the validation dataset "
-               "is judged by the call whose result is trained on.")
+               "evaluation, or only iterated to print their elements, are not flagged; a helper that builds both "
+               "the training and the validation dataset is judged by the call whose result is trained on.")
     why = ("`cache()` stores the elements of the first pass and replays them in every later epoch, so the random "
            "augmentation computed in epoch 1 is frozen: the model sees the same flipped/rotated/cropped copy of "
            "each example every epoch, and the augmentation no longer regularizes. Stateless random ops "
