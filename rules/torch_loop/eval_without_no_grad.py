@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import cached_property
 
 import libcst as cst
 
@@ -289,6 +290,20 @@ def robust_accuracy(model, loader):
         x_adv = attack(x, y)
         correct += (model(x_adv).argmax(1) == y).sum().item()
     return correct
+"""),
+        Example("""
+import torch
+import torchattacks as ta
+class RobustEval:
+    def __init__(self, model):
+        self.model = model
+        self.attack = ta.FGSM(model, eps=0.03)
+    def run(self, loader):
+        self.model.eval()
+        fooled = 0
+        for x, y in loader:
+            fooled += (self.model(self.attack(x, y)).argmax(1) != y).sum().item()
+        return fooled
 """),
         Example("""
 from advertorch.attacks import LinfPGDAttack
@@ -603,9 +618,16 @@ for x, y in loader:
         callee = self.ctx.names.callee(call) or ""
         if callee in _DIFFERENTIATING or callee.startswith(_ATTACK_LIBRARIES):
             return True
-        attack = call.func.value if isinstance(call.func, cst.Attribute) else call.func
-        made = self.ctx.flow.constructed_by(attack, call)
-        return made is not None and made[1].startswith(_ATTACK_LIBRARIES)
+        if not self._imports_an_attack_library:
+            return False  # no attack object can be made here: callees resolve through the file's imports
+        # The attack called (`atk(x, y)`, `self.attack(x, y)`), or the one whose method is (`adversary.perturb(x, y)`).
+        attacks = [call.func, call.func.value] if isinstance(call.func, cst.Attribute) else [call.func]
+        return any((made := self.ctx.flow.constructed_by(attack, call)) is not None
+                   and made[1].startswith(_ATTACK_LIBRARIES) for attack in attacks)
+
+    @cached_property
+    def _imports_an_attack_library(self) -> bool:
+        return any(f"{q}.".startswith(_ATTACK_LIBRARIES) for q in self.ctx.names.imports.values())
 
     def _calls_per_iteration(self, loop: cst.For | cst.While, model: str) -> Iterator[tuple[cst.Call, str]]:
         """The calls an iteration of `loop` makes, each with the model's name where it is: those of the
@@ -648,8 +670,8 @@ for x, y in loader:
     def _calls_item(self, loop: cst.For | cst.While) -> bool:
         """Does the function around `loop` (the loop itself at module level) call `.item()`? Asked of the
         code parsed with the loop, not of the whole file: the screen parses only the units a rule needs."""
-        scope = next((a for a in self.ctx.ancestors(loop) if isinstance(a, cst.FunctionDef)), loop)
-        return bool(self.ctx.definitions.named("item").within(scope))
+        scope = self.ctx.scope_of(loop)
+        return bool(self.ctx.definitions.named("item").within(scope if isinstance(scope, cst.FunctionDef) else loop))
 
     @staticmethod
     def _carried_state(sink: cst.CSTNode, forward: cst.Call) -> bool:
